@@ -1,0 +1,73 @@
+# nodeguard. The two commands that matter: `make run` (a local control plane with nodeguard in
+# it) and `make test` (everything CI checks; .ci/run calls it).
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := build
+
+GO ?= go
+GOFMT ?= gofmt
+# A checkout without .git (CI tarballs) must still build.
+export GOFLAGS ?= -buildvcs=false
+# The first run builds kube-apiserver (several minutes) before any test starts; a test that
+# starts control planes takes seconds each, but on two cores they add up.
+TEST_TIMEOUT ?= 30m
+# Arguments for `make run`, e.g. make run ARGS='--help'.
+ARGS ?=
+
+# Modules nested under hack/ (hack/tools/etcd, hack/tools/kube, ...) are separate modules that
+# `./...` in the root does not reach.
+NESTED_MODULES := $(sort $(patsubst %/go.mod,%,$(shell find hack -mindepth 2 -name go.mod -not -path '*/testdata/*')))
+
+.PHONY: build test testbin bench run lint generate clean help
+
+## build: compile every command under cmd/ into bin/.
+build:
+	$(GO) build -o bin/ ./cmd/...
+
+## test: lint, make sure etcd and kube-apiserver are built, then run all tests.
+test: lint testbin
+	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+	@for module in $(NESTED_MODULES); do \
+		echo "go test in $$module"; \
+		(cd "$$module" && GOWORK=off $(GO) test -timeout $(TEST_TIMEOUT) ./...); \
+	done
+
+## testbin: build etcd and kube-apiserver into the cache (only when missing or out of date).
+testbin:
+	hack/testbin.sh >/dev/null
+
+## bench: run the benchmarks (no tests).
+bench: testbin
+	$(GO) test -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) ./...
+
+## run: start a local control plane with nodeguard installed (see hack/localup).
+run: testbin
+	$(GO) run ./hack/localup $(ARGS)
+
+## lint: gofmt must have nothing to say, go vet must pass, scripts must parse.
+lint:
+	@unformatted="$$($(GOFMT) -l .)"; \
+	if [[ -n "$$unformatted" ]]; then \
+		echo "gofmt -l lists files that need formatting (run gofmt -w on them):"; \
+		echo "$$unformatted"; \
+		exit 1; \
+	fi
+	$(GO) vet ./...
+	@for module in $(NESTED_MODULES); do \
+		echo "go vet in $$module"; \
+		(cd "$$module" && GOWORK=off $(GO) vet ./...); \
+	done
+	@for script in hack/testbin.sh .ci/run; do bash -n "$$script"; done
+
+## generate: run the go:generate directives.
+generate:
+	$(GO) generate ./...
+
+## clean: remove build output. The etcd/kube-apiserver cache (~/.cache/nodeguard) stays.
+clean:
+	rm -rf bin/
+
+## help: list the targets.
+help:
+	@sed -n 's/^## //p' $(MAKEFILE_LIST)

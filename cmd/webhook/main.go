@@ -1,0 +1,146 @@
+// Command webhook serves nodeguard's /authorize (authorization webhook) and
+// /validate (admission webhook) endpoints over one HTTPS server.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/pflag"
+	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/nodeguard/nodeguard/pkg/authz"
+	"github.com/nodeguard/nodeguard/pkg/graph"
+	"github.com/nodeguard/nodeguard/pkg/server"
+)
+
+func main() {
+	opts := NewOptions()
+	fs := pflag.NewFlagSet("webhook", pflag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(os.Stderr, "nodeguard webhook: authorization (/authorize) and admission (/validate) for Dynamic Kubelet Config.\n\nUsage: webhook [flags]\n\nFlags:\n%s", fs.FlagUsages())
+	}
+	opts.AddFlags(fs)
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			os.Exit(0)
+		}
+		os.Exit(2)
+	}
+	if errs := opts.Validate(); len(errs) > 0 {
+		for _, err := range errs {
+			fmt.Fprintln(os.Stderr, "error:", err)
+		}
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	ctx = klog.NewContext(ctx, klog.Background().WithName("webhook"))
+	if err := run(ctx, opts); err != nil {
+		klog.FromContext(ctx).Error(err, "Webhook failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+func run(ctx context.Context, opts *Options) error {
+	restConfig, err := loadRESTConfig(opts.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	restConfig.QPS, restConfig.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
+	restConfig.UserAgent = "nodeguard-webhook"
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("building client: %w", err)
+	}
+	metaClient, err := metadata.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("building metadata client: %w", err)
+	}
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	graphMetrics, err := graph.NewMetrics(registry)
+	if err != nil {
+		return err
+	}
+	authzMetrics, err := authz.NewMetrics(registry)
+	if err != nil {
+		return err
+	}
+
+	g := graph.New(graphMetrics)
+	informers, err := graph.NewInformers(client, metaClient, opts.Resync)
+	if err != nil {
+		return err
+	}
+	populator, err := graph.NewPopulator(g, informers)
+	if err != nil {
+		return err
+	}
+	authorizer := authz.New(g, opts.minKubeletVersion())
+
+	tlsFiles := server.TLSFiles{CertFile: opts.TLSCertFile, KeyFile: opts.TLSPrivateKeyFile, ClientCAFile: opts.ClientCAFile}
+	dynamicTLS, err := server.NewDynamicTLS(tlsFiles)
+	if err != nil {
+		return err
+	}
+	listener, err := net.Listen("tcp", net.JoinHostPort(opts.BindAddress, strconv.Itoa(opts.SecurePort)))
+	if err != nil {
+		return fmt.Errorf("listening: %w", err)
+	}
+	srv, err := server.New(server.Config{
+		Listener: listener,
+		TLS:      dynamicTLS,
+		Registry: registry,
+		ReadyChecks: []healthz.HealthChecker{
+			healthz.NamedCheck("graph-synced", func(*http.Request) error {
+				if !g.Synced() {
+					return errors.New("graph has not synced")
+				}
+				return nil
+			}),
+		},
+		DrainDuration:   opts.DrainDuration,
+		ShutdownTimeout: opts.ShutdownTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	srv.HandleReview("/authorize", server.ReviewHandler("authorize", opts.MaxAuthorizeBodyBytes, authz.ReviewFunc(authorizer, authzMetrics)))
+
+	dynamicTLS.Run(ctx)
+	go populator.Run(ctx)
+	return srv.Run(ctx)
+}
+
+func loadRESTConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster configuration (set --kubeconfig outside a cluster): %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading --kubeconfig %s: %w", kubeconfig, err)
+	}
+	return cfg, nil
+}

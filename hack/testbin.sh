@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Builds the real etcd and kube-apiserver that nodeguard's tests and `make run` start.
+#
+# They are built from the Go module proxy (hack/tools/etcd, hack/tools/kube) rather than
+# downloaded, and cached outside the repo so only the first run pays for the build. Each binary
+# carries a stamp holding a hash of the module it was built from; a change to that module's
+# go.mod/go.sum (or to this recipe) rebuilds it, anything else reuses it. A binary found without
+# a stamp (put there by hand, say envtest's) is trusted as it is.
+#
+# Usage: hack/testbin.sh [etcd] [kube-apiserver]    (no argument: both)
+# Prints the binary directory on stdout and progress on stderr, so that
+#   NODEGUARD_BIN_DIR="$(hack/testbin.sh)"
+# works. The directory is $NODEGUARD_BIN_DIR, else $XDG_CACHE_HOME/nodeguard/bin/<version>,
+# else ~/.cache/nodeguard/bin/<version>; test/controlplane looks in the same place.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# The version keys the cache directory; it is the one hack/tools/kube builds (test/controlplane
+# has the same constant, and a test there checks the two agree).
+kube_version="$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "${repo_root}/hack/tools/kube/go.mod")"
+[[ -n "${kube_version}" ]] || { echo "testbin: no k8s.io/kubernetes requirement in hack/tools/kube/go.mod" >&2; exit 1; }
+kube_major="$(cut -d. -f1 <<<"${kube_version#v}")"
+kube_minor="$(cut -d. -f2 <<<"${kube_version}")"
+# Bump when the build commands below change, so cached binaries are rebuilt.
+recipe=2
+bin_dir="${NODEGUARD_BIN_DIR:-${XDG_CACHE_HOME:-${HOME}/.cache}/nodeguard/bin/${kube_version}}"
+
+# The tools modules are separate modules; a go.work elsewhere must not pull them together.
+export GOWORK=off
+export GOFLAGS="${GOFLAGS:--buildvcs=false}"
+
+log() { printf 'testbin: %s\n' "$*" >&2; }
+
+die() {
+	log "error: $*"
+	exit 1
+}
+
+command -v go >/dev/null 2>&1 || die "go is not on PATH (Go 1.26 is needed; on CI it is /usr/local/go/bin)"
+
+module_hash() {
+	local dir="$1"
+	{
+		echo "recipe=${recipe}"
+		cat "${dir}/go.mod" "${dir}/go.sum"
+		# etcd's main.go is built too; for kube-apiserver, go.sum pins everything that is built.
+		if [[ -f "${dir}/main.go" ]]; then cat "${dir}/main.go"; fi
+	} | sha256sum | cut -d' ' -f1
+}
+
+# ensure NAME MODULE_DIR PACKAGE ESTIMATE [GO BUILD FLAGS...]
+ensure() {
+	local name="$1" module_dir="$2" package="$3" estimate="$4"
+	shift 4
+	local binary="${bin_dir}/${name}" stamp="${bin_dir}/.${name}.stamp"
+	local want
+	want="$(module_hash "${module_dir}")"
+
+	if [[ -x "${binary}" ]]; then
+		if [[ ! -f "${stamp}" ]]; then
+			# A binary without a stamp was put there by hand (or by an earlier plain
+			# `go build`): trust it rather than throw away minutes of build.
+			echo "${want}" >"${stamp}"
+			log "using existing ${binary}"
+			return
+		fi
+		if [[ "$(cat "${stamp}")" == "${want}" ]]; then
+			return
+		fi
+		log "${name} is out of date: ${module_dir#"${repo_root}"/} or this script changed since it was built"
+	fi
+
+	log "building ${name} (first run only, ${estimate})..."
+	local tmp="${bin_dir}/.${name}.tmp.$$"
+	trap 'rm -f "${tmp}"' EXIT
+	local started=${SECONDS}
+	(cd "${module_dir}" && go build "$@" -o "${tmp}" "${package}") || die "building ${name} failed"
+	# Rename so that an interrupted build never leaves a half-written binary behind.
+	mv -f "${tmp}" "${binary}"
+	trap - EXIT
+	echo "${want}" >"${stamp}"
+	log "built ${binary} in $((SECONDS - started))s"
+}
+
+targets=("$@")
+if [[ ${#targets[@]} -eq 0 ]]; then
+	targets=(etcd kube-apiserver)
+fi
+
+mkdir -p "${bin_dir}"
+
+# Two concurrent runs (say, two `make test`) would both spend minutes building; let one wait.
+exec 9>"${bin_dir}/.lock"
+if ! flock -n 9; then
+	log "another testbin build holds ${bin_dir}/.lock; waiting for it..."
+	flock 9
+fi
+
+for target in "${targets[@]}"; do
+	case "${target}" in
+	etcd) ensure etcd "${repo_root}/hack/tools/etcd" . "~1 min" ;;
+	kube-apiserver)
+		# Without these the binary calls itself v0.0.0-master, as any plain `go build` of
+		# Kubernetes does; upstream's release build sets the same variables.
+		ensure kube-apiserver "${repo_root}/hack/tools/kube" k8s.io/kubernetes/cmd/kube-apiserver "~4-8 min" \
+			-ldflags "-X k8s.io/component-base/version.gitVersion=${kube_version} -X k8s.io/component-base/version.gitMajor=${kube_major} -X k8s.io/component-base/version.gitMinor=${kube_minor} -X k8s.io/component-base/version.gitTreeState=clean"
+		;;
+	*) die "unknown binary ${target} (want etcd or kube-apiserver)" ;;
+	esac
+done
+
+echo "${bin_dir}"

@@ -1,0 +1,11 @@
+// Package authz decides SubjectAccessReviews for the /authorize endpoint, as
+// CONTRACT.md's authorization rules say: a node may read (get, and list or
+// watch by name) a ConfigMap only when the graph has a path from it to the
+// node, and a node whose kubelet is older than the configured minimum is
+// denied everything but reading and updating its own Node.
+//
+// A refusal is a value (a Decision and a Reason), never an error. The
+// package only decides; HTTP plumbing lives in pkg/server and the graph in
+// pkg/graph, which this package reads through the small GraphReader
+// interface.
+package authz

@@ -1,0 +1,19 @@
+package contract
+
+// ObjectRef pins one version of a ConfigMap. A nil *ObjectRef in a
+// ConfigStatus means the node's local configuration.
+type ObjectRef struct {
+	Namespace       string `json:"namespace"`
+	Name            string `json:"name"`
+	UID             string `json:"uid"`
+	ResourceVersion string `json:"resourceVersion"`
+}
+
+// ConfigStatus is the JSON document the agent writes into
+// ConfigStatusAnnotation.
+type ConfigStatus struct {
+	Assigned      *ObjectRef `json:"assigned"`
+	Active        *ObjectRef `json:"active"`
+	LastKnownGood *ObjectRef `json:"lastKnownGood"`
+	Error         string     `json:"error"`
+}

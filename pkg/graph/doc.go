@@ -1,0 +1,25 @@
+// Package graph keeps, for every node, the set of ConfigMaps the node may
+// read, fed by informers on Nodes, Pods and eligible ConfigMaps.
+//
+// A ConfigMap reaches a node along one of two paths, as CONTRACT.md says:
+//
+//	ConfigMap --assigned to--> Node      (config-source annotation or legacy
+//	                                      spec.configSource, and only while
+//	                                      the ConfigMap is eligible)
+//	ConfigMap --used by--> Pod --bound to--> Node
+//
+// Unlike the in-tree Node authorizer, which walks a general vertex/edge graph
+// under a read/write lock, this graph stores the answer the authorizer needs:
+// per node, a reference count for every ConfigMap it can reach. Readers never
+// take a lock: each node's view is an immutable map published through an
+// atomic pointer, and writers (serialised by one mutex) replace it
+// copy-on-write. A busy reader can therefore never delay a write, which is
+// how graph lag turns into wrong refusals in large clusters.
+//
+// Before the initial lists are in (MarkSynced), writers mutate in place and
+// readers see nothing at all, so population pays no copying and nothing is
+// ever answered from a half-built graph.
+//
+// Files: graph.go (read side), write.go (write side), objects.go (what is
+// taken from API objects), populator.go (informer wiring), metrics.go.
+package graph

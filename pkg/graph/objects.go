@@ -1,0 +1,100 @@
+package graph
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/nodeguard/nodeguard/pkg/contract"
+)
+
+func isEligible(labels map[string]string) bool { return contract.IsEligible(labels) }
+
+// nodeInfoFrom takes from a Node what decisions need.
+func nodeInfoFrom(node *corev1.Node) *NodeInfo {
+	info := &NodeInfo{
+		Name:            node.Name,
+		ResourceVersion: node.ResourceVersion,
+		Labels:          node.Labels,
+		KubeletVersion:  node.Status.NodeInfo.KubeletVersion,
+	}
+	if info.KubeletVersion == "" {
+		info.VersionError = "node reports no kubelet version"
+	} else if v, err := version.ParseGeneric(info.KubeletVersion); err != nil {
+		info.VersionError = err.Error()
+	} else {
+		info.ParsedKubeletVersion = v
+	}
+	assignment, ok, err := contract.AssignmentOf(node)
+	switch {
+	case err != nil:
+		info.AssignmentError = err.Error()
+	case ok:
+		info.Assignment = &assignment
+	}
+	return info
+}
+
+func assignedConfigMap(info *NodeInfo) *objectKey {
+	if info == nil || info.Assignment == nil {
+		return nil
+	}
+	ref := info.Assignment.ConfigMap
+	return &objectKey{namespace: ref.Namespace, name: ref.Name}
+}
+
+// podConfigMaps lists, sorted and without repeats, the ConfigMaps a pod
+// references: volumes, projected volumes, and env and envFrom in every kind
+// of container.
+func podConfigMaps(pod *corev1.Pod) []objectKey {
+	var names []string
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if v.ConfigMap != nil {
+			names = append(names, v.ConfigMap.Name)
+		}
+		if v.Projected != nil {
+			for _, src := range v.Projected.Sources {
+				if src.ConfigMap != nil {
+					names = append(names, src.ConfigMap.Name)
+				}
+			}
+		}
+	}
+	visit := func(env []corev1.EnvVar, envFrom []corev1.EnvFromSource) {
+		for _, e := range env {
+			if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
+				names = append(names, e.ValueFrom.ConfigMapKeyRef.Name)
+			}
+		}
+		for _, e := range envFrom {
+			if e.ConfigMapRef != nil {
+				names = append(names, e.ConfigMapRef.Name)
+			}
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		visit(pod.Spec.InitContainers[i].Env, pod.Spec.InitContainers[i].EnvFrom)
+	}
+	for i := range pod.Spec.Containers {
+		visit(pod.Spec.Containers[i].Env, pod.Spec.Containers[i].EnvFrom)
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		c := &pod.Spec.EphemeralContainers[i].EphemeralContainerCommon
+		visit(c.Env, c.EnvFrom)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	if names[0] == "" {
+		names = names[1:]
+	}
+	keys := make([]objectKey, len(names))
+	for i, n := range names {
+		keys[i] = objectKey{namespace: pod.Namespace, name: n}
+	}
+	return keys
+}

@@ -1,0 +1,60 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// httpMetrics counts and times requests per endpoint. Endpoints are the
+// registered paths, never raw URLs, so label cardinality stays fixed.
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	inFlight prometheus.Gauge
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nodeguard", Subsystem: "http", Name: "requests_total",
+			Help: "HTTP requests by endpoint and status code.",
+		}, []string{"endpoint", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "nodeguard", Subsystem: "http", Name: "request_duration_seconds",
+			Help:    "Time from request to complete response, by endpoint.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"endpoint"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "nodeguard", Subsystem: "http", Name: "requests_in_flight",
+			Help: "Requests being served.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.inFlight} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering HTTP metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *httpMetrics) instrument(endpoint string, next http.Handler) http.Handler {
+	duration := m.duration.WithLabelValues(endpoint)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		m.inFlight.Inc()
+		defer m.inFlight.Dec()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r)
+		status := ww.Status()
+		if status == 0 {
+			status = http.StatusOK
+		}
+		m.requests.WithLabelValues(endpoint, strconv.Itoa(status)).Inc()
+		duration.Observe(time.Since(start).Seconds())
+	})
+}

@@ -1,0 +1,234 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodeguard/nodeguard/test/controlplane"
+	"github.com/nodeguard/nodeguard/test/manifests"
+)
+
+// WebhookServiceAccount is the identity the webhook runs as, bound to the
+// least RBAC in manifests/base.
+const WebhookServiceAccount = "system:serviceaccount:nodeguard:nodeguard-webhook"
+
+// Options shape an environment.
+type Options struct {
+	// WorkDir holds certificates, binaries and logs; required.
+	WorkDir string
+	// WebhookArgs are added to the webhook's command line.
+	WebhookArgs []string
+}
+
+// Env is a running environment.
+type Env struct {
+	CP    *controlplane.ControlPlane
+	Admin kubernetes.Interface
+	// WebhookURL is the webhook's base URL, https://127.0.0.1:PORT.
+	WebhookURL string
+	// ProbeClient reaches the webhook's health endpoints as the apiserver
+	// would, with a client certificate.
+	ProbeClient *http.Client
+
+	dir     string
+	binary  string
+	args    []string
+	logPath string
+
+	mu      sync.Mutex
+	webhook *exec.Cmd
+	exited  chan struct{}
+}
+
+// Start builds and starts everything. On error nothing is left running.
+func Start(ctx context.Context, opts Options) (env *Env, err error) {
+	if opts.WorkDir == "" {
+		return nil, errors.New("framework: WorkDir is required")
+	}
+	e := &Env{dir: opts.WorkDir, logPath: filepath.Join(opts.WorkDir, "webhook.log")}
+	defer func() {
+		if err != nil {
+			e.Stop()
+		}
+	}()
+	if e.binary, err = BuildWebhook(opts.WorkDir); err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	e.WebhookURL = "https://127.0.0.1:" + strconv.Itoa(port)
+
+	pki, err := newWebhookPKI(filepath.Join(opts.WorkDir, "webhook-pki"))
+	if err != nil {
+		return nil, err
+	}
+	e.ProbeClient = pki.apiserverClient()
+	authzConfig, err := controlplane.WriteAuthorizationFiles(opts.WorkDir, controlplane.WebhookKubeconfig{
+		Server:         e.WebhookURL + "/authorize",
+		CABundle:       pki.servingCA.CertPEM(),
+		ClientCertFile: pki.apiserverCertFile,
+		ClientKeyFile:  pki.apiserverKeyFile,
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.CP, err = controlplane.Start(ctx, controlplane.Options{
+		WorkDir:                 filepath.Join(opts.WorkDir, "controlplane"),
+		AuthorizationConfigFile: authzConfig,
+		EnableAdmissionPlugins:  []string{"NodeRestriction"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if e.Admin, err = kubernetes.NewForConfig(e.CP.AdminConfig()); err != nil {
+		return nil, fmt.Errorf("admin client: %w", err)
+	}
+	base, err := manifests.Dir("base")
+	if err != nil {
+		return nil, err
+	}
+	objs, err := manifests.Render(base)
+	if err != nil {
+		return nil, err
+	}
+	if err := manifests.Apply(ctx, e.CP.AdminConfig(), objs); err != nil {
+		return nil, err
+	}
+	webhookConfig, err := e.CP.UserConfig(WebhookServiceAccount, "system:serviceaccounts", "system:serviceaccounts:nodeguard")
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig := filepath.Join(opts.WorkDir, "webhook.kubeconfig")
+	if err := controlplane.WriteKubeconfig(kubeconfig, webhookConfig); err != nil {
+		return nil, err
+	}
+	e.args = append([]string{
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		"--tls-cert-file=" + pki.servingCertFile,
+		"--tls-private-key-file=" + pki.servingKeyFile,
+		"--client-ca-file=" + pki.clientCAFile,
+		"--kubeconfig=" + kubeconfig,
+		"--shutdown-drain-duration=0s",
+		"-v=2",
+	}, opts.WebhookArgs...)
+	if err := e.StartWebhook(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// StartWebhook starts the webhook process and waits until it is ready.
+func (e *Env) StartWebhook(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.webhook != nil {
+		return errors.New("webhook already running")
+	}
+	logFile, err := os.OpenFile(e.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("webhook log: %w", err)
+	}
+	cmd := exec.Command(e.binary, e.args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("starting webhook: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logFile.Close()
+		close(exited)
+	}()
+	e.webhook, e.exited = cmd, exited
+	return e.waitReadyLocked(ctx)
+}
+
+func (e *Env) waitReadyLocked(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		select {
+		case <-e.exited:
+			return fmt.Errorf("webhook exited before it was ready; log:\n%s", e.WebhookLogTail(30))
+		case <-ctx.Done():
+			return fmt.Errorf("webhook not ready: %w; log:\n%s", ctx.Err(), e.WebhookLogTail(30))
+		case <-time.After(100 * time.Millisecond):
+		}
+		resp, err := e.ProbeClient.Get(e.WebhookURL + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+	}
+}
+
+// StopWebhook stops the webhook process (SIGTERM, then SIGKILL).
+func (e *Env) StopWebhook() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.webhook == nil {
+		return
+	}
+	_ = syscall.Kill(-e.webhook.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-e.exited:
+	case <-time.After(15 * time.Second):
+		_ = syscall.Kill(-e.webhook.Process.Pid, syscall.SIGKILL)
+		<-e.exited
+	}
+	e.webhook = nil
+}
+
+// Stop ends everything Start started.
+func (e *Env) Stop() {
+	e.StopWebhook()
+	if e.CP != nil {
+		_ = e.CP.Stop()
+	}
+}
+
+// WebhookLogTail returns the last lines of the webhook's log.
+func (e *Env) WebhookLogTail(lines int) string {
+	return tail(e.logPath, lines)
+}
+
+// NodeClient returns a client with the credentials of the kubelet on node.
+func (e *Env) NodeClient(node string) (kubernetes.Interface, error) {
+	cfg, err := e.CP.NodeConfig(node)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// NodeRESTConfig returns the kubelet credentials of node as a rest.Config.
+func (e *Env) NodeRESTConfig(node string) (*rest.Config, error) { return e.CP.NodeConfig(node) }
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,80 @@
+package manifests
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/nodeguard/nodeguard/test/controlplane"
+)
+
+// Dir returns the absolute path of manifests/<sub> in this repository.
+func Dir(sub string) (string, error) {
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "manifests", sub), nil
+}
+
+// Render builds a kustomization directory into objects.
+func Render(kustomizationDir string) ([]*unstructured.Unstructured, error) {
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), kustomizationDir)
+	if err != nil {
+		return nil, fmt.Errorf("rendering %s: %w", kustomizationDir, err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, r := range resources.Resources() {
+		m, err := r.Map()
+		if err != nil {
+			return nil, fmt.Errorf("rendering %s: %s: %w", kustomizationDir, r.CurId(), err)
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+	return objs, nil
+}
+
+// Apply server-side applies objects in order, as field manager "nodeguard".
+func Apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructured) error {
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("discovery client: %w", err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("dynamic client: %w", err)
+	}
+	for _, obj := range objs {
+		gvk := obj.GroupVersionKind()
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return fmt.Errorf("mapping %s: %w", gvk, err)
+		}
+		var ri dynamic.ResourceInterface = client.Resource(mapping.Resource)
+		if obj.GetNamespace() != "" {
+			ri = client.Resource(mapping.Resource).Namespace(obj.GetNamespace())
+		}
+		data, err := obj.MarshalJSON()
+		if err != nil {
+			return fmt.Errorf("encoding %s %s: %w", gvk.Kind, obj.GetName(), err)
+		}
+		force := true
+		if _, err := ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data,
+			metav1.PatchOptions{FieldManager: "nodeguard", Force: &force}); err != nil {
+			return fmt.Errorf("applying %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
+		}
+	}
+	return nil
+}
