@@ -29,6 +29,7 @@ build:
 test: lint testbin
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 	@for module in $(NESTED_MODULES); do \
+		[[ -n "$$(cd "$$module" && GOWORK=off $(GO) list ./... 2>/dev/null)" ]] || continue; \
 		echo "go test in $$module"; \
 		(cd "$$module" && GOWORK=off $(GO) test -timeout $(TEST_TIMEOUT) ./...); \
 	done
@@ -55,6 +56,7 @@ lint:
 	fi
 	$(GO) vet ./...
 	@for module in $(NESTED_MODULES); do \
+		[[ -n "$$(cd "$$module" && GOWORK=off $(GO) list ./... 2>/dev/null)" ]] || continue; \
 		echo "go vet in $$module"; \
 		(cd "$$module" && GOWORK=off $(GO) vet ./...); \
 	done
