@@ -18,12 +18,15 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/nodeguard/nodeguard/pkg/admission"
 	"github.com/nodeguard/nodeguard/pkg/authz"
+	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/graph"
 	"github.com/nodeguard/nodeguard/pkg/server"
 )
@@ -94,7 +97,19 @@ func run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	authorizer := authz.New(g, opts.minKubeletVersion())
+	policy, err := config.NewWatcher(opts.PolicyConfig, opts.fallbackPolicy(), opts.PolicyReloadInterval, registry)
+	if err != nil {
+		return err
+	}
+	authorizer := authz.New(g, nil)
+	policy.OnChange(func(p *config.Policy) { authorizer.SetMinKubeletVersion(p.MinKubeletVersion) })
+
+	admissionMetrics, err := admission.NewMetrics(registry)
+	if err != nil {
+		return err
+	}
+	configMaps := admission.NewConfigMapInformer(client, opts.Resync)
+	admitter := admission.New(policy.Current, corelisters.NewConfigMapLister(configMaps.GetIndexer()), g)
 
 	tlsFiles := server.TLSFiles{CertFile: opts.TLSCertFile, KeyFile: opts.TLSPrivateKeyFile, ClientCAFile: opts.ClientCAFile}
 	dynamicTLS, err := server.NewDynamicTLS(tlsFiles)
@@ -116,7 +131,14 @@ func run(ctx context.Context, opts *Options) error {
 				}
 				return nil
 			}),
+			healthz.NamedCheck("configmaps-synced", func(*http.Request) error {
+				if !configMaps.HasSynced() {
+					return errors.New("eligible ConfigMaps have not synced")
+				}
+				return nil
+			}),
 		},
+		Degraded:        []server.Degradable{policy},
 		DrainDuration:   opts.DrainDuration,
 		ShutdownTimeout: opts.ShutdownTimeout,
 	})
@@ -124,8 +146,11 @@ func run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	srv.HandleReview("/authorize", server.ReviewHandler("authorize", opts.MaxAuthorizeBodyBytes, authz.ReviewFunc(authorizer, authzMetrics)))
+	srv.HandleReview("/validate", server.ReviewHandler("validate", opts.MaxValidateBodyBytes, admission.ReviewFunc(admitter, admissionMetrics)))
 
 	dynamicTLS.Run(ctx)
+	go policy.Run(ctx)
+	go configMaps.RunWithContext(ctx)
 	go populator.Run(ctx)
 	return srv.Run(ctx)
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/klog/v2"
+
+	"github.com/nodeguard/nodeguard/pkg/config"
 )
 
 // Options are the webhook's command-line settings.
@@ -24,9 +26,12 @@ type Options struct {
 	KubeAPIBurst int
 	Resync       time.Duration
 
-	MinKubeletVersion string
+	MinKubeletVersion    string
+	PolicyConfig         string
+	PolicyReloadInterval time.Duration
 
 	MaxAuthorizeBodyBytes int64
+	MaxValidateBodyBytes  int64
 	DrainDuration         time.Duration
 	ShutdownTimeout       time.Duration
 }
@@ -38,9 +43,13 @@ func NewOptions() *Options {
 		SecurePort:            8443,
 		KubeAPIQPS:            50,
 		KubeAPIBurst:          100,
+		PolicyReloadInterval:  2 * time.Second,
 		MaxAuthorizeBodyBytes: 1 << 20,
-		DrainDuration:         5 * time.Second,
-		ShutdownTimeout:       30 * time.Second,
+		// An AdmissionReview carries the object and the old object, each
+		// up to the apiserver's 3 MiB request limit.
+		MaxValidateBodyBytes: 7 << 20,
+		DrainDuration:        5 * time.Second,
+		ShutdownTimeout:      30 * time.Second,
 	}
 }
 
@@ -55,7 +64,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side QPS limit towards the kube-apiserver.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst towards the kube-apiserver.")
 	fs.DurationVar(&o.Resync, "resync-period", o.Resync, "Informer resync period; 0 disables resyncs (the graph does not need them).")
-	fs.StringVar(&o.MinKubeletVersion, "min-kubelet-version", o.MinKubeletVersion, "Minimum kubelet version (e.g. 1.35.0). A node reporting an older or unparseable version is denied everything except reading and updating its own Node. The version is self-reported: this is a compatibility gate, not a security boundary. Empty disables the check.")
+	fs.StringVar(&o.MinKubeletVersion, "min-kubelet-version", o.MinKubeletVersion, "Minimum kubelet version (e.g. 1.35.0) when no --policy-config is given. A node reporting an older or unparseable version may not register, and is denied everything except reading and updating its own Node. The version is self-reported: this is a compatibility gate, not a security boundary. Empty disables the check.")
+	fs.StringVar(&o.PolicyConfig, "policy-config", o.PolicyConfig, "NodeguardPolicy file (config.nodeguard.dev/v1alpha1): minimum kubelet version, node self-assignment, fields that may not change dynamically, exempt users. Reloaded when it changes; a file that does not parse keeps the last good policy. Empty means the built-in defaults.")
+	fs.DurationVar(&o.PolicyReloadInterval, "policy-reload-interval", o.PolicyReloadInterval, "How often --policy-config is checked for changes.")
+	fs.Int64Var(&o.MaxValidateBodyBytes, "max-validate-body-bytes", o.MaxValidateBodyBytes, "Largest AdmissionReview body accepted on /validate.")
 	fs.Int64Var(&o.MaxAuthorizeBodyBytes, "max-authorize-body-bytes", o.MaxAuthorizeBodyBytes, "Largest SubjectAccessReview body accepted on /authorize.")
 	fs.DurationVar(&o.DrainDuration, "shutdown-drain-duration", o.DrainDuration, "On SIGTERM, keep serving this long with /readyz failing, so that traffic moves away before the listener closes.")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "After the drain, how long to wait for in-flight requests.")
@@ -79,6 +91,15 @@ func (o *Options) Validate() []error {
 			errs = append(errs, fmt.Errorf("--min-kubelet-version %q: %w", o.MinKubeletVersion, err))
 		}
 	}
+	if o.MinKubeletVersion != "" && o.PolicyConfig != "" {
+		errs = append(errs, errors.New("--min-kubelet-version and --policy-config are exclusive: set minKubeletVersion in the policy file, where it can change without a restart"))
+	}
+	if o.PolicyReloadInterval < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("--policy-reload-interval %v: must be at least 100ms", o.PolicyReloadInterval))
+	}
+	if o.MaxValidateBodyBytes < 64<<10 {
+		errs = append(errs, fmt.Errorf("--max-validate-body-bytes %d: must be at least 65536", o.MaxValidateBodyBytes))
+	}
 	if o.MaxAuthorizeBodyBytes < 4096 {
 		errs = append(errs, fmt.Errorf("--max-authorize-body-bytes %d: must be at least 4096", o.MaxAuthorizeBodyBytes))
 	}
@@ -91,9 +112,12 @@ func (o *Options) Validate() []error {
 	return errs
 }
 
-func (o *Options) minKubeletVersion() *version.Version {
-	if o.MinKubeletVersion == "" {
-		return nil
+// fallbackPolicy is the policy when no --policy-config is given.
+func (o *Options) fallbackPolicy() *config.Policy {
+	p := config.Default()
+	if o.MinKubeletVersion != "" {
+		p.MinKubeletVersion = version.MustParseGeneric(o.MinKubeletVersion)
+		p.Source = "--min-kubelet-version"
 	}
-	return version.MustParseGeneric(o.MinKubeletVersion)
+	return p
 }

@@ -2,8 +2,8 @@ package authz
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/klog/v2"
@@ -20,7 +20,7 @@ var sarTypeMeta = authorizationv1.SchemeGroupVersion.WithKind("SubjectAccessRevi
 func ReviewFunc(a *Authorizer, metrics *Metrics) func(ctx context.Context, body []byte) (any, error) {
 	return func(ctx context.Context, body []byte) (any, error) {
 		var sar authorizationv1.SubjectAccessReview
-		if err := json.Unmarshal(body, &sar); err != nil {
+		if err := utiljson.Unmarshal(body, &sar); err != nil {
 			return nil, fmt.Errorf("decoding SubjectAccessReview: %w", err)
 		}
 		if gvk := sar.GroupVersionKind(); gvk != sarTypeMeta {

@@ -2,6 +2,8 @@ package graph
 
 import (
 	"hash/maphash"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -137,4 +139,18 @@ func (g *Graph) Node(name string) (*NodeInfo, bool) {
 	}
 	info := e.info.Load()
 	return info, info != nil
+}
+
+// NodesAssignedTo lists, sorted, the nodes whose assignment names the
+// ConfigMap, eligible or not. It takes the writers' lock, so it is for
+// admission of ConfigMap changes, not for the authorization hot path.
+func (g *Graph) NodesAssignedTo(namespace, name string) []string {
+	if !g.published.Load() {
+		return nil
+	}
+	g.mu.Lock()
+	nodes := slices.Collect(maps.Keys(g.assignees[objectKey{namespace: namespace, name: name}]))
+	g.mu.Unlock()
+	slices.Sort(nodes)
+	return nodes
 }

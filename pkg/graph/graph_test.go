@@ -418,3 +418,21 @@ func TestTrimKeepsWhatTheGraphReads(t *testing.T) {
 		t.Fatalf("trimmed node = %+v", tn)
 	}
 }
+
+func TestNodesAssignedTo(t *testing.T) {
+	g := New(nil)
+	g.UpsertNode(node("n2", "1", "ns/a"))
+	g.UpsertNode(node("n1", "1", "ns/a"))
+	g.UpsertNode(node("n3", "1", "ns/b"))
+	if got := g.NodesAssignedTo("ns", "a"); got != nil {
+		t.Fatalf("before sync: %v", got)
+	}
+	g.MarkSynced()
+	if got := g.NodesAssignedTo("ns", "a"); len(got) != 2 || got[0] != "n1" || got[1] != "n2" {
+		t.Fatalf("NodesAssignedTo(ns/a) = %v", got)
+	}
+	g.UpsertNode(node("n1", "2", ""))
+	if got := g.NodesAssignedTo("ns", "a"); len(got) != 1 || got[0] != "n2" {
+		t.Fatalf("after unassign: %v", got)
+	}
+}

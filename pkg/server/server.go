@@ -26,6 +26,9 @@ type Config struct {
 	Registry *prometheus.Registry
 	// ReadyChecks must pass for /readyz and /healthz.
 	ReadyChecks []healthz.HealthChecker
+	// Degraded reporters show in the verbose output of /readyz and
+	// /healthz without failing them.
+	Degraded []Degradable
 	// DrainDuration is how long the server keeps serving, unready, after
 	// it is told to stop, so that load balancers move traffic away first.
 	DrainDuration time.Duration
@@ -58,9 +61,18 @@ func New(cfg Config) (*Server, error) {
 
 	live := []healthz.HealthChecker{healthz.PingHealthz}
 	ready := append([]healthz.HealthChecker{healthz.PingHealthz}, cfg.ReadyChecks...)
-	healthz.InstallHandler(s.router, ready...)
-	healthz.InstallLivezHandler(s.router, live...)
-	healthz.InstallReadyzHandler(s.router, append(ready, healthz.NamedCheck("shutdown", s.checkNotStopping))...)
+	// The health handlers live on their own mux so that the verbose
+	// /healthz and /readyz can carry degraded detail.
+	health := http.NewServeMux()
+	healthz.InstallHandler(health, ready...)
+	healthz.InstallLivezHandler(health, live...)
+	healthz.InstallReadyzHandler(health, append(ready, healthz.NamedCheck("shutdown", s.checkNotStopping))...)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		s.router.Handle(path, withDegradedDetail(health, cfg.Degraded))
+		s.router.Handle(path+"/*", health)
+	}
+	s.router.Handle("/livez", health)
+	s.router.Handle("/livez/*", health)
 	s.router.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
 	return s, nil
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,7 +55,8 @@ func startServer(t *testing.T, files TLSFiles, ready func(*http.Request) error) 
 		t.Fatal(err)
 	}
 	srv, err := New(Config{Listener: ln, TLS: dt, Registry: prometheus.NewRegistry(),
-		ReadyChecks: []healthz.HealthChecker{healthz.NamedCheck("test-ready", ready)}, ShutdownTimeout: 5 * time.Second})
+		ReadyChecks: []healthz.HealthChecker{healthz.NamedCheck("test-ready", ready)}, ShutdownTimeout: 5 * time.Second,
+		Degraded: []Degradable{&testDegraded}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,9 +97,9 @@ func get(t *testing.T, c *http.Client, url string) (int, string) {
 func TestHealthAndMetrics(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile, caPEM := writeSelfSigned(t, dir, "serving")
-	var isReady bool
+	var isReady atomic.Bool
 	addr, stop := startServer(t, TLSFiles{CertFile: certFile, KeyFile: keyFile}, func(*http.Request) error {
-		if !isReady {
+		if !isReady.Load() {
 			return io.EOF
 		}
 		return nil
@@ -113,9 +115,17 @@ func TestHealthAndMetrics(t *testing.T) {
 			t.Fatalf("%s before ready = %d, want 500", path, code)
 		}
 	}
-	isReady = true
+	isReady.Store(true)
 	if code, body := get(t, c, base+"/readyz?verbose"); code != 200 || !strings.Contains(body, "test-ready ok") || !strings.Contains(body, "shutdown ok") {
 		t.Fatalf("readyz = %d %s", code, body)
+	}
+	testDegraded.detail.Store("reload failed: bad.yaml:3: boom")
+	defer testDegraded.detail.Store("")
+	if code, body := get(t, c, base+"/readyz?verbose"); code != 200 || !strings.Contains(body, "[!]fake degraded: reload failed: bad.yaml:3: boom\nreadyz check passed") {
+		t.Fatalf("degraded readyz = %d %q", code, body)
+	}
+	if code, _ := get(t, c, base+"/readyz/test-ready"); code != 200 {
+		t.Fatalf("single readyz check = %d", code)
 	}
 	resp, err := c.Post(base+"/echo", "application/json", strings.NewReader(`{}`))
 	if err != nil || resp.StatusCode != 200 {
@@ -228,3 +238,13 @@ func writeClientCA(t *testing.T, dir, name string) (string, tls.Certificate) {
 	}
 	return caFile, tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
+
+type fakeDegraded struct{ detail atomic.Value }
+
+func (f *fakeDegraded) Name() string { return "fake" }
+func (f *fakeDegraded) Degraded() string {
+	s, _ := f.detail.Load().(string)
+	return s
+}
+
+var testDegraded fakeDegraded

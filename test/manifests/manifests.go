@@ -36,11 +36,16 @@ func Render(kustomizationDir string) ([]*unstructured.Unstructured, error) {
 	}
 	var objs []*unstructured.Unstructured
 	for _, r := range resources.Resources() {
-		m, err := r.Map()
+		// Through JSON, so that numbers are int64 as unstructured wants.
+		data, err := r.MarshalJSON()
 		if err != nil {
 			return nil, fmt.Errorf("rendering %s: %s: %w", kustomizationDir, r.CurId(), err)
 		}
-		objs = append(objs, &unstructured.Unstructured{Object: m})
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(data); err != nil {
+			return nil, fmt.Errorf("rendering %s: %s: %w", kustomizationDir, r.CurId(), err)
+		}
+		objs = append(objs, obj)
 	}
 	return objs, nil
 }

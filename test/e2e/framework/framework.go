@@ -31,6 +31,13 @@ type Options struct {
 	WorkDir string
 	// WebhookArgs are added to the webhook's command line.
 	WebhookArgs []string
+	// WithoutNodeRestriction leaves the in-tree NodeRestriction admission
+	// plugin off, so that nodeguard's own rules are the only ones judging
+	// node writes.
+	WithoutNodeRestriction bool
+	// Policy, when set, is written to PolicyFile and passed as
+	// --policy-config; tests may rewrite the file to change the policy.
+	Policy string
 }
 
 // Env is a running environment.
@@ -42,6 +49,8 @@ type Env struct {
 	// ProbeClient reaches the webhook's health endpoints as the apiserver
 	// would, with a client certificate.
 	ProbeClient *http.Client
+	// PolicyFile is the webhook's --policy-config, when Options.Policy is set.
+	PolicyFile string
 
 	dir     string
 	binary  string
@@ -87,10 +96,19 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
+	admissionConfig, err := writeAdmissionFiles(opts.WorkDir, "127.0.0.1:"+strconv.Itoa(port), pki.apiserverCertFile, pki.apiserverKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	plugins := []string{"NodeRestriction"}
+	if opts.WithoutNodeRestriction {
+		plugins = nil
+	}
 	e.CP, err = controlplane.Start(ctx, controlplane.Options{
-		WorkDir:                 filepath.Join(opts.WorkDir, "controlplane"),
-		AuthorizationConfigFile: authzConfig,
-		EnableAdmissionPlugins:  []string{"NodeRestriction"},
+		WorkDir:                    filepath.Join(opts.WorkDir, "controlplane"),
+		AuthorizationConfigFile:    authzConfig,
+		AdmissionControlConfigFile: admissionConfig,
+		EnableAdmissionPlugins:     plugins,
 	})
 	if err != nil {
 		return nil, err
@@ -104,6 +122,9 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	}
 	objs, err := manifests.Render(base)
 	if err != nil {
+		return nil, err
+	}
+	if err := pointWebhooksAt(objs, e.WebhookURL, pki.servingCA.CertPEM()); err != nil {
 		return nil, err
 	}
 	if err := manifests.Apply(ctx, e.CP.AdminConfig(), objs); err != nil {
@@ -127,6 +148,13 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		"--shutdown-drain-duration=0s",
 		"-v=2",
 	}, opts.WebhookArgs...)
+	if opts.Policy != "" {
+		e.PolicyFile = filepath.Join(opts.WorkDir, "policy.yaml")
+		if err := e.WritePolicy(opts.Policy); err != nil {
+			return nil, err
+		}
+		e.args = append(e.args, "--policy-config="+e.PolicyFile, "--policy-reload-interval=200ms")
+	}
 	if err := e.StartWebhook(ctx); err != nil {
 		return nil, err
 	}
@@ -231,4 +259,17 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// WritePolicy replaces the policy file atomically, as a ConfigMap volume
+// update would.
+func (e *Env) WritePolicy(content string) error {
+	tmp := e.PolicyFile + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		return fmt.Errorf("writing policy: %w", err)
+	}
+	if err := os.Rename(tmp, e.PolicyFile); err != nil {
+		return fmt.Errorf("writing policy: %w", err)
+	}
+	return nil
 }

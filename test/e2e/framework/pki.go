@@ -3,6 +3,7 @@ package framework
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"os"
@@ -74,3 +75,5 @@ func (p *webhookPKI) apiserverClient() *http.Client {
 		}},
 	}
 }
+
+func caBundleString(pem []byte) string { return base64.StdEncoding.EncodeToString(pem) }

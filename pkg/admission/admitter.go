@@ -1,0 +1,106 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/errors"
+	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/graph"
+)
+
+// Rule names one of the contract's admission rules in answers and metrics.
+type Rule string
+
+const (
+	RuleOwnNode           Rule = "rule 1 (own-node)"
+	RuleNodeRestriction   Rule = "rule 2 (node-restriction)"
+	RuleConfigSource      Rule = "rule 3 (config-source)"
+	RuleMinKubeletVersion Rule = "rule 4 (min-kubelet-version)"
+	RuleFeatureGates      Rule = "rule 5 (feature-gates)"
+	RuleConfigContent     Rule = "rule 6 (config-content)"
+	// RuleMalformed refuses a review that names a resource it cannot
+	// judge, such as an UPDATE without the old object.
+	RuleMalformed Rule = "malformed request"
+	// RuleInternal refuses when nodeguard itself failed; the webhook's
+	// failurePolicy would refuse too.
+	RuleInternal Rule = "internal error"
+)
+
+// Result is the outcome of one review. Rule and Message are set when the
+// request is refused.
+type Result struct {
+	Allowed  bool
+	Rule     Rule
+	Message  string
+	Warnings []string
+}
+
+func allow(warnings ...string) Result { return Result{Allowed: true, Warnings: warnings} }
+
+func refuse(rule Rule, format string, args ...any) Result {
+	return Result{Rule: rule, Message: fmt.Sprintf(format, args...)}
+}
+
+// Graph is what admission reads of the graph: which nodes a ConfigMap is
+// assigned to, and their kubelet versions.
+type Graph interface {
+	NodesAssignedTo(namespace, name string) []string
+	Node(name string) (*graph.NodeInfo, bool)
+}
+
+// Admitter decides AdmissionReviews. It is safe for concurrent use.
+type Admitter struct {
+	policy     func() *config.Policy
+	configMaps corelisters.ConfigMapLister
+	graph      Graph
+}
+
+// New returns an Admitter. policy returns the policy in force at each call;
+// configMaps lists eligible ConfigMaps with their data.
+func New(policy func() *config.Policy, configMaps corelisters.ConfigMapLister, g Graph) *Admitter {
+	return &Admitter{policy: policy, configMaps: configMaps, graph: g}
+}
+
+// Admit decides one request.
+func (a *Admitter) Admit(ctx context.Context, req *admissionv1.AdmissionRequest) Result {
+	policy := a.policy()
+	nodeName, isNode := contract.NodeIdentity(req.UserInfo.Username, req.UserInfo.Groups)
+	checkContent := isNode || !policy.IsExempt(req.UserInfo.Username)
+	if req.Resource.Group != "" {
+		return allow()
+	}
+	switch req.Resource.Resource {
+	case "nodes":
+		if req.SubResource != "" && req.SubResource != "status" {
+			return allow()
+		}
+		return a.admitNode(ctx, req, policy, nodeName, isNode, checkContent)
+	case "configmaps":
+		if req.SubResource != "" || !checkContent {
+			return allow()
+		}
+		return a.admitConfigMap(ctx, req, policy)
+	}
+	return allow()
+}
+
+// eligibleConfigMap returns an eligible ConfigMap with its data, or nil.
+func (a *Admitter) eligibleConfigMap(ref contract.ConfigMapRef) (*corev1.ConfigMap, error) {
+	cm, err := a.configMaps.ConfigMaps(ref.Namespace).Get(ref.Name)
+	if errors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("looking up ConfigMap %s: %w", ref, err)
+	}
+	if !contract.IsEligible(cm.Labels) {
+		return nil, nil
+	}
+	return cm, nil
+}

@@ -1,0 +1,142 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
+)
+
+// maxNodesInMessage keeps a refusal readable when a pool is large.
+const maxNodesInMessage = 10
+
+// admitConfigMap is rule 6.
+func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionRequest, policy *config.Policy) Result {
+	switch req.Operation {
+	case admissionv1.Create, admissionv1.Update:
+	case admissionv1.Delete:
+		return a.warnDeletingAssigned(req)
+	default:
+		return allow()
+	}
+	cm, err := decodeConfigMap(req.Object, "object")
+	if err != nil {
+		return refuse(RuleMalformed, "%v", err)
+	}
+	if cm == nil {
+		return refuse(RuleMalformed, "%s of a ConfigMap without the object", req.Operation)
+	}
+	if !contract.IsEligible(cm.Labels) {
+		return allow()
+	}
+	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) == 0 {
+		return refuse(RuleMalformed, "UPDATE of a ConfigMap without the old object")
+	}
+	old, err := decodeConfigMap(req.OldObject, "oldObject")
+	if err != nil {
+		return refuse(RuleMalformed, "%v", err)
+	}
+	if cm.Namespace == "" {
+		cm.Namespace = req.Namespace
+	}
+	ref := contract.ConfigMapRef{Namespace: cm.Namespace, Name: cm.Name}
+
+	cfg, err := kubeletconfig.DecodeConfigMap(cm)
+	if err != nil {
+		return refuse(RuleConfigContent, "eligible ConfigMap %s must hold a valid KubeletConfiguration: %v", ref, err)
+	}
+	if errs := kubeletconfig.Validate(cfg); len(errs) > 0 {
+		return refuse(RuleConfigContent, "eligible ConfigMap %s holds an invalid KubeletConfiguration: %v", ref, summarize(errs))
+	}
+	// A ConfigMap that only now becomes eligible is judged like a new one.
+	var previous *kubeletconfigv1beta1.KubeletConfiguration
+	if old != nil && contract.IsEligible(old.Labels) {
+		// The old content may predate the webhook; if it does not decode,
+		// every field the new one sets counts as changed.
+		previous, _ = kubeletconfig.DecodeConfigMap(old)
+	}
+	if changed := forbiddenChanges(policy, previous, cfg); len(changed) > 0 {
+		return refuse(RuleConfigContent, "eligible ConfigMap %s may not set or change %s: the policy forbids changing them dynamically (forbiddenDynamicFields)",
+			ref, strings.Join(changed, ", "))
+	}
+	return a.checkAssignedNodes(ref, cfg)
+}
+
+func forbiddenChanges(policy *config.Policy, previous, cfg *kubeletconfigv1beta1.KubeletConfiguration) []string {
+	if len(policy.ForbiddenDynamicFields) == 0 {
+		return nil
+	}
+	var forbidden []string
+	for _, field := range kubeletconfig.Diff(previous, cfg) {
+		if policy.IsForbiddenField(field) {
+			forbidden = append(forbidden, field)
+		}
+	}
+	return forbidden
+}
+
+// checkAssignedNodes applies rule 5 to every node the ConfigMap is
+// assigned to: an edit must not break a node already running it.
+func (a *Admitter) checkAssignedNodes(ref contract.ConfigMapRef, cfg *kubeletconfigv1beta1.KubeletConfiguration) Result {
+	var broken []string
+	var detail string
+	var unchecked int
+	for _, name := range a.graph.NodesAssignedTo(ref.Namespace, ref.Name) {
+		info, ok := a.graph.Node(name)
+		if !ok || info.ParsedKubeletVersion == nil {
+			unchecked++
+			continue
+		}
+		if errs := kubeletconfig.CheckFeatureGates(cfg, info.ParsedKubeletVersion); len(errs) > 0 {
+			if detail == "" {
+				detail = fmt.Sprintf("node %s (kubelet %s): %v", name, info.KubeletVersion, summarize(errs))
+			}
+			broken = append(broken, name)
+		}
+	}
+	if len(broken) > 0 {
+		return refuse(RuleFeatureGates, "ConfigMap %s is assigned to nodes whose kubelets cannot run it: %s; first: %s",
+			ref, listNodes(broken), detail)
+	}
+	if unchecked > 0 {
+		return allow(fmt.Sprintf("%d node(s) assigned %s report no parseable kubelet version; their feature gates were not checked", unchecked, ref))
+	}
+	return allow()
+}
+
+func (a *Admitter) warnDeletingAssigned(req *admissionv1.AdmissionRequest) Result {
+	nodes := a.graph.NodesAssignedTo(req.Namespace, req.Name)
+	if len(nodes) == 0 {
+		return allow()
+	}
+	return allow(fmt.Sprintf("ConfigMap %s/%s is assigned to %s; they keep running their last-known-good configuration until reassigned",
+		req.Namespace, req.Name, listNodes(nodes)))
+}
+
+func listNodes(nodes []string) string {
+	nodes = slices.Clone(nodes)
+	slices.Sort(nodes)
+	if len(nodes) <= maxNodesInMessage {
+		return strings.Join(nodes, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(nodes[:maxNodesInMessage], ", "), len(nodes)-maxNodesInMessage)
+}
+
+// maxErrorsInMessage keeps a refusal readable (and small) when a config has
+// many problems; the first ones name the fields to fix.
+const maxErrorsInMessage = 5
+
+func summarize(errs field.ErrorList) string {
+	if len(errs) <= maxErrorsInMessage {
+		return errs.ToAggregate().Error()
+	}
+	return fmt.Sprintf("%v, and %d more errors", errs[:maxErrorsInMessage].ToAggregate(), len(errs)-maxErrorsInMessage)
+}

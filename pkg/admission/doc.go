@@ -1,0 +1,21 @@
+// Package admission decides AdmissionReviews for the /validate endpoint, as
+// CONTRACT.md's admission rules say:
+//
+//  1. own-node: a node writes only its own Node (nodes and nodes/status);
+//  2. node-restriction: no node-restriction.kubernetes.io labels, no
+//     kubernetes.io / k8s.io labels outside the kubelet's set, no change of
+//     taints, ownerReferences or the legacy spec.configSource;
+//  3. config-source: a node sets its config-source annotation only where the
+//     policy allows self-assignment, and only to an eligible ConfigMap;
+//     clearing it is always allowed;
+//  4. min-kubelet-version: a node below the minimum may not register;
+//  5. feature-gates: an assignment (by anyone) whose config names a gate the
+//     node's kubelet does not know, or flips a locked one, is refused;
+//  6. config-content: an eligible ConfigMap must hold a valid
+//     KubeletConfiguration that sets no field the policy forbids to change
+//     dynamically and breaks rule 5 for no node it is assigned to.
+//
+// Requests from non-nodes are judged by rules 5 and 6 only, and users the
+// policy exempts skip those two. A refusal is a value naming the rule; the
+// HTTP transport lives in pkg/server.
+package admission

@@ -1,0 +1,65 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/nodeguard/nodeguard/pkg/config"
+)
+
+// FuzzDecodeNode checks the gjson-based decoder against encoding/json: for
+// any input encoding/json accepts as a Node, the fields the rules read must
+// come out the same, and no input may panic.
+func FuzzDecodeNode(f *testing.F) {
+	for _, n := range []*corev1.Node{mkNode("n1"), mkNode("n2", withTaint("t"), withOwner("o"), withLegacySource("c"), withAssignment("a/b"))} {
+		data, _ := json.Marshal(n)
+		f.Add(data)
+	}
+	for _, s := range []string{`{}`, `[]`, `{"metadata":{"labels":{"a":1}}}`, `{"metadata":{"name":"x\u0041"},"spec":{"taints":[{"key":"k","effect":"NoSchedule"}]}}`,
+		`{"metadata":{"labels":null,"annotations":{"a":"b"}},"status":{"nodeInfo":{"kubeletVersion":"v1.2.3"}}}`, `{"metadata":{"name":"a"`, `"x"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := decodeNode(runtime.RawExtension{Raw: data}, "object", true)
+		var want corev1.Node
+		if utiljson.Unmarshal(data, &want) != nil || err != nil {
+			return
+		}
+		if want.Labels != nil && len(want.Labels) == 0 && got.Labels == nil || want.Annotations != nil && len(want.Annotations) == 0 && got.Annotations == nil {
+			return
+		}
+		if got.Name != want.Name || !reflect.DeepEqual(got.Labels, want.Labels) || !reflect.DeepEqual(got.Annotations, want.Annotations) ||
+			!reflect.DeepEqual(got.OwnerReferences, want.OwnerReferences) || !reflect.DeepEqual(got.Spec.Taints, want.Spec.Taints) ||
+			!reflect.DeepEqual(got.Spec.ConfigSource, want.Spec.ConfigSource) ||
+			got.Status.NodeInfo.KubeletVersion != want.Status.NodeInfo.KubeletVersion {
+			t.Fatalf("decodeNode(%q) = %+v, encoding/json gives %+v", data, got, want)
+		}
+	})
+}
+
+// FuzzReview feeds arbitrary bodies to the /validate review function: it
+// must answer or return an error, never panic.
+func FuzzReview(f *testing.F) {
+	t := &testing.T{}
+	review := ReviewFunc(newAdmitter(t, config.Default()), nil)
+	valid := reviewBody(t, "admission.k8s.io/v1", nodeReq(n1User, admissionv1.Update, "status", "n1", mkNode("n1"), mkNode("n1")).build(t))
+	f.Add(valid)
+	f.Add(reviewBody(t, "admission.k8s.io/v1", cmReq(adminUser, admissionv1.Create, eligibleCM("x", goodConfig), nil).build(t)))
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","resource":{"resource":"nodes"},"operation":"UPDATE","object":{"metadata":7},"oldObject":[]}}`))
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","resource":{"resource":"configmaps"},"operation":"CREATE","object":{"metadata":{"labels":{"nodeguard.dev/kubelet-config":"true"}},"data":{"kubelet":"{{{"}}}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		resp, err := review(context.Background(), body)
+		if err == nil {
+			if r := resp.(*admissionv1.AdmissionReview).Response; r == nil || r.UID == "" {
+				t.Fatalf("answer without a UID for %q", body)
+			}
+		}
+	})
+}

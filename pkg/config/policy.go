@@ -1,0 +1,103 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/version"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
+)
+
+// APIVersion and Kind identify the policy file's format.
+const (
+	APIVersion = "config.nodeguard.dev/v1alpha1"
+	Kind       = "NodeguardPolicy"
+)
+
+// File is the policy file as written.
+type File struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// MinKubeletVersion, e.g. "1.35.0", refuses registration (admission)
+	// and everything but their own Node (authorization) to older kubelets.
+	// Empty disables the check.
+	MinKubeletVersion string `json:"minKubeletVersion,omitempty"`
+	// AllowNodeSelfAssignment lets a node set its own config-source
+	// annotation (to an eligible ConfigMap). Off by default, as upstream
+	// NodeRestriction was.
+	AllowNodeSelfAssignment bool `json:"allowNodeSelfAssignment,omitempty"`
+	// ForbiddenDynamicFields are KubeletConfiguration fields, as top-level
+	// JSON names (e.g. "staticPodPath"), that an eligible ConfigMap may not
+	// set on creation nor change on update.
+	ForbiddenDynamicFields []string `json:"forbiddenDynamicFields,omitempty"`
+	// ExemptUsers are users whose requests skip the content and
+	// feature-gate checks (rules 5 and 6), e.g. a break-glass account.
+	// Nodes are never exempt.
+	ExemptUsers []string `json:"exemptUsers,omitempty"`
+}
+
+// Policy is a decoded, validated policy. It is immutable.
+type Policy struct {
+	MinKubeletVersion       *version.Version
+	AllowNodeSelfAssignment bool
+	ForbiddenDynamicFields  []string
+	ExemptUsers             []string
+	// Source says where the policy came from, for logs and readiness.
+	Source string
+}
+
+// Default is the policy in force when no file is given: no minimum
+// version, no self-assignment, nothing forbidden, nobody exempt.
+func Default() *Policy { return &Policy{Source: "built-in defaults"} }
+
+// IsExempt reports whether user skips the content checks.
+func (p *Policy) IsExempt(user string) bool { return slices.Contains(p.ExemptUsers, user) }
+
+// IsForbiddenField reports whether a top-level KubeletConfiguration field
+// may not change dynamically.
+func (p *Policy) IsForbiddenField(field string) bool {
+	return slices.Contains(p.ForbiddenDynamicFields, field)
+}
+
+// Parse decodes and validates a policy file's content.
+func Parse(data []byte, source string) (*Policy, error) {
+	var f File
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	var errs []error
+	if f.APIVersion != APIVersion || f.Kind != Kind {
+		errs = append(errs, fmt.Errorf("apiVersion/kind: want %s %s, got %q %q", APIVersion, Kind, f.APIVersion, f.Kind))
+	}
+	p := &Policy{AllowNodeSelfAssignment: f.AllowNodeSelfAssignment, Source: source}
+	if f.MinKubeletVersion != "" {
+		v, err := version.ParseGeneric(f.MinKubeletVersion)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("minKubeletVersion: %w", err))
+		}
+		p.MinKubeletVersion = v
+	}
+	for i, field := range f.ForbiddenDynamicFields {
+		if !kubeletconfig.IsTopLevelField(field) {
+			errs = append(errs, fmt.Errorf("forbiddenDynamicFields[%d]: %q is not a top-level KubeletConfiguration field (JSON name, e.g. staticPodPath)", i, field))
+		}
+	}
+	p.ForbiddenDynamicFields = slices.Clone(f.ForbiddenDynamicFields)
+	for i, user := range f.ExemptUsers {
+		if user == "" {
+			errs = append(errs, fmt.Errorf("exemptUsers[%d]: empty user name", i))
+		}
+		if strings.HasPrefix(user, "system:node:") {
+			errs = append(errs, fmt.Errorf("exemptUsers[%d]: nodes cannot be exempt", i))
+		}
+	}
+	p.ExemptUsers = slices.Clone(f.ExemptUsers)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	return p, nil
+}

@@ -1,0 +1,184 @@
+package config
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
+)
+
+// Watcher holds the policy from a file and reloads it when the file's
+// content changes. Reading the path anew each time follows the symlink
+// swaps of ConfigMap and Secret volumes.
+type Watcher struct {
+	path     string
+	interval time.Duration
+	metrics  *watcherMetrics
+
+	mu        sync.RWMutex
+	current   *Policy
+	content   []byte
+	lastError error
+	listeners []func(*Policy)
+}
+
+// NewWatcher loads path, failing if the first load fails: a webhook must
+// not start with a policy other than the one asked for. An empty path
+// gives a Watcher that always holds fallback (Default() when nil). reg may
+// be nil.
+func NewWatcher(path string, fallback *Policy, interval time.Duration, reg prometheus.Registerer) (*Watcher, error) {
+	if fallback == nil {
+		fallback = Default()
+	}
+	w := &Watcher{path: path, interval: interval, current: fallback}
+	if reg != nil {
+		m, err := newWatcherMetrics(reg)
+		if err != nil {
+			return nil, err
+		}
+		w.metrics = m
+	}
+	if path == "" {
+		w.metrics.loaded(true)
+		return w, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading policy file: %w", err)
+	}
+	p, err := Parse(data, path)
+	if err != nil {
+		return nil, err
+	}
+	w.current, w.content = p, data
+	w.metrics.loaded(true)
+	return w, nil
+}
+
+// Current returns the policy in force.
+func (w *Watcher) Current() *Policy {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.current
+}
+
+// OnChange registers f to be called with each newly loaded policy, and
+// once now with the current one.
+func (w *Watcher) OnChange(f func(*Policy)) {
+	w.mu.Lock()
+	w.listeners = append(w.listeners, f)
+	current := w.current
+	w.mu.Unlock()
+	f(current)
+}
+
+// Degraded describes a failed reload while the last good policy stays in
+// force; empty when all is well.
+func (w *Watcher) Degraded() string {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.lastError == nil {
+		return ""
+	}
+	return fmt.Sprintf("last reload failed, still enforcing the policy loaded before: %v", w.lastError)
+}
+
+// Name names the watcher in health output.
+func (w *Watcher) Name() string { return "policy-file" }
+
+// Run polls the file until ctx ends.
+func (w *Watcher) Run(ctx context.Context) {
+	if w.path == "" {
+		return
+	}
+	ticker := time.NewTicker(w.interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			w.Reload(ctx)
+		}
+	}
+}
+
+// Reload reads the file once; a change that parses replaces the policy,
+// one that does not is reported and ignored.
+func (w *Watcher) Reload(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	data, err := os.ReadFile(w.path)
+	if err == nil {
+		w.mu.RLock()
+		unchanged := bytes.Equal(data, w.content) && w.lastError == nil
+		w.mu.RUnlock()
+		if unchanged {
+			return
+		}
+	}
+	var p *Policy
+	if err == nil {
+		p, err = Parse(data, w.path)
+	}
+	w.mu.Lock()
+	if err != nil {
+		changed := w.lastError == nil || w.lastError.Error() != err.Error()
+		w.lastError = err
+		w.mu.Unlock()
+		w.metrics.loaded(false)
+		if changed {
+			logger.Error(err, "Policy reload failed; keeping the last good policy", "path", w.path)
+		}
+		return
+	}
+	w.current, w.content, w.lastError = p, data, nil
+	listeners := append([]func(*Policy){}, w.listeners...)
+	w.mu.Unlock()
+	w.metrics.loaded(true)
+	logger.Info("Policy reloaded", "path", w.path)
+	for _, f := range listeners {
+		f(p)
+	}
+}
+
+type watcherMetrics struct {
+	lastLoadSuccess prometheus.Gauge
+	loads           *prometheus.CounterVec
+}
+
+func newWatcherMetrics(reg prometheus.Registerer) (*watcherMetrics, error) {
+	m := &watcherMetrics{
+		lastLoadSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "nodeguard", Subsystem: "policy_file", Name: "last_load_success",
+			Help: "1 if the last load of the policy file succeeded; 0 if it failed and the previous policy is still enforced.",
+		}),
+		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nodeguard", Subsystem: "policy_file", Name: "loads_total",
+			Help: "Loads of the policy file by result (success, error).",
+		}, []string{"result"}),
+	}
+	for _, c := range []prometheus.Collector{m.lastLoadSuccess, m.loads} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering policy file metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *watcherMetrics) loaded(ok bool) {
+	if m == nil {
+		return
+	}
+	if ok {
+		m.lastLoadSuccess.Set(1)
+		m.loads.WithLabelValues("success").Inc()
+		return
+	}
+	m.lastLoadSuccess.Set(0)
+	m.loads.WithLabelValues("error").Inc()
+}
