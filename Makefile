@@ -19,7 +19,7 @@ ARGS ?=
 # `./...` in the root does not reach.
 NESTED_MODULES := $(sort $(patsubst %/go.mod,%,$(shell find hack -mindepth 2 -name go.mod -not -path '*/testdata/*')))
 
-.PHONY: build test testbin bench run lint generate clean help
+.PHONY: build test testbin bench run lint generate certs clean help
 
 ## build: compile every command under cmd/ into bin/.
 build:
@@ -45,6 +45,12 @@ bench: testbin
 ## run: start a local control plane with nodeguard installed (see hack/localup).
 run: testbin
 	$(GO) run ./hack/localup $(ARGS)
+
+# Arguments for `make certs`, e.g. make certs CERTS_ARGS='--extra-ip=10.96.0.40'.
+CERTS_ARGS ?=
+## certs: mint the webhook's and kube-apiserver's certificates into manifests/overlays/static-certs/certs (docs/install.md).
+certs:
+	$(GO) run ./cmd/nodeguard-certs $(CERTS_ARGS)
 
 ## lint: gofmt must have nothing to say, go vet must pass, scripts must parse.
 lint:

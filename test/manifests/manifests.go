@@ -28,9 +28,15 @@ func Dir(sub string) (string, error) {
 	return filepath.Join(root, "manifests", sub), nil
 }
 
-// Render builds a kustomization directory into objects.
+// Render builds a kustomization directory into objects, in the order the
+// kustomization's sortOptions give (the shipped ones put the Namespace first
+// and webhook registrations last), as `kubectl kustomize` does.
 func Render(kustomizationDir string) ([]*unstructured.Unstructured, error) {
-	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), kustomizationDir)
+	options := krusty.MakeDefaultOptions()
+	// Unspecified, as kubectl leaves it: the kustomization's sortOptions
+	// decide, and krusty does not warn that a flag was overridden.
+	options.Reorder = krusty.ReorderOptionUnspecified
+	resources, err := krusty.MakeKustomizer(options).Run(filesys.MakeFsOnDisk(), kustomizationDir)
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", kustomizationDir, err)
 	}
@@ -51,6 +57,8 @@ func Render(kustomizationDir string) ([]*unstructured.Unstructured, error) {
 }
 
 // Apply server-side applies objects in order, as field manager "nodeguard".
+// Unknown or duplicate fields are errors, so a typo in a manifest fails here
+// rather than being dropped silently.
 func Apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructured) error {
 	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
@@ -77,7 +85,7 @@ func Apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructu
 		}
 		force := true
 		if _, err := ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data,
-			metav1.PatchOptions{FieldManager: "nodeguard", Force: &force}); err != nil {
+			metav1.PatchOptions{FieldManager: "nodeguard", Force: &force, FieldValidation: metav1.FieldValidationStrict}); err != nil {
 			return fmt.Errorf("applying %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
 		}
 	}

@@ -1,0 +1,314 @@
+package manifests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	celplugin "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/nodeguard/nodeguard/pkg/contract"
+)
+
+const (
+	namespace      = "nodeguard"
+	webhookName    = "nodeguard-webhook"
+	agentName      = "nodeguard-agent"
+	vwcName        = "nodeguard"
+	maxTimeout     = 5
+	namespaceLabel = "kubernetes.io/metadata.name"
+	webhookPath    = "/validate"
+	nodesResource  = "nodes"
+	nodesStatus    = "nodes/status"
+)
+
+func webhookConfiguration(o objects) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	return typed[admissionregistrationv1.ValidatingWebhookConfiguration](o, "ValidatingWebhookConfiguration", vwcName)
+}
+
+// eachWebhook runs check on every webhook, collecting the failures.
+func eachWebhook(o objects, check func(admissionregistrationv1.ValidatingWebhook) error) error {
+	cfg, err := webhookConfiguration(o)
+	if err != nil {
+		return err
+	}
+	if len(cfg.Webhooks) == 0 {
+		return errors.New("the ValidatingWebhookConfiguration has no webhooks")
+	}
+	var errs []error
+	for _, hook := range cfg.Webhooks {
+		if err := check(hook); err != nil {
+			errs = append(errs, fmt.Errorf("webhook %s: %w", hook.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func coversNamespaced(rules []admissionregistrationv1.RuleWithOperations) bool {
+	for _, rule := range rules {
+		if rule.Scope == nil || *rule.Scope != admissionregistrationv1.ClusterScope {
+			return true
+		}
+	}
+	return false
+}
+
+// checkNamespaceExemptions: a webhook that judges namespaced objects must not
+// judge those in its own namespace or in kube-system, or an outage could
+// lock out the means of repairing it. A selector that matches no namespace at
+// all would pass that test and protect nothing, so it must match "default".
+func checkNamespaceExemptions(o objects) error {
+	checked := 0
+	err := eachWebhook(o, func(hook admissionregistrationv1.ValidatingWebhook) error {
+		if !coversNamespaced(hook.Rules) {
+			return nil
+		}
+		checked++
+		if hook.NamespaceSelector == nil {
+			return errors.New("judges namespaced objects but has no namespaceSelector")
+		}
+		selector, err := metav1.LabelSelectorAsSelector(hook.NamespaceSelector)
+		if err != nil {
+			return fmt.Errorf("namespaceSelector: %w", err)
+		}
+		for _, ns := range []string{namespace, "kube-system"} {
+			if selector.Matches(labels.Set{namespaceLabel: ns}) {
+				return fmt.Errorf("namespaceSelector %q does not exempt namespace %s", selector, ns)
+			}
+		}
+		if !selector.Matches(labels.Set{namespaceLabel: "default"}) {
+			return fmt.Errorf("namespaceSelector %q does not even match namespace default", selector)
+		}
+		return nil
+	})
+	if err == nil && checked == 0 {
+		return errors.New("no webhook judges namespaced objects; the ConfigMap webhook is missing")
+	}
+	return err
+}
+
+// checkNodeStatusBesideNodes: a rule for "nodes" does not match
+// "nodes/status", through which a node writes most of its Node.
+func checkNodeStatusBesideNodes(o objects) error {
+	found := false
+	err := eachWebhook(o, func(hook admissionregistrationv1.ValidatingWebhook) error {
+		for i, rule := range hook.Rules {
+			hasNodes := slices.Contains(rule.Resources, nodesResource)
+			hasStatus := slices.Contains(rule.Resources, nodesStatus) || slices.Contains(rule.Resources, "nodes/*")
+			found = found || hasNodes
+			if hasNodes != hasStatus {
+				return fmt.Errorf("rules[%d] resources %v: list nodes and nodes/status together", i, rule.Resources)
+			}
+		}
+		return nil
+	})
+	if err == nil && !found {
+		return errors.New("no webhook rule names nodes")
+	}
+	return err
+}
+
+func checkTimeouts(o objects) error {
+	return eachWebhook(o, func(hook admissionregistrationv1.ValidatingWebhook) error {
+		// Unset means 10s, twice what a node write should wait on us.
+		if hook.TimeoutSeconds == nil || *hook.TimeoutSeconds < 1 || *hook.TimeoutSeconds > maxTimeout {
+			return fmt.Errorf("timeoutSeconds %v: want 1 to %d", ptrString(hook.TimeoutSeconds), maxTimeout)
+		}
+		return nil
+	})
+}
+
+func checkSideEffectsNone(o objects) error {
+	return eachWebhook(o, func(hook admissionregistrationv1.ValidatingWebhook) error {
+		if hook.SideEffects == nil || *hook.SideEffects != admissionregistrationv1.SideEffectClassNone {
+			return fmt.Errorf("sideEffects %v: want None", ptrString(hook.SideEffects))
+		}
+		return nil
+	})
+}
+
+func checkReviewVersions(o objects) error {
+	return eachWebhook(o, func(hook admissionregistrationv1.ValidatingWebhook) error {
+		if !slices.Equal(hook.AdmissionReviewVersions, []string{"v1"}) {
+			return fmt.Errorf("admissionReviewVersions %v: want [v1], the only version /validate speaks", hook.AdmissionReviewVersions)
+		}
+		return nil
+	})
+}
+
+func checkFailClosed(o objects) error {
+	return eachWebhook(o, func(hook admissionregistrationv1.ValidatingWebhook) error {
+		if hook.FailurePolicy == nil || *hook.FailurePolicy != admissionregistrationv1.Fail {
+			return fmt.Errorf("failurePolicy %v: want Fail, or taking the webhook down skips its rules", ptrString(hook.FailurePolicy))
+		}
+		return nil
+	})
+}
+
+// checkClientConfig: every webhook calls /validate through a port of the
+// webhook's Service (which checkService follows to the container).
+func checkClientConfig(o objects) error {
+	svc, err := typed[corev1.Service](o, "Service", webhookName)
+	if err != nil {
+		return err
+	}
+	return eachWebhook(o, func(hook admissionregistrationv1.ValidatingWebhook) error {
+		ref := hook.ClientConfig.Service
+		if hook.ClientConfig.URL != nil || ref == nil {
+			return errors.New("clientConfig: want a service reference, not a URL")
+		}
+		if ref.Namespace != svc.Namespace || ref.Name != svc.Name {
+			return fmt.Errorf("clientConfig.service %s/%s: want the Service %s/%s", ref.Namespace, ref.Name, svc.Namespace, svc.Name)
+		}
+		if ref.Path == nil || *ref.Path != webhookPath {
+			return fmt.Errorf("clientConfig.service.path %v: want %s", ptrString(ref.Path), webhookPath)
+		}
+		port := int32(443)
+		if ref.Port != nil {
+			port = *ref.Port
+		}
+		if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == port }) {
+			return fmt.Errorf("clientConfig.service.port %d is not a port of Service %s", port, svc.Name)
+		}
+		return nil
+	})
+}
+
+// nodesWebhook is the webhook whose rules name nodes.
+func nodesWebhook(o objects) (*admissionregistrationv1.ValidatingWebhook, error) {
+	cfg, err := webhookConfiguration(o)
+	if err != nil {
+		return nil, err
+	}
+	for i, hook := range cfg.Webhooks {
+		for _, rule := range hook.Rules {
+			if slices.Contains(rule.Resources, nodesResource) {
+				return &cfg.Webhooks[i], nil
+			}
+		}
+	}
+	return nil, errors.New("no webhook for nodes")
+}
+
+// compileMatchConditions compiles a webhook's matchConditions as
+// kube-apiserver's admission plugin does.
+func compileMatchConditions(hook *admissionregistrationv1.ValidatingWebhook) (matchconditions.Matcher, error) {
+	if len(hook.MatchConditions) == 0 {
+		return nil, errors.New("no matchConditions")
+	}
+	expressions := make([]celplugin.ExpressionAccessor, len(hook.MatchConditions))
+	for i, condition := range hook.MatchConditions {
+		expressions[i] = &matchconditions.MatchCondition{Name: condition.Name, Expression: condition.Expression}
+	}
+	compiler := celplugin.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
+	evaluator := compiler.CompileCondition(expressions, celplugin.OptionalVariableDeclarations{HasAuthorizer: true}, environment.StoredExpressions)
+	if errs := evaluator.CompilationErrors(); len(errs) > 0 {
+		return nil, fmt.Errorf("matchConditions do not compile: %w", errors.Join(errs...))
+	}
+	return matchconditions.NewMatcher(evaluator, hook.FailurePolicy, "webhook", "validating", hook.Name), nil
+}
+
+// nodeWrite is one write to a Node, and whether the nodes webhook must see it.
+type nodeWrite struct {
+	name              string
+	user              user.Info
+	operation         admission.Operation
+	subresource       string
+	oldObject, object *corev1.Node
+	wantMatch         bool
+}
+
+func nodeWith(annotation string) *corev1.Node {
+	node := &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"pool": "blue"}}}
+	if annotation != "" {
+		node.Annotations = map[string]string{contract.ConfigSourceAnnotation: annotation}
+	}
+	return node
+}
+
+func relabelled(node *corev1.Node) *corev1.Node {
+	node = node.DeepCopy()
+	node.Labels["pool"] = "green"
+	return node
+}
+
+var (
+	kubelet = &user.DefaultInfo{Name: "system:node:node-a", Groups: []string{"system:nodes", "system:authenticated"}}
+	admin   = &user.DefaultInfo{Name: "admin", Groups: []string{"system:masters", "system:authenticated"}}
+)
+
+// nodeWrites are the cases the nodes webhook's matchConditions must get
+// right: every write by a node reaches it (rules 1-4), and from anyone else
+// exactly the writes that set or change an assignment (rule 5), so that an
+// administrator's routine edits never depend on the webhook being up.
+var nodeWrites = []nodeWrite{
+	{name: "a node updates its status", user: kubelet, operation: admission.Update, subresource: "status", oldObject: nodeWith(""), object: relabelled(nodeWith("")), wantMatch: true},
+	{name: "a node registers", user: kubelet, operation: admission.Create, object: nodeWith(""), wantMatch: true},
+	{name: "a node deletes itself", user: kubelet, operation: admission.Delete, oldObject: nodeWith(""), wantMatch: true},
+	{name: "a node assigns itself", user: kubelet, operation: admission.Update, oldObject: nodeWith(""), object: nodeWith("cfg/a"), wantMatch: true},
+	{name: "an admin relabels a node", user: admin, operation: admission.Update, oldObject: nodeWith(""), object: relabelled(nodeWith(""))},
+	{name: "an admin relabels an assigned node", user: admin, operation: admission.Update, oldObject: nodeWith("cfg/a"), object: relabelled(nodeWith("cfg/a"))},
+	{name: "an admin creates a node", user: admin, operation: admission.Create, object: nodeWith("")},
+	{name: "an admin deletes a node", user: admin, operation: admission.Delete, oldObject: nodeWith("cfg/a")},
+	{name: "an admin clears an assignment", user: admin, operation: admission.Update, oldObject: nodeWith("cfg/a"), object: nodeWith("")},
+	{name: "an admin assigns", user: admin, operation: admission.Update, oldObject: nodeWith(""), object: nodeWith("cfg/a"), wantMatch: true},
+	{name: "an admin reassigns", user: admin, operation: admission.Update, oldObject: nodeWith("cfg/a"), object: nodeWith("cfg/b"), wantMatch: true},
+	{name: "an admin creates an assigned node", user: admin, operation: admission.Create, object: nodeWith("cfg/a"), wantMatch: true},
+}
+
+func (w nodeWrite) attributes() *admission.VersionedAttributes {
+	gvk := schema.GroupVersionKind{Version: "v1", Kind: "Node"}
+	var object, oldObject runtime.Object
+	if w.object != nil {
+		object = w.object
+	}
+	if w.oldObject != nil {
+		oldObject = w.oldObject
+	}
+	attrs := admission.NewAttributesRecord(object, oldObject, gvk, "", "node-a",
+		schema.GroupVersionResource{Version: "v1", Resource: nodesResource}, w.subresource, w.operation, nil, false, w.user)
+	return &admission.VersionedAttributes{Attributes: attrs, VersionedKind: gvk, VersionedObject: admission.NewLazyObject(object), VersionedOldObject: admission.NewLazyObject(oldObject)}
+}
+
+// checkNodeMatchConditions: the nodes webhook has matchConditions, they
+// compile as kube-apiserver compiles them, and they pick the right writes.
+func checkNodeMatchConditions(o objects) error {
+	hook, err := nodesWebhook(o)
+	if err != nil {
+		return err
+	}
+	matcher, err := compileMatchConditions(hook)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, w := range nodeWrites {
+		result := matcher.Match(context.Background(), w.attributes(), nil, nil)
+		if result.Error != nil {
+			errs = append(errs, fmt.Errorf("%s: matchConditions failed: %w", w.name, result.Error))
+			continue
+		}
+		if result.Matches != w.wantMatch {
+			errs = append(errs, fmt.Errorf("%s: reaches the webhook %v, want %v", w.name, result.Matches, w.wantMatch))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func ptrString[T any](p *T) string {
+	if p == nil {
+		return "<unset>"
+	}
+	return fmt.Sprint(*p)
+}
