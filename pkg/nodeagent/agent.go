@@ -1,0 +1,288 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/bootclock"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/controller"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/httpserver"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/metrics"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/source"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/validation"
+)
+
+// queueKey is the work queue's only key: every reason to look again adds it.
+const queueKey = "node"
+
+// maxPendingEvents bounds the Events kept while the apiserver is unknown.
+const maxPendingEvents = 32
+
+// agent is one running agent.
+type agent struct {
+	cfg     Config
+	ctrl    *controller.Controller
+	metrics *metrics.Metrics
+	queue   workqueue.TypedRateLimitingInterface[string]
+
+	// online is set once the watches and the reporter exist.
+	online atomic.Pointer[onlineParts]
+	// lastPass is when the worker last finished a pass (Unix nanoseconds).
+	lastPass atomic.Int64
+	// pendingEvents waits for the reporter; only the worker touches it.
+	pendingEvents []status.Event
+
+	// newClient builds the client once the kubelet's credentials exist;
+	// tests replace it.
+	newClient func(ctx context.Context) (kubernetes.Interface, error)
+}
+
+type onlineParts struct {
+	source   *source.Source
+	reporter *status.Reporter
+}
+
+// Run runs the agent until ctx ends. It returns an error only for what the
+// agent cannot run with: bad settings, an unusable state directory, a
+// kubeconfig that does not parse, a port that is taken.
+func Run(ctx context.Context, cfg Config) error {
+	return run(ctx, cfg, nil)
+}
+
+func run(ctx context.Context, cfg Config, newClient func(context.Context) (kubernetes.Interface, error)) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("agent configuration: %w", err)
+	}
+	clock, err := bootclock.NewSystem(cfg.BootIDPath)
+	if err != nil {
+		return err
+	}
+	store, err := checkpoint.Open(cfg.StateDir, checkpoint.Options{})
+	if err != nil {
+		return err
+	}
+	registry := prometheus.NewRegistry()
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := registry.Register(c); err != nil {
+			return fmt.Errorf("registering process metrics: %w", err)
+		}
+	}
+	m, err := metrics.New(registry, cfg.Trial.Period)
+	if err != nil {
+		return err
+	}
+	ctrl, err := controller.New(controller.Config{
+		Policy:         cfg.Trial,
+		ProbePeriod:    cfg.ProbePeriod,
+		KubeletVersion: cfg.KubeletVersion,
+	}, controller.Deps{
+		Store:     store,
+		Clock:     clock,
+		Renderer:  cfg.Renderer,
+		File:      kubelet.ConfigFile{Path: cfg.KubeletConfigFile},
+		Restarter: kubelet.Restarter{Argv: cfg.RestartCommand, Timeout: cfg.RestartTimeout},
+		Prober:    kubelet.NewProber(cfg.HealthzURL, cfg.ProbeTimeout),
+		Validator: validation.Validator{},
+		Metrics:   m,
+	})
+	if err != nil {
+		return err
+	}
+	a := &agent{
+		cfg:     cfg,
+		ctrl:    ctrl,
+		metrics: m,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeguard-agent"}),
+		newClient: newClient,
+	}
+	if a.newClient == nil {
+		a.newClient = a.clientFromKubeconfig
+	}
+	a.lastPass.Store(time.Now().UnixNano())
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var fatal error
+	var fatalOnce sync.Once
+	fail := func(err error) {
+		fatalOnce.Do(func() { fatal = err })
+		cancel()
+	}
+	if cfg.ListenAddress != "" {
+		srv, err := httpserver.New(cfg.ListenAddress, registry, healthz.NamedCheck("sync-loop", a.checkSyncLoop))
+		if err != nil {
+			return err
+		}
+		klog.FromContext(ctx).Info("Serving /healthz and /metrics", "address", srv.Addr().String())
+		wg.Go(func() {
+			if err := srv.Run(ctx); err != nil {
+				fail(err)
+			}
+		})
+	}
+	wg.Go(func() {
+		if err := a.connect(ctx); err != nil {
+			fail(err)
+		}
+	})
+	wg.Go(func() { a.resync(ctx) })
+	go func() {
+		<-ctx.Done()
+		a.queue.ShutDown()
+	}()
+
+	a.queue.Add(queueKey)
+	a.work(ctx)
+	cancel()
+	wg.Wait()
+	return fatal
+}
+
+// clientFromKubeconfig waits for the kubelet's credentials and builds a
+// client from them.
+func (a *agent) clientFromKubeconfig(ctx context.Context) (kubernetes.Interface, error) {
+	restConfig, err := kubeclient.WaitForConfig(ctx, a.cfg.Kubeconfig, kubeclient.DefaultBackoff)
+	if err != nil {
+		return nil, err
+	}
+	kubeclient.CheckIdentity(ctx, restConfig, a.cfg.NodeName)
+	restConfig.QPS, restConfig.Burst = a.cfg.KubeAPIQPS, a.cfg.KubeAPIBurst
+	restConfig.UserAgent = "nodeguard-agent/" + a.cfg.NodeName
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return nil, fmt.Errorf("building the API client: %w", err)
+	}
+	return client, nil
+}
+
+// connect starts the watches and the reporter once there is a client, and
+// runs them until ctx ends.
+func (a *agent) connect(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	client, err := a.newClient(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	src, err := source.New(client, a.cfg.NodeName, func() { a.queue.Add(queueKey) })
+	if err != nil {
+		return err
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodeguard-agent", Host: a.cfg.NodeName})
+	reporter := status.NewReporter(client, a.cfg.NodeName, src.Node, recorder)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { src.Run(ctx) })
+	wg.Go(func() { reporter.Run(ctx) })
+	a.online.Store(&onlineParts{source: src, reporter: reporter})
+	logger.Info("Watching the Node", "node", a.cfg.NodeName)
+	a.queue.Add(queueKey)
+	wg.Wait()
+	return nil
+}
+
+// resync adds the key periodically, so that changes nobody announces (an
+// edited local file, a rewritten kubelet file) are noticed.
+func (a *agent) resync(ctx context.Context) {
+	ticker := time.NewTicker(a.cfg.ResyncPeriod)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			a.queue.Add(queueKey)
+		}
+	}
+}
+
+// work is the single worker.
+func (a *agent) work(ctx context.Context) {
+	for {
+		key, quit := a.queue.Get()
+		if quit {
+			return
+		}
+		a.pass(ctx)
+		a.queue.Done(key)
+	}
+}
+
+func (a *agent) pass(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	parts := a.online.Load()
+	var obs controller.Observation
+	if parts != nil {
+		obs = parts.source.Observe(ctx)
+	}
+	start := time.Now()
+	// A pass that has begun is finished even on shutdown: killing a restart
+	// command halfway helps nobody. Every step is bounded by its own
+	// timeout.
+	result, err := a.ctrl.Sync(context.WithoutCancel(ctx), obs)
+	a.metrics.ObserveSync(time.Since(start), err)
+	a.lastPass.Store(time.Now().UnixNano())
+
+	a.pendingEvents = append(a.pendingEvents, result.Events...)
+	if parts != nil {
+		for _, ev := range a.pendingEvents {
+			parts.reporter.Event(ctx, ev)
+		}
+		a.pendingEvents = a.pendingEvents[:0]
+		parts.reporter.Set(result.Report)
+	} else {
+		for _, ev := range result.Events {
+			ev.Log(ctx)
+		}
+		if n := len(a.pendingEvents); n > maxPendingEvents {
+			a.pendingEvents = a.pendingEvents[n-maxPendingEvents:]
+		}
+	}
+
+	if err != nil {
+		logger.Error(err, "Pass failed; retrying with backoff")
+		a.queue.AddRateLimited(queueKey)
+	} else {
+		a.queue.Forget(queueKey)
+	}
+	if result.RequeueAfter > 0 {
+		a.queue.AddAfter(queueKey, result.RequeueAfter)
+	}
+}
+
+// checkSyncLoop fails /healthz when the worker has not finished a pass for
+// far longer than the resync period: it is stuck.
+func (a *agent) checkSyncLoop(*http.Request) error {
+	limit := 3*a.cfg.ResyncPeriod + a.cfg.RestartTimeout
+	if since := time.Since(time.Unix(0, a.lastPass.Load())); since > limit {
+		return fmt.Errorf("no pass of the state machine for %v", since.Round(time.Second))
+	}
+	return nil
+}

@@ -1,0 +1,149 @@
+package nodeagent
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/trial"
+)
+
+const localConfig = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nproviderID: node-1\n"
+
+func testConfig(t *testing.T, healthzURL string) Config {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	return Config{
+		NodeName:          "node-1",
+		Kubeconfig:        filepath.Join(dir, "unused-kubeconfig"),
+		KubeAPIQPS:        50,
+		KubeAPIBurst:      100,
+		StateDir:          filepath.Join(dir, "state"),
+		BootIDPath:        write("boot_id", "boot-1\n"),
+		Renderer:          kubelet.Renderer{Mode: kubelet.ModeConfig, LocalConfigFile: write("local.yaml", localConfig), LocalFields: kubelet.DefaultLocalFields},
+		KubeletConfigFile: filepath.Join(dir, "kubelet.yaml"),
+		RestartCommand:    []string{"true"},
+		RestartTimeout:    10 * time.Second,
+		HealthzURL:        healthzURL,
+		ProbePeriod:       20 * time.Millisecond,
+		ProbeTimeout:      time.Second,
+		Trial:             trial.Policy{Period: 300 * time.Millisecond, Grace: 10 * time.Second, FailureThreshold: 3},
+		ResyncPeriod:      time.Minute,
+	}
+}
+
+// TestAgentWithFakeAPI runs the whole agent against a fake clientset: it
+// applies the assigned ConfigMap, passes the trial and reports on the Node.
+func TestAgentWithFakeAPI(t *testing.T) {
+	kubeletHealth := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	defer kubeletHealth.Close()
+	cfg := testConfig(t, kubeletHealth.URL+"/healthz")
+
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kubelet-a", UID: "uid-a", ResourceVersion: "5",
+			Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}},
+		Data: map[string]string{contract.ConfigMapKey: "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 42\n"},
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-1", Annotations: map[string]string{contract.ConfigSourceAnnotation: "kube-system/kubelet-a"}},
+		Status:     corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.37.2"}},
+	}
+	client := fake.NewClientset(node, cm)
+
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.Discard()))
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, cfg, func(context.Context) (kubernetes.Interface, error) { return client, nil })
+	}()
+
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for {
+		n, err := client.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st contract.ConfigStatus
+		last = n.Annotations[contract.ConfigStatusAnnotation]
+		_ = json.Unmarshal([]byte(last), &st)
+		var ready *corev1.NodeCondition
+		for i := range n.Status.Conditions {
+			if n.Status.Conditions[i].Type == contract.ConditionKubeletConfigReady {
+				ready = &n.Status.Conditions[i]
+			}
+		}
+		if st.LastKnownGood != nil && st.LastKnownGood.UID == "uid-a" && ready != nil && ready.Reason == status.ReasonConfigActive {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent never reported A as last-known-good; status %s, condition %+v", last, ready)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	data, err := os.ReadFile(cfg.KubeletConfigFile)
+	if err != nil || !strings.Contains(string(data), "maxPods: 42") || !strings.Contains(string(data), "providerID: node-1") {
+		t.Fatalf("kubelet file: %q, %v", data, err)
+	}
+	events, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]bool{}
+	for _, ev := range events.Items {
+		reasons[ev.Reason] = true
+	}
+	if !reasons[status.EventConfigApplied] || !reasons[status.EventTrialPassed] {
+		t.Errorf("events: %v", reasons)
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+func TestRunRefusesBadSettings(t *testing.T) {
+	cfg := testConfig(t, "http://127.0.0.1:1/healthz")
+	cfg.RestartCommand = nil
+	cfg.Trial.FailureThreshold = 0
+	err := Run(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "restart command") || !strings.Contains(err.Error(), "failure threshold") {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
+func TestRunFailsOnABrokenKubeconfig(t *testing.T) {
+	cfg := testConfig(t, "http://127.0.0.1:1/healthz")
+	if err := os.WriteFile(cfg.Kubeconfig, []byte("{broken"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), logr.Discard()), 30*time.Second)
+	defer cancel()
+	err := Run(ctx, cfg)
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "kubeconfig") {
+		t.Fatalf("Run = %v (ctx %v)", err, ctx.Err())
+	}
+}

@@ -1,0 +1,85 @@
+package nodeagent
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/trial"
+)
+
+// Config is everything the agent is told; cmd/agent fills it from flags.
+type Config struct {
+	// NodeName is the Node this agent manages; its credentials must be
+	// system:node:NodeName.
+	NodeName string
+	// Kubeconfig is the kubelet's kubeconfig.
+	Kubeconfig string
+	// KubeAPIQPS and KubeAPIBurst limit requests to the apiserver.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+
+	// StateDir holds checkpoints and records (pkg/nodeagent/checkpoint).
+	StateDir string
+	// BootIDPath overrides /proc/sys/kernel/random/boot_id (tests).
+	BootIDPath string
+
+	// Renderer says which file is written and how (pkg/nodeagent/kubelet).
+	Renderer kubelet.Renderer
+	// KubeletConfigFile is the file written: the kubelet's --config file, or
+	// a drop-in in its --config-dir.
+	KubeletConfigFile string
+	// RestartCommand restarts the kubelet; RestartTimeout bounds it.
+	RestartCommand []string
+	RestartTimeout time.Duration
+	// HealthzURL is the kubelet's health endpoint; each probe gets
+	// ProbeTimeout, every ProbePeriod during a trial.
+	HealthzURL   string
+	ProbePeriod  time.Duration
+	ProbeTimeout time.Duration
+	// Trial is how trials are judged.
+	Trial trial.Policy
+	// KubeletVersion, when set, overrides the Node's reported version for
+	// the feature-gate check.
+	KubeletVersion *version.Version
+
+	// ListenAddress serves /healthz and /metrics; empty disables.
+	ListenAddress string
+	// ResyncPeriod re-runs the state machine even without events, e.g.
+	// to notice an edited local configuration file.
+	ResyncPeriod time.Duration
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	var errs []error
+	required := map[string]string{"node name": c.NodeName, "kubeconfig": c.Kubeconfig, "state directory": c.StateDir,
+		"kubelet config file": c.KubeletConfigFile, "kubelet healthz URL": c.HealthzURL}
+	for what, value := range required {
+		if value == "" {
+			errs = append(errs, fmt.Errorf("no %s given", what))
+		}
+	}
+	if len(c.RestartCommand) == 0 {
+		errs = append(errs, errors.New("no restart command given"))
+	}
+	if err := c.Renderer.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Trial.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	for what, d := range map[string]time.Duration{"probe period": c.ProbePeriod, "probe timeout": c.ProbeTimeout,
+		"restart timeout": c.RestartTimeout, "resync period": c.ResyncPeriod} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s %v: must be positive", what, d))
+		}
+	}
+	if c.KubeAPIQPS <= 0 || c.KubeAPIBurst <= 0 {
+		errs = append(errs, errors.New("the API QPS and burst must be positive"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,155 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/trial"
+)
+
+// apply makes the kubelet run the choice. The order (trial record, file,
+// restart, active record) means a crash at any point leads the next pass to
+// restart again, never to skip a restart.
+func (c *Controller) apply(ctx context.Context, ch chosen, out kubelet.Rendered, p *pass) error {
+	logger := klog.FromContext(ctx)
+	store, clock := c.deps.Store, c.deps.Clock
+	if ch.onTrial {
+		if t := c.state.trial; t == nil || t.Ref != *ch.ref {
+			started := checkpoint.Trial{Ref: *ch.ref, BootID: clock.BootID(), StartedSinceBoot: clock.SinceBoot(), StartedAt: c.deps.Now()}
+			if err := store.SetTrial(started); err != nil {
+				return fmt.Errorf("recording the trial: %w", err)
+			}
+			c.state.trial = &started
+			c.tracker = nil
+			p.pruneAfter = true
+		}
+	}
+
+	want := checkpoint.Active{Ref: ch.ref, FileSHA256: out.SHA256()}
+	matches, err := c.deps.File.Matches(out)
+	if err != nil {
+		return err
+	}
+	active := c.state.active
+	recorded := active != nil && sameRef(active.Ref, ch.ref) && active.FileSHA256 == want.FileSHA256
+	switch {
+	case recorded && matches:
+	case active == nil && matches:
+		// A fresh state directory and a kubelet file that already says
+		// this: adopt it rather than restart a kubelet that runs it.
+		want.AppliedAt = c.deps.Now()
+		if err := store.SetActive(want); err != nil {
+			return fmt.Errorf("recording the active configuration: %w", err)
+		}
+		c.state.active = &want
+		logger.Info("Adopted the kubelet's configuration file without a restart", "config", describe(ch.ref))
+	default:
+		if err := c.deps.File.Write(out); err != nil {
+			return err
+		}
+		if err := c.deps.Restarter.Restart(ctx); err != nil {
+			return err
+		}
+		c.deps.Metrics.KubeletRestarted()
+		want.AppliedAt = c.deps.Now()
+		if err := store.SetActive(want); err != nil {
+			return fmt.Errorf("recording the active configuration: %w", err)
+		}
+		c.state.active = &want
+		// The kubelet's grace period starts at its restart.
+		c.tracker = nil
+		p.pruneAfter = true
+		message := "Restarted the kubelet with " + describe(ch.ref)
+		if ch.onTrial {
+			message += fmt.Sprintf(", on trial for %v", c.cfg.Policy.Period)
+		}
+		p.event(corev1.EventTypeNormal, status.EventConfigApplied, "%s", message)
+		logger.Info("Applied a kubelet configuration", "config", describe(ch.ref), "onTrial", ch.onTrial)
+	}
+
+	if !ch.onTrial && c.state.trial != nil {
+		if err := store.ClearTrial(); err != nil {
+			return fmt.Errorf("ending the trial record: %w", err)
+		}
+		c.state.trial = nil
+		c.tracker = nil
+		p.pruneAfter = true
+	}
+	return nil
+}
+
+// judgeTrial probes the kubelet and decides the trial; again is true when
+// the configuration was recorded bad and the caller must roll back.
+func (c *Controller) judgeTrial(ctx context.Context, ch chosen, p *pass) (again bool, err error) {
+	store, clock := c.deps.Store, c.deps.Clock
+	t := c.state.trial
+	if t == nil || t.Ref != *ch.ref {
+		return false, fmt.Errorf("internal error: no trial record for %s", describe(ch.ref))
+	}
+	if bootID := clock.BootID(); t.BootID != bootID {
+		// Rebooted during the trial: time on another boot cannot be
+		// compared with this one, so the trial starts over.
+		restarted := *t
+		restarted.BootID, restarted.StartedSinceBoot, restarted.StartedAt = bootID, clock.SinceBoot(), c.deps.Now()
+		if err := store.SetTrial(restarted); err != nil {
+			return false, fmt.Errorf("restarting the trial on a new boot: %w", err)
+		}
+		c.state.trial, t = &restarted, &restarted
+		c.tracker = nil
+		klog.FromContext(ctx).Info("New boot during a trial; the trial starts over", "config", describe(ch.ref))
+	}
+	if c.tracker == nil || c.trackedRef != t.Ref || c.trackedBoot != t.BootID {
+		c.tracker = trial.NewTracker(c.cfg.Policy, clock.SinceBoot())
+		c.trackedRef, c.trackedBoot = t.Ref, t.BootID
+	}
+	c.tracker.Observe(c.deps.Prober.Probe(ctx))
+	verdict := c.tracker.Verdict(t.StartedSinceBoot, clock.SinceBoot())
+
+	switch verdict.Outcome {
+	case trial.Pass:
+		ref := t.Ref
+		if err := store.SetLastKnownGood(&ref); err != nil {
+			return false, fmt.Errorf("moving last-known-good: %w", err)
+		}
+		c.state.lastKnownGood = &ref
+		if err := store.ClearTrial(); err != nil {
+			return false, fmt.Errorf("ending the trial record: %w", err)
+		}
+		c.state.trial, c.tracker = nil, nil
+		p.pruneAfter = true
+		p.event(corev1.EventTypeNormal, status.EventTrialPassed, "%s passed its trial and is now last-known-good", describe(&ref))
+		return false, nil
+
+	case trial.Fail:
+		entry := checkpoint.BadEntry{Ref: t.Ref, Reason: status.ReasonRolledBack, Message: verdict.Message, At: c.deps.Now()}
+		bad := append(slices.Clone(c.state.bad), entry)
+		if len(bad) > checkpoint.MaxBadEntries {
+			bad = bad[len(bad)-checkpoint.MaxBadEntries:]
+		}
+		if err := store.SetBad(bad); err != nil {
+			return false, fmt.Errorf("recording %s as bad: %w", describe(&entry.Ref), err)
+		}
+		c.state.bad = bad
+		c.tracker = nil
+		c.deps.Metrics.RolledBack()
+		p.event(corev1.EventTypeWarning, status.ReasonRolledBack, "%s failed its trial: %s; rolling back to %s",
+			describe(&entry.Ref), verdict.Message, describe(c.state.lastKnownGood))
+		return true, nil
+
+	default:
+		p.onTrial = true
+		p.trialLeft = verdict.Remaining
+		p.requeue = c.cfg.ProbePeriod
+		if verdict.Remaining > 0 && verdict.Remaining < p.requeue {
+			p.requeue = verdict.Remaining
+		}
+		return false, nil
+	}
+}

@@ -1,0 +1,317 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/klog/v2"
+
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/bootclock"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/metrics"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/trial"
+)
+
+// Renderer turns a configuration into the kubelet's file.
+type Renderer interface {
+	Local() (kubelet.Rendered, error)
+	Assigned(config []byte) (kubelet.Rendered, error)
+}
+
+// ConfigFile is the kubelet's configuration file.
+type ConfigFile interface {
+	Matches(kubelet.Rendered) (bool, error)
+	Write(kubelet.Rendered) error
+}
+
+// Restarter restarts the kubelet.
+type Restarter interface {
+	Restart(ctx context.Context) error
+}
+
+// Prober probes the kubelet's health; nil is healthy.
+type Prober interface {
+	Probe(ctx context.Context) error
+}
+
+// Validator judges configurations (pkg/nodeagent/validation).
+type Validator interface {
+	Validate(config []byte, kubeletVersion *version.Version) error
+	ValidateRendered(data []byte) error
+}
+
+// Deps are the controller's collaborators.
+type Deps struct {
+	Store     *checkpoint.Store
+	Clock     bootclock.Clock
+	Renderer  Renderer
+	File      ConfigFile
+	Restarter Restarter
+	Prober    Prober
+	Validator Validator
+	// Metrics may be nil.
+	Metrics *metrics.Metrics
+	// Now is the wall clock, for informative timestamps only; nil means
+	// time.Now.
+	Now func() time.Time
+}
+
+// Config tunes the controller.
+type Config struct {
+	Policy trial.Policy
+	// ProbePeriod is how often the kubelet is probed during a trial.
+	ProbePeriod time.Duration
+	// KubeletVersion, when set, overrides the version read from the Node.
+	KubeletVersion *version.Version
+}
+
+// Observation is what the apiserver says, as last seen.
+type Observation struct {
+	// Online is true once the agent has its Node from the apiserver. While
+	// false, the fields below are ignored and the state directory rules.
+	Online bool
+	// Assignment is nil when nothing is assigned.
+	Assignment *contract.Assignment
+	// AssignmentErr is set when the Node's assignment does not parse.
+	AssignmentErr error
+	// ConfigMap is the assigned ConfigMap, once read.
+	ConfigMap *corev1.ConfigMap
+	// ConfigMapErr says why the assigned ConfigMap is not there: not found,
+	// forbidden, unreachable. Nil with a nil ConfigMap means "not yet".
+	ConfigMapErr error
+	// KubeletVersion is the Node's status.nodeInfo.kubeletVersion, if it
+	// parses.
+	KubeletVersion *version.Version
+}
+
+// Result is the outcome of one Sync.
+type Result struct {
+	Report status.Report
+	// Events are the transitions of this pass.
+	Events []status.Event
+	// RequeueAfter asks for another pass after this long (a trial is being
+	// watched); zero means only when something changes.
+	RequeueAfter time.Duration
+}
+
+// Controller is the state machine. It is not safe for concurrent use.
+type Controller struct {
+	cfg  Config
+	deps Deps
+
+	loaded bool
+	state  persisted
+
+	// tracker watches the trial of trackedRef since the later of this
+	// process's start and the kubelet's last restart.
+	tracker     *trial.Tracker
+	trackedRef  contract.ObjectRef
+	trackedBoot string
+
+	// lastKubeletVersion remembers the Node's version for offline passes.
+	lastKubeletVersion *version.Version
+	// validated caches verdicts by reference and kubelet version.
+	validated map[validationKey]error
+	// lastProblem dedupes warning events.
+	lastProblem string
+}
+
+type validationKey struct {
+	ref     contract.ObjectRef
+	version string
+}
+
+// persisted mirrors the state directory's records.
+type persisted struct {
+	assigned      *contract.ObjectRef
+	lastKnownGood *contract.ObjectRef
+	active        *checkpoint.Active
+	trial         *checkpoint.Trial
+	bad           []checkpoint.BadEntry
+}
+
+// New returns a controller; the state directory is read on the first Sync.
+func New(cfg Config, deps Deps) (*Controller, error) {
+	var errs []error
+	if err := cfg.Policy.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.ProbePeriod <= 0 {
+		errs = append(errs, fmt.Errorf("probe period %v: must be positive", cfg.ProbePeriod))
+	}
+	if deps.Store == nil || deps.Clock == nil || deps.Renderer == nil || deps.File == nil ||
+		deps.Restarter == nil || deps.Prober == nil || deps.Validator == nil {
+		errs = append(errs, errors.New("controller: a dependency is missing"))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	return &Controller{cfg: cfg, deps: deps, validated: map[validationKey]error{}}, nil
+}
+
+// problem is why the assigned configuration is not (yet) the ready one.
+type problem struct {
+	reason  string
+	message string
+}
+
+func (p *problem) String() string { return p.reason + ": " + p.message }
+
+// pass accumulates what one Sync decides.
+type pass struct {
+	events   []status.Event
+	problems []*problem
+	// shownAssigned is the assigned reference to report.
+	shownAssigned *contract.ObjectRef
+	// fallback is set when the assigned configuration cannot be used now
+	// and the choice must fall back.
+	fallback *problem
+	// onTrial is set while the chosen configuration is on trial.
+	onTrial    bool
+	trialLeft  time.Duration
+	requeue    time.Duration
+	pruneAfter bool
+}
+
+func (p *pass) addProblem(pr *problem) {
+	if pr != nil {
+		p.problems = append(p.problems, pr)
+	}
+}
+
+func (p *pass) event(eventType, reason, format string, args ...any) {
+	p.events = append(p.events, status.Event{Type: eventType, Reason: reason, Message: fmt.Sprintf(format, args...)})
+}
+
+// maxRounds bounds the choose-apply-judge loop: a failed trial causes one
+// more round (the rollback), and a rollback is never on trial.
+const maxRounds = 3
+
+// Sync runs one pass. An error asks for a retry with backoff; the Result is
+// meaningful even then.
+func (c *Controller) Sync(ctx context.Context, obs Observation) (Result, error) {
+	logger := klog.FromContext(ctx)
+	p := &pass{}
+	if !c.loaded {
+		c.load(p)
+		c.loaded = true
+	}
+	if obs.Online && obs.KubeletVersion != nil {
+		c.lastKubeletVersion = obs.KubeletVersion
+	}
+	err := c.syncAssignment(obs, p)
+	if err == nil {
+		for round := 0; round < maxRounds; round++ {
+			var again bool
+			again, err = c.round(ctx, p)
+			if err != nil || !again {
+				break
+			}
+		}
+	}
+	if p.pruneAfter && err == nil {
+		if pruneErr := c.prune(); pruneErr != nil {
+			logger.Error(pruneErr, "Pruning old checkpoints failed; will retry on the next change")
+		}
+	}
+	if err != nil {
+		p.addProblem(&problem{reason: status.ReasonApplyFailed, message: err.Error()})
+	}
+	result := c.result(p)
+	c.deps.Metrics.ObserveReport(result.Report)
+	c.deps.Metrics.SetTrialElapsed(c.trialElapsed())
+	return result, err
+}
+
+// round chooses, applies and judges once; again is true after a rollback.
+func (c *Controller) round(ctx context.Context, p *pass) (again bool, err error) {
+	p.onTrial, p.trialLeft = false, 0
+	chosen := c.choose(p)
+	rendered, chosen := c.render(chosen, p)
+	if rendered == nil {
+		return false, nil
+	}
+	if err := c.apply(ctx, chosen, *rendered, p); err != nil {
+		return false, err
+	}
+	if !chosen.onTrial {
+		return false, nil
+	}
+	return c.judgeTrial(ctx, chosen, p)
+}
+
+func (c *Controller) load(p *pass) {
+	s := c.deps.Store
+	corrupt := func(err error) {
+		if err != nil {
+			p.event(corev1.EventTypeWarning, status.ReasonCheckpointCorrupt, "%v", err)
+		}
+	}
+	var err error
+	c.state.assigned, err = s.Assigned()
+	corrupt(err)
+	c.state.lastKnownGood, err = s.LastKnownGood()
+	corrupt(err)
+	c.state.active, err = s.Active()
+	corrupt(err)
+	c.state.trial, err = s.Trial()
+	corrupt(err)
+	c.state.bad, err = s.Bad()
+	corrupt(err)
+}
+
+func (c *Controller) kubeletVersion() *version.Version {
+	if c.cfg.KubeletVersion != nil {
+		return c.cfg.KubeletVersion
+	}
+	return c.lastKubeletVersion
+}
+
+func (c *Controller) trialElapsed() time.Duration {
+	t := c.state.trial
+	if t == nil || t.BootID != c.deps.Clock.BootID() {
+		return 0
+	}
+	return max(c.deps.Clock.SinceBoot()-t.StartedSinceBoot, 0)
+}
+
+// prune drops checkpoints nothing points at any more.
+func (c *Controller) prune() error {
+	var keep []contract.ObjectRef
+	for _, ref := range []*contract.ObjectRef{c.state.assigned, c.state.lastKnownGood} {
+		if ref != nil {
+			keep = append(keep, *ref)
+		}
+	}
+	if c.state.active != nil && c.state.active.Ref != nil {
+		keep = append(keep, *c.state.active.Ref)
+	}
+	if c.state.trial != nil {
+		keep = append(keep, c.state.trial.Ref)
+	}
+	return c.deps.Store.PruneCheckpoints(keep)
+}
+
+func sameRef(a, b *contract.ObjectRef) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func describe(ref *contract.ObjectRef) string {
+	if ref == nil {
+		return "the local configuration"
+	}
+	return fmt.Sprintf("ConfigMap %s/%s (uid %s, resourceVersion %s)", ref.Namespace, ref.Name, ref.UID, ref.ResourceVersion)
+}

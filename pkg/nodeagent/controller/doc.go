@@ -1,0 +1,35 @@
+// Package controller is the agent's state machine: given what the apiserver
+// says (an Observation) and what the state directory remembers, it
+// checkpoints the assigned configuration, validates it, writes the kubelet's
+// configuration file, restarts the kubelet, runs the trial and rolls back,
+// and returns the status to report.
+//
+// It does no I/O with the apiserver and owns no goroutine: Sync is called by
+// a single worker (pkg/nodeagent) with the latest Observation, and every
+// dependency (state directory, clock, renderer, file, restart command,
+// probe, validator) is injected, so table tests drive it step by step.
+//
+// # One pass of Sync
+//
+//  1. Assignment. When online, a newly seen ConfigMap version is checkpointed
+//     (durably) before the assigned pointer moves to it; clearing the
+//     assignment moves both assigned and last-known-good back to the local
+//     configuration. Offline, the assigned pointer on disk is used as is. A
+//     ConfigMap that cannot be read leaves the running configuration alone.
+//  2. Choice. The assigned configuration is chosen unless it is recorded bad,
+//     its checkpoint is corrupt, or it fails validation (the same checks as
+//     admission, feature gates against this kubelet's version); then
+//     last-known-good is, or the local configuration when there is none.
+//     Anything but last-known-good and local goes on trial.
+//  3. Apply. The kubelet's file is rendered (node-local fields from the
+//     node), and when it or the recorded active configuration differs, the
+//     trial is recorded, the file written, the kubelet restarted and the
+//     active record written, in that order: a crash anywhere repeats the
+//     restart, it never skips it.
+//  4. Trial. The kubelet is probed; a pass moves last-known-good, a failure
+//     records the configuration bad (by UID and resourceVersion) and goes
+//     back to 2, which now picks last-known-good.
+//
+// On a fresh state directory whose kubelet file already holds the chosen
+// configuration, the agent adopts it without restarting the kubelet.
+package controller

@@ -1,0 +1,117 @@
+package kubelet
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// ParseCommand splits a command line into arguments without a shell: words
+// are separated by blanks; single quotes keep everything literally; double
+// quotes keep blanks and honour \" and \\; a backslash outside quotes escapes
+// the next character. No variables, globs, pipes or redirections: to have
+// them, say so explicitly with `sh -c '...'`.
+func ParseCommand(line string) ([]string, error) {
+	var (
+		args    []string
+		word    strings.Builder
+		inWord  bool
+		quote   rune
+		escaped bool
+	)
+	for _, c := range line {
+		switch {
+		case escaped:
+			word.WriteRune(c)
+			escaped = false
+		case quote == '\'':
+			if c == '\'' {
+				quote = 0
+			} else {
+				word.WriteRune(c)
+			}
+		case quote == '"':
+			switch c {
+			case '"':
+				quote = 0
+			case '\\':
+				escaped = true
+			default:
+				word.WriteRune(c)
+			}
+		case c == '\'' || c == '"':
+			quote, inWord = c, true
+		case c == '\\':
+			escaped, inWord = true, true
+		case c == ' ' || c == '\t' || c == '\n':
+			if inWord {
+				args = append(args, word.String())
+				word.Reset()
+				inWord = false
+			}
+		default:
+			word.WriteRune(c)
+			inWord = true
+		}
+	}
+	switch {
+	case escaped:
+		return nil, fmt.Errorf("command %q ends with a lone backslash", line)
+	case quote != 0:
+		return nil, fmt.Errorf("command %q: unterminated %c quote", line, quote)
+	}
+	if inWord {
+		args = append(args, word.String())
+	}
+	if len(args) == 0 {
+		return nil, errors.New("the command is empty")
+	}
+	return args, nil
+}
+
+// Restarter restarts the kubelet by running a command.
+type Restarter struct {
+	Argv    []string
+	Timeout time.Duration
+}
+
+// maxCommandOutput bounds the output quoted in an error.
+const maxCommandOutput = 2048
+
+// Restart runs the command and waits for it. A non-zero exit, a timeout or a
+// command that cannot start is an error quoting the command's output.
+func (r Restarter) Restart(ctx context.Context) error {
+	if len(r.Argv) == 0 {
+		return errors.New("no restart command configured")
+	}
+	if r.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.Timeout)
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, r.Argv[0], r.Argv[1:]...)
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	// A command that leaves a child holding its output open (a daemon
+	// started without redirection) must not hang the agent.
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	if err == nil {
+		return nil
+	}
+	out := strings.TrimSpace(output.String())
+	if len(out) > maxCommandOutput {
+		out = out[len(out)-maxCommandOutput:]
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		err = fmt.Errorf("%w (%w)", err, ctxErr)
+	}
+	if out == "" {
+		return fmt.Errorf("restarting the kubelet with %q: %w", strings.Join(r.Argv, " "), err)
+	}
+	return fmt.Errorf("restarting the kubelet with %q: %w: %s", strings.Join(r.Argv, " "), err, out)
+}

@@ -1,0 +1,118 @@
+package metrics
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+)
+
+const namespace = "nodeguard_agent"
+
+var refLabels = []string{"source", "namespace", "name", "uid", "resource_version"}
+
+// Metrics are the agent's metrics. A nil *Metrics records nothing.
+type Metrics struct {
+	assigned, active, lastKnownGood *prometheus.GaugeVec
+	configError                     *prometheus.GaugeVec
+	rollbacks                       prometheus.Counter
+	restarts                        prometheus.Counter
+	trialElapsed                    prometheus.Gauge
+	trialPeriod                     prometheus.Gauge
+	syncDuration                    prometheus.Histogram
+	syncErrors                      prometheus.Counter
+}
+
+// New registers the metrics on reg.
+func New(reg prometheus.Registerer, trialPeriod time.Duration) (*Metrics, error) {
+	info := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, refLabels)
+	}
+	m := &Metrics{
+		assigned:      info("assigned_config_info", "The configuration assigned to this node (1)."),
+		active:        info("active_config_info", "The configuration the kubelet was last restarted with (1)."),
+		lastKnownGood: info("last_known_good_config_info", "The last configuration that survived its trial (1)."),
+		configError: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "config_error",
+			Help: "1 while the config status carries an error, with the KubeletConfigReady reason; 0 with an empty reason otherwise."}, []string{"reason"}),
+		rollbacks: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "rollbacks_total",
+			Help: "Configurations rolled back after failing their trial."}),
+		restarts: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "kubelet_restarts_total",
+			Help: "Kubelet restart commands that succeeded."}),
+		trialElapsed: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "trial_elapsed_seconds",
+			Help: "How long the configuration on trial has been on it (time since boot, this boot); 0 without a trial."}),
+		trialPeriod: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "trial_period_seconds",
+			Help: "The configured trial period."}),
+		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "sync_duration_seconds",
+			Help: "Duration of one pass of the agent's state machine, restarts included.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
+		syncErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "sync_errors_total",
+			Help: "Passes of the state machine that ended in an error and were retried."}),
+	}
+	for _, c := range []prometheus.Collector{m.assigned, m.active, m.lastKnownGood, m.configError, m.rollbacks, m.restarts, m.trialElapsed, m.trialPeriod, m.syncDuration, m.syncErrors} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering agent metrics: %w", err)
+		}
+	}
+	m.trialPeriod.Set(trialPeriod.Seconds())
+	m.configError.WithLabelValues("").Set(0)
+	return m, nil
+}
+
+func setRef(vec *prometheus.GaugeVec, ref *contract.ObjectRef) {
+	vec.Reset()
+	if ref == nil {
+		vec.WithLabelValues("local", "", "", "", "").Set(1)
+		return
+	}
+	vec.WithLabelValues("configmap", ref.Namespace, ref.Name, ref.UID, ref.ResourceVersion).Set(1)
+}
+
+// ObserveReport records what a report says.
+func (m *Metrics) ObserveReport(r status.Report) {
+	if m == nil {
+		return
+	}
+	setRef(m.assigned, r.Status.Assigned)
+	setRef(m.active, r.Status.Active)
+	setRef(m.lastKnownGood, r.Status.LastKnownGood)
+	m.configError.Reset()
+	if r.Status.Error != "" {
+		m.configError.WithLabelValues(r.Condition.Reason).Set(1)
+	} else {
+		m.configError.WithLabelValues("").Set(0)
+	}
+}
+
+// RolledBack counts a rollback.
+func (m *Metrics) RolledBack() {
+	if m != nil {
+		m.rollbacks.Inc()
+	}
+}
+
+// KubeletRestarted counts a restart.
+func (m *Metrics) KubeletRestarted() {
+	if m != nil {
+		m.restarts.Inc()
+	}
+}
+
+// SetTrialElapsed records the trial's age; zero when there is none.
+func (m *Metrics) SetTrialElapsed(d time.Duration) {
+	if m != nil {
+		m.trialElapsed.Set(d.Seconds())
+	}
+}
+
+// ObserveSync records one pass of the state machine.
+func (m *Metrics) ObserveSync(d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.syncDuration.Observe(d.Seconds())
+	if err != nil {
+		m.syncErrors.Inc()
+	}
+}

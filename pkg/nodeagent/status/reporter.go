@@ -1,0 +1,202 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/nodeguard/nodeguard/pkg/contract"
+)
+
+// writeTimeout bounds one write to the apiserver.
+const writeTimeout = 15 * time.Second
+
+// Reporter writes Reports to the Node and Events about it. It keeps only the
+// latest Report: a status that could not be written is replaced, not queued.
+type Reporter struct {
+	client   kubernetes.Interface
+	nodeName string
+	// cachedNode returns the Node as last seen, to skip writes that change
+	// nothing; it may return nil.
+	cachedNode func() *corev1.Node
+	recorder   record.EventRecorder
+	nodeRef    *corev1.ObjectReference
+	now        func() time.Time
+	queue      workqueue.TypedRateLimitingInterface[string]
+
+	mu     sync.Mutex
+	latest *Report
+}
+
+const reportKey = "status"
+
+// NewReporter returns a reporter for nodeName. recorder may be nil (events
+// are then only logged).
+func NewReporter(client kubernetes.Interface, nodeName string, cachedNode func() *corev1.Node, recorder record.EventRecorder) *Reporter {
+	return &Reporter{
+		client:     client,
+		nodeName:   nodeName,
+		cachedNode: cachedNode,
+		recorder:   recorder,
+		// Events about a Node name it the way the kubelet does: the UID is
+		// the node's name, and the Event lands in the default namespace.
+		nodeRef: &corev1.ObjectReference{Kind: "Node", Name: nodeName, UID: types.UID(nodeName)},
+		now:     time.Now,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeguard-agent-status"}),
+	}
+}
+
+// Set makes r the report to write.
+func (r *Reporter) Set(report Report) {
+	r.mu.Lock()
+	r.latest = &report
+	r.mu.Unlock()
+	r.queue.Add(reportKey)
+}
+
+// Poke asks for the latest report to be checked against the Node again, e.g.
+// after the Node changed.
+func (r *Reporter) Poke() { r.queue.Add(reportKey) }
+
+// Event records an Event about the Node.
+func (r *Reporter) Event(ctx context.Context, ev Event) {
+	ev.Log(ctx)
+	if r != nil && r.recorder != nil {
+		r.recorder.Event(r.nodeRef, ev.Type, ev.Reason, ev.Message)
+	}
+}
+
+// Run writes reports until ctx ends, retrying failures with backoff.
+func (r *Reporter) Run(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		r.queue.ShutDown()
+	}()
+	for {
+		key, quit := r.queue.Get()
+		if quit {
+			return
+		}
+		r.mu.Lock()
+		report := r.latest
+		r.mu.Unlock()
+		var err error
+		if report != nil {
+			err = r.Write(ctx, *report)
+		}
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Writing the config status to the Node failed; retrying")
+			r.queue.AddRateLimited(key)
+		} else {
+			r.queue.Forget(key)
+		}
+		r.queue.Done(key)
+	}
+}
+
+// retriable errors are worth another immediate try; anything else waits
+// for the queue's backoff.
+func retriable(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsInternalError(err)
+}
+
+// Write brings the Node's annotation and condition in line with report,
+// writing only what differs from the cached Node.
+func (r *Reporter) Write(ctx context.Context, report Report) error {
+	node := r.cachedNode()
+	annotation, err := json.Marshal(report.Status)
+	if err != nil {
+		return fmt.Errorf("encoding the config status: %w", err)
+	}
+	var errs []error
+	if node == nil || node.Annotations[contract.ConfigStatusAnnotation] != string(annotation) {
+		errs = append(errs, r.patchAnnotation(ctx, string(annotation)))
+	}
+	if current := findCondition(node); !conditionMatches(current, report.Condition) {
+		errs = append(errs, r.patchCondition(ctx, current, report.Condition))
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Reporter) patchAnnotation(ctx context.Context, value string) error {
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{contract.ConfigStatusAnnotation: value}},
+	})
+	if err != nil {
+		return err
+	}
+	err = retry.OnError(retry.DefaultBackoff, retriable, func() error {
+		ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+		defer cancel()
+		_, err := r.client.CoreV1().Nodes().Patch(ctx, r.nodeName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "nodeguard-agent"})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("patching annotation %s on Node %s: %w", contract.ConfigStatusAnnotation, r.nodeName, err)
+	}
+	return nil
+}
+
+func (r *Reporter) patchCondition(ctx context.Context, current *corev1.NodeCondition, want Condition) error {
+	now := metav1.NewTime(r.now())
+	transition := now
+	if current != nil && current.Status == want.Status {
+		transition = current.LastTransitionTime
+	}
+	condition := corev1.NodeCondition{
+		Type:               contract.ConditionKubeletConfigReady,
+		Status:             want.Status,
+		Reason:             want.Reason,
+		Message:            want.Message,
+		LastHeartbeatTime:  now,
+		LastTransitionTime: transition,
+	}
+	// Conditions merge by type in a strategic merge patch: the kubelet's
+	// own conditions are left alone.
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{condition}}})
+	if err != nil {
+		return err
+	}
+	err = retry.OnError(retry.DefaultBackoff, retriable, func() error {
+		ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+		defer cancel()
+		_, err := r.client.CoreV1().Nodes().Patch(ctx, r.nodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: "nodeguard-agent"}, "status")
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("patching condition %s on Node %s: %w", contract.ConditionKubeletConfigReady, r.nodeName, err)
+	}
+	return nil
+}
+
+func findCondition(node *corev1.Node) *corev1.NodeCondition {
+	if node == nil {
+		return nil
+	}
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == contract.ConditionKubeletConfigReady {
+			return &node.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func conditionMatches(current *corev1.NodeCondition, want Condition) bool {
+	return current != nil && current.Status == want.Status && current.Reason == want.Reason && current.Message == want.Message
+}
