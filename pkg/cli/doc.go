@@ -1,0 +1,28 @@
+// Package cli is the kubectl plugin, kubectl-nodeguard: the commands an
+// operator uses to see and change which kubelet configuration each node runs.
+//
+//	status   [NODE...] [-l SELECTOR] [-o wide|json|yaml]
+//	assign   CONFIGMAP (NODE... | -l SELECTOR) [--dry-run=none|client|server]
+//	unassign (NODE... | -l SELECTOR) [--dry-run=none|client|server]
+//	explain  NODE CONFIGMAP
+//
+// status reads what CONTRACT.md has the agent write (the
+// nodeguard.dev/config-status annotation and the KubeletConfigReady
+// condition) and shows it next to the assignment.
+//
+// assign runs, before it writes, the checks the admission webhook makes for
+// an assignment (rule 5, and rule 6's strict decoding), with the webhook's
+// messages, plus the ones the agent makes before it applies a configuration
+// (the ConfigMap exists, is eligible and validates). A refusal by those
+// checks stops every write, so a selector never half-applies because of a
+// problem known beforehand; the webhook still judges each patch, and with
+// --dry-run=server it judges them without anything being written. Writes
+// are JSON merge patches of the assignment annotation alone.
+//
+// explain computes the graph path from a ConfigMap to a node from the API
+// (assignment and eligibility, pods bound to the node that reference it) and
+// asks the apiserver's real authorizer chain through a SubjectAccessReview,
+// so an operator sees both what should be and what is.
+//
+// Run is the whole program; cmd/kubectl-nodeguard only calls it.
+package cli
