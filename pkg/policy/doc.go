@@ -1,0 +1,60 @@
+// Package policy evaluates the Rego policies policy authors write for
+// nodeguard. policies/README.md is their guide (packages, input documents,
+// built-ins, failure policies); this is the Go side.
+//
+// An Engine compiles a policy set once (the policies shipped in the binary,
+// or a directory), prepares one query per package, and evaluates it for
+// every review:
+//
+//	engine, err := policy.New(ctx, policy.Options{Dir: dir, Graph: g, Metrics: m})
+//	go engine.Run(ctx)  // reload when the directory changes
+//	// ReadyChecks: engine.HealthChecker()
+//
+//	in := &policy.AdmissionInput{Request: review.Request, KubeletConfig: cfg, OldKubeletConfig: oldCfg}
+//	in.Node, in.KubeletVersion = policy.NodeOf(user, groups, g)
+//	res, err := engine.EvalAdmission(ctx, in)
+//	res = policy.AdmissionFailurePolicy.Admission(res, err)
+//	// refuse when res.Denied() with res.Deny[i].String(); res.Warn are warnings
+//
+//	node, version := policy.NodeOf(sar.Spec.User, sar.Spec.Groups, g)
+//	az, err := engine.EvalAuthz(ctx, &policy.AuthzInput{Spec: &sar.Spec, Node: node, KubeletVersion: version})
+//	az = policy.AuthzFailurePolicy.Authz(az, err)
+//	// built-in Deny or az.Denied() -> Deny; else built-in Allow -> Allow;
+//	// az.Allowed() may turn no opinion into Allow only where the caller
+//	// scopes it (pkg/authz: a node's named ConfigMap read, after sync).
+//
+// Queries: data.nodeguard.admission.deny and .warn (sets of messages), and
+// data.nodeguard.authz.deny (a set) and .allow (a boolean). A missing
+// package or rule means "nothing to say". A message is a string or an
+// object {"msg": ..., "rule": ...}; Violation carries the package, the rule
+// and the message.
+//
+// Loading: a set that does not read, parse, compile, or pass nodeguard's
+// shape checks never replaces the set in service. Its problems (file, line,
+// message) are logged through klog, counted in
+// nodeguard_policy_load_errors_total and nodeguard_policy_last_load_success,
+// and returned by LoadError; Ready fails only until a first set has loaded.
+//
+// Evaluation: each call is bounded by Options.Timeout and the caller's
+// deadline. An error (timeout, conflict, malformed result, no set yet) is an
+// *EvalError, which the caller maps through a FailurePolicy: admission
+// fails closed, authorization has no opinion.
+//
+// Speed: policies run for every Node status update and every request a node
+// makes, so the engine renders only the parts of an input some policy can
+// reference (projection.go), decodes embedded objects with gjson straight
+// from the review's bytes, converts them to AST lazily, and asks OPA's rule
+// index whether any rule could match before evaluating (prefilter.go).
+// None of this is visible to policies.
+//
+// Built-ins: nodeguard.reachable(node, "configmap", namespace, name) and
+// nodeguard.node(name) read the graph through GraphReader. Capabilities
+// returns what policies compile against; policies/capabilities.json is its
+// JSON, for `opa test --capabilities` (go generate rewrites it). Package
+// policytest runs Rego tests from Go the same way.
+//
+// Files: engine.go (loading, readiness), load.go (reading, checks),
+// eval.go (queries, results, failure policies), input.go (input
+// documents), projection.go, prefilter.go, builtins.go, nodecache.go,
+// capabilities.go, metrics.go.
+package policy
