@@ -97,19 +97,24 @@ func run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	policy, err := config.NewWatcher(opts.PolicyConfig, opts.fallbackPolicy(), opts.PolicyReloadInterval, registry)
+	policyConfig, err := config.NewWatcher(opts.PolicyConfig, opts.fallbackPolicy(), opts.PolicyReloadInterval, registry)
 	if err != nil {
 		return err
 	}
 	authorizer := authz.New(g, nil)
-	policy.OnChange(func(p *config.Policy) { authorizer.SetMinKubeletVersion(p.MinKubeletVersion) })
+	policyConfig.OnChange(func(p *config.Policy) { authorizer.SetMinKubeletVersion(p.MinKubeletVersion) })
 
 	admissionMetrics, err := admission.NewMetrics(registry)
 	if err != nil {
 		return err
 	}
 	configMaps := admission.NewConfigMapInformer(client, opts.Resync)
-	admitter := admission.New(policy.Current, corelisters.NewConfigMapLister(configMaps.GetIndexer()), g)
+	admitter := admission.New(policyConfig.Current, corelisters.NewConfigMapLister(configMaps.GetIndexer()), g)
+	// The Rego policies: compiled now, judged after the built-in rules.
+	policies, err := newPolicies(ctx, opts, g, registry)
+	if err != nil {
+		return err
+	}
 
 	tlsFiles := server.TLSFiles{CertFile: opts.TLSCertFile, KeyFile: opts.TLSPrivateKeyFile, ClientCAFile: opts.ClientCAFile}
 	dynamicTLS, err := server.NewDynamicTLS(tlsFiles)
@@ -137,19 +142,25 @@ func run(ctx context.Context, opts *Options) error {
 				}
 				return nil
 			}),
+			// Not ready until a first policy set has compiled.
+			policies.engine.HealthChecker(),
 		},
-		Degraded:        []server.Degradable{policy},
+		Degraded:        []server.Degradable{policyConfig, policyLoadStatus{policies.engine}},
 		DrainDuration:   opts.DrainDuration,
 		ShutdownTimeout: opts.ShutdownTimeout,
 	})
 	if err != nil {
 		return err
 	}
-	srv.HandleReview("/authorize", server.ReviewHandler("authorize", opts.MaxAuthorizeBodyBytes, authz.ReviewFunc(authorizer, authzMetrics)))
-	srv.HandleReview("/validate", server.ReviewHandler("validate", opts.MaxValidateBodyBytes, admission.ReviewFunc(admitter, admissionMetrics)))
+	decisionLog := opts.decisionLog()
+	srv.HandleReview("/authorize", server.ReviewHandler("authorize", opts.MaxAuthorizeBodyBytes,
+		authz.ReviewFunc(authorizer, authzMetrics, authz.WithPolicies(policies.authz), authz.WithDecisionLog(decisionLog))))
+	srv.HandleReview("/validate", server.ReviewHandler("validate", opts.MaxValidateBodyBytes,
+		admission.ReviewFunc(admitter, admissionMetrics, admission.WithPolicies(policies.admission), admission.WithDecisionLog(decisionLog))))
 
 	dynamicTLS.Run(ctx)
-	go policy.Run(ctx)
+	go policyConfig.Run(ctx)
+	go func() { _ = policies.engine.Run(ctx) }()
 	go configMaps.RunWithContext(ctx)
 	go populator.Run(ctx)
 	return srv.Run(ctx)

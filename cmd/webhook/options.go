@@ -11,6 +11,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/policy"
+	"github.com/nodeguard/nodeguard/pkg/server"
 )
 
 // Options are the webhook's command-line settings.
@@ -30,6 +32,14 @@ type Options struct {
 	PolicyConfig         string
 	PolicyReloadInterval time.Duration
 
+	PolicyDir              string
+	PolicyData             string
+	PolicyEvalTimeout      time.Duration
+	AdmissionPolicyFailure string
+	AuthzPolicyFailure     string
+	DecisionLog            string
+	DecisionLogSample      float64
+
 	MaxAuthorizeBodyBytes int64
 	MaxValidateBodyBytes  int64
 	DrainDuration         time.Duration
@@ -39,12 +49,20 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		BindAddress:           "0.0.0.0",
-		SecurePort:            8443,
-		KubeAPIQPS:            50,
-		KubeAPIBurst:          100,
-		PolicyReloadInterval:  2 * time.Second,
-		MaxAuthorizeBodyBytes: 1 << 20,
+		BindAddress:          "0.0.0.0",
+		SecurePort:           8443,
+		KubeAPIQPS:           50,
+		KubeAPIBurst:         100,
+		PolicyReloadInterval: 2 * time.Second,
+		PolicyEvalTimeout:    policy.DefaultTimeout,
+		// Admission fails closed as its webhook does (failurePolicy: Fail);
+		// authorization has no opinion as its webhook entry does, so that a
+		// broken policy cannot lock every node out.
+		AdmissionPolicyFailure: admissionFailClosed,
+		AuthzPolicyFailure:     authzNoOpinion,
+		DecisionLog:            string(server.DecisionLogOff),
+		DecisionLogSample:      1,
+		MaxAuthorizeBodyBytes:  1 << 20,
 		// An AdmissionReview carries the object and the old object, each
 		// up to the apiserver's 3 MiB request limit.
 		MaxValidateBodyBytes: 7 << 20,
@@ -66,7 +84,14 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Resync, "resync-period", o.Resync, "Informer resync period; 0 disables resyncs (the graph does not need them).")
 	fs.StringVar(&o.MinKubeletVersion, "min-kubelet-version", o.MinKubeletVersion, "Minimum kubelet version (e.g. 1.35.0) when no --policy-config is given. A node reporting an older or unparseable version may not register, and is denied everything except reading and updating its own Node. The version is self-reported: this is a compatibility gate, not a security boundary. Empty disables the check.")
 	fs.StringVar(&o.PolicyConfig, "policy-config", o.PolicyConfig, "NodeguardPolicy file (config.nodeguard.dev/v1alpha1): minimum kubelet version, node self-assignment, fields that may not change dynamically, exempt users. Reloaded when it changes; a file that does not parse keeps the last good policy. Empty means the built-in defaults.")
-	fs.DurationVar(&o.PolicyReloadInterval, "policy-reload-interval", o.PolicyReloadInterval, "How often --policy-config is checked for changes.")
+	fs.DurationVar(&o.PolicyReloadInterval, "policy-reload-interval", o.PolicyReloadInterval, "How often --policy-config and --policy-dir are checked for changes.")
+	fs.StringVar(&o.PolicyDir, "policy-dir", o.PolicyDir, "Directory of Rego policies (every *.rego under it except *_test.rego and hidden entries), evaluated after the built-in rules on /validate and /authorize; a deny from either side wins. Empty means the policies shipped in the binary (policies/). A changed set is recompiled without a restart; one that does not compile keeps the last good set serving and shows in /readyz?verbose and nodeguard_policy_last_load_success. See policies/README.md.")
+	fs.StringVar(&o.PolicyData, "policy-data", o.PolicyData, "JSON or YAML file with an object that policies read as data.nodeguard.config, e.g. 'allowed_namespaces: [kube-system, infra]' for the shipped config_namespaces policy. Read once at start. Empty means none (the policies' own defaults); a package nodeguard.config in --policy-dir may not define the same keys.")
+	fs.DurationVar(&o.PolicyEvalTimeout, "policy-eval-timeout", o.PolicyEvalTimeout, "Longest one review's policy evaluation may take (within the apiserver's own timeout); it stops runaway policies. A timeout is an evaluation error, handled by --admission-policy-failure or --authz-policy-failure.")
+	fs.StringVar(&o.AdmissionPolicyFailure, "admission-policy-failure", o.AdmissionPolicyFailure, "What a failed or timed-out admission policy evaluation means: 'fail-closed' refuses the request, naming the error; 'ignore' leaves the decision to the built-in rules and adds a warning naming the error.")
+	fs.StringVar(&o.AuthzPolicyFailure, "authz-policy-failure", o.AuthzPolicyFailure, "What a failed or timed-out authorization policy evaluation means: 'no-opinion' leaves the decision to the built-in rules and reports the error in the SubjectAccessReview's evaluationError; 'deny' denies the request.")
+	fs.StringVar(&o.DecisionLog, "decision-log", o.DecisionLog, "Log one structured line per decision (who, what, outcome, the rule or policy that decided, latency): 'off', 'denials' (admission refusals and authorization denials), or 'all' (denials, and --decision-log-sample of the other decisions).")
+	fs.Float64Var(&o.DecisionLogSample, "decision-log-sample", o.DecisionLogSample, "With --decision-log=all, the fraction (0 to 1) of decisions that are not denials to log; denials are always logged.")
 	fs.Int64Var(&o.MaxValidateBodyBytes, "max-validate-body-bytes", o.MaxValidateBodyBytes, "Largest AdmissionReview body accepted on /validate.")
 	fs.Int64Var(&o.MaxAuthorizeBodyBytes, "max-authorize-body-bytes", o.MaxAuthorizeBodyBytes, "Largest SubjectAccessReview body accepted on /authorize.")
 	fs.DurationVar(&o.DrainDuration, "shutdown-drain-duration", o.DrainDuration, "On SIGTERM, keep serving this long with /readyz failing, so that traffic moves away before the listener closes.")
@@ -97,6 +122,7 @@ func (o *Options) Validate() []error {
 	if o.PolicyReloadInterval < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("--policy-reload-interval %v: must be at least 100ms", o.PolicyReloadInterval))
 	}
+	errs = append(errs, o.validatePolicyOptions()...)
 	if o.MaxValidateBodyBytes < 64<<10 {
 		errs = append(errs, fmt.Errorf("--max-validate-body-bytes %d: must be at least 65536", o.MaxValidateBodyBytes))
 	}

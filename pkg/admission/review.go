@@ -3,22 +3,45 @@ package admission
 import (
 	"context"
 	"fmt"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"net/http"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/klog/v2"
+
+	"github.com/nodeguard/nodeguard/pkg/server"
 )
 
 var reviewGVK = admissionv1.SchemeGroupVersion.WithKind("AdmissionReview")
+
+// ReviewOption adds to what ReviewFunc does.
+type ReviewOption func(*reviewConfig)
+
+type reviewConfig struct {
+	policies    *Policies
+	decisionLog server.DecisionLog
+}
+
+// WithPolicies judges the requests the built-in rules allow by the Rego
+// policies too; nil leaves the built-in rules alone.
+func WithPolicies(p *Policies) ReviewOption { return func(c *reviewConfig) { c.policies = p } }
+
+// WithDecisionLog logs one structured line per decision that l selects.
+func WithDecisionLog(l server.DecisionLog) ReviewOption {
+	return func(c *reviewConfig) { c.decisionLog = l }
+}
 
 // ReviewFunc adapts an Admitter to the HTTP transport. Only a body that is
 // not an admission.k8s.io/v1 AdmissionReview with a request is an error;
 // every decision, including a panic or a passed deadline, is an answer that
 // echoes the request UID.
-func ReviewFunc(a *Admitter, metrics *Metrics) func(ctx context.Context, body []byte) (any, error) {
+func ReviewFunc(a *Admitter, metrics *Metrics, opts ...ReviewOption) func(ctx context.Context, body []byte) (any, error) {
+	var cfg reviewConfig
+	for _, opt := range opts {
+		opt(&cfg)
+	}
 	return func(ctx context.Context, body []byte) (any, error) {
 		var review admissionv1.AdmissionReview
 		if err := utiljson.Unmarshal(body, &review); err != nil {
@@ -35,9 +58,13 @@ func ReviewFunc(a *Admitter, metrics *Metrics) func(ctx context.Context, body []
 		}
 		req := review.Request
 		start := time.Now()
-		result := admitSafely(ctx, a, req)
-		metrics.observe(req, result, time.Since(start))
+		result := admitSafely(ctx, a, cfg.policies, req)
+		took := time.Since(start)
+		metrics.observe(req, result, took)
 		logDecision(ctx, req, result)
+		if cfg.decisionLog.Logs(!result.Allowed) {
+			logDecisionLine(ctx, req, result, took)
+		}
 		return &admissionv1.AdmissionReview{
 			TypeMeta: review.TypeMeta,
 			Response: response(req, result),
@@ -58,7 +85,9 @@ func response(req *admissionv1.AdmissionRequest, result Result) *admissionv1.Adm
 	return resp
 }
 
-func admitSafely(ctx context.Context, a *Admitter, req *admissionv1.AdmissionRequest) (result Result) {
+// admitSafely decides with the built-in rules, then, when they allow, with
+// the policies; a panic in either refuses the request.
+func admitSafely(ctx context.Context, a *Admitter, policies *Policies, req *admissionv1.AdmissionRequest) (result Result) {
 	defer func() {
 		if r := recover(); r != nil {
 			klog.FromContext(ctx).Error(fmt.Errorf("panic: %v", r), "Recovered while deciding an AdmissionReview", "uid", req.UID)
@@ -68,7 +97,11 @@ func admitSafely(ctx context.Context, a *Admitter, req *admissionv1.AdmissionReq
 	if err := ctx.Err(); err != nil {
 		return refuse(RuleInternal, "the request's deadline passed before a decision")
 	}
-	return a.Admit(ctx, req)
+	result = a.Admit(ctx, req)
+	if !result.Allowed || policies == nil {
+		return result
+	}
+	return policies.admit(ctx, req, result)
 }
 
 func logDecision(ctx context.Context, req *admissionv1.AdmissionRequest, result Result) {
@@ -84,4 +117,20 @@ func logDecision(ctx context.Context, req *admissionv1.AdmissionRequest, result 
 			"resource", req.Resource.Resource, "subresource", req.SubResource, "namespace", req.Namespace, "name", req.Name,
 			"warnings", result.Warnings)
 	}
+}
+
+// logDecisionLine is the decision log's line (--decision-log): who asked
+// for what, the outcome, the rule that decided (built-in "rule N (...)" or
+// "policy <package>/<rule>"; empty when allowed), and how long deciding took.
+func logDecisionLine(ctx context.Context, req *admissionv1.AdmissionRequest, result Result, took time.Duration) {
+	outcome := "allowed"
+	if !result.Allowed {
+		outcome = "refused"
+	}
+	klog.FromContext(ctx).Info("Decision", "review", "admission", "uid", req.UID,
+		"user", req.UserInfo.Username, "groups", req.UserInfo.Groups,
+		"operation", req.Operation, "resource", req.Resource.Resource, "subresource", req.SubResource,
+		"namespace", req.Namespace, "name", req.Name,
+		"outcome", outcome, "rule", string(result.Rule), "message", result.Message, "warnings", len(result.Warnings),
+		"latency", took)
 }

@@ -2,11 +2,14 @@ package framework
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/nodeguard/nodeguard/test/controlplane"
 )
@@ -16,19 +19,62 @@ func BuildWebhook(dir string) (string, error) { return BuildCommand(dir, "webhoo
 
 // BuildCommand builds ./cmd/<name> of this repository into dir.
 func BuildCommand(dir, name string) (string, error) {
-	root, err := controlplane.RepoRoot()
+	paths, err := buildPackages(context.Background(), dir, "./cmd/"+name)
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/"+name)
+	return paths[0], nil
+}
+
+// NodeBinaries are the programs a simulated node runs.
+type NodeBinaries struct {
+	// Agent is cmd/agent.
+	Agent string
+	// KubeletStub is test/kubeletstub, standing in for the kubelet.
+	KubeletStub string
+}
+
+// BuildNodeBinaries builds the agent and the kubelet stub into dir, once
+// for any number of nodes. Cancelling ctx stops the build.
+func BuildNodeBinaries(ctx context.Context, dir string) (NodeBinaries, error) {
+	paths, err := buildPackages(ctx, dir, "./cmd/agent", "./test/kubeletstub")
+	if err != nil {
+		return NodeBinaries{}, err
+	}
+	return NodeBinaries{Agent: paths[0], KubeletStub: paths[1]}, nil
+}
+
+// buildPackages builds main packages of this repository, given as ./path,
+// into dir with one go command (so they build in parallel), and returns the
+// binaries' paths in the same order.
+func buildPackages(ctx context.Context, dir string, packages ...string) ([]string, error) {
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the build directory: %w", err)
+	}
+	var paths []string
+	for _, pkg := range packages {
+		paths = append(paths, filepath.Join(dir, path.Base(pkg)))
+	}
+	// A trailing slash makes -o a directory, for one package as for several.
+	out := dir + string(filepath.Separator)
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-o", out}, packages...)...)
 	cmd.Dir = root
+	// The compiler and linker are children of go: stop them too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("building cmd/%s: %w\n%s", name, err, stderr.String())
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("building %s: %w", strings.Join(packages, " "), ctx.Err())
+		}
+		return nil, fmt.Errorf("building %s: %w\n%s", strings.Join(packages, " "), err, stderr.String())
 	}
-	return out, nil
+	return paths, nil
 }
 
 func tail(path string, lines int) string {

@@ -38,6 +38,14 @@ type Options struct {
 	// Policy, when set, is written to PolicyFile and passed as
 	// --policy-config; tests may rewrite the file to change the policy.
 	Policy string
+	// PolicyFiles are the webhook's Rego policies (file name -> content),
+	// written into Env.PolicyDir and served with --policy-dir; tests may
+	// change them with WritePolicyFile and RemovePolicyFile. Nil means
+	// NeutralPolicyFiles; ShippedPolicyFiles gives the shipped ones.
+	PolicyFiles map[string]string
+	// PolicyData, when set, is written to a file and passed as
+	// --policy-data (an object policies read as data.nodeguard.config).
+	PolicyData string
 }
 
 // Env is a running environment.
@@ -51,6 +59,8 @@ type Env struct {
 	ProbeClient *http.Client
 	// PolicyFile is the webhook's --policy-config, when Options.Policy is set.
 	PolicyFile string
+	// PolicyDir is the webhook's --policy-dir.
+	PolicyDir string
 
 	dir     string
 	binary  string
@@ -73,9 +83,11 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 			e.Stop()
 		}
 	}()
-	if e.binary, err = BuildWebhook(opts.WorkDir); err != nil {
+	webhook, err := buildPackages(ctx, opts.WorkDir, "./cmd/webhook")
+	if err != nil {
 		return nil, err
 	}
+	e.binary = webhook[0]
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -138,7 +150,7 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if err := controlplane.WriteKubeconfig(kubeconfig, webhookConfig); err != nil {
 		return nil, err
 	}
-	e.args = append([]string{
+	e.args = []string{
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
 		"--tls-cert-file=" + pki.servingCertFile,
@@ -147,14 +159,22 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		"--kubeconfig=" + kubeconfig,
 		"--shutdown-drain-duration=0s",
 		"-v=2",
-	}, opts.WebhookArgs...)
+	}
 	if opts.Policy != "" {
 		e.PolicyFile = filepath.Join(opts.WorkDir, "policy.yaml")
 		if err := e.WritePolicy(opts.Policy); err != nil {
 			return nil, err
 		}
-		e.args = append(e.args, "--policy-config="+e.PolicyFile, "--policy-reload-interval=200ms")
+		e.args = append(e.args, "--policy-config="+e.PolicyFile)
 	}
+	policyArgs, err := e.policyArgs(opts)
+	if err != nil {
+		return nil, err
+	}
+	e.args = append(e.args, policyArgs...)
+	e.args = append(e.args, "--policy-reload-interval="+policyReloadInterval)
+	// Last, so that a suite's own flags win.
+	e.args = append(e.args, opts.WebhookArgs...)
 	if err := e.StartWebhook(ctx); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func validOptions() *Options {
+	o := NewOptions()
+	o.TLSCertFile, o.TLSPrivateKeyFile = "tls.crt", "tls.key"
+	return o
+}
+
+func TestValidatePolicyOptions(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		errors []string // each must appear in some error; none means valid
+	}{
+		{"defaults", nil, nil},
+		{"every value", []string{"--policy-dir=/p", "--policy-data=/d.yaml", "--policy-eval-timeout=250ms",
+			"--admission-policy-failure=ignore", "--authz-policy-failure=deny", "--decision-log=all", "--decision-log-sample=0.01"}, nil},
+		{"zero timeout", []string{"--policy-eval-timeout=0s"}, []string{"--policy-eval-timeout 0s"}},
+		{"huge timeout", []string{"--policy-eval-timeout=1m"}, []string{"at most 30s"}},
+		{"admission failure names the authorization value", []string{"--admission-policy-failure=no-opinion"}, []string{"--admission-policy-failure \"no-opinion\": want fail-closed or ignore"}},
+		{"authorization failure names the admission value", []string{"--authz-policy-failure=fail-closed"}, []string{"--authz-policy-failure \"fail-closed\": want no-opinion or deny"}},
+		{"decision log", []string{"--decision-log=verbose"}, []string{"--decision-log: unknown decision log mode \"verbose\""}},
+		{"sample above one", []string{"--decision-log-sample=1.5"}, []string{"--decision-log-sample 1.5"}},
+		{"negative sample", []string{"--decision-log-sample=-0.1"}, []string{"--decision-log-sample -0.1"}},
+		{"every problem at once", []string{"--policy-eval-timeout=-1s", "--admission-policy-failure=x", "--authz-policy-failure=y", "--decision-log=z"},
+			[]string{"--policy-eval-timeout", "--admission-policy-failure", "--authz-policy-failure", "--decision-log"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := validOptions()
+			fs := pflag.NewFlagSet("webhook", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			errs := o.Validate()
+			if len(tt.errors) == 0 && len(errs) > 0 {
+				t.Fatalf("Validate() = %v, want none", errs)
+			}
+			if len(errs) != len(tt.errors) {
+				t.Errorf("Validate() = %v, want %d errors", errs, len(tt.errors))
+			}
+			for _, want := range tt.errors {
+				found := false
+				for _, err := range errs {
+					found = found || strings.Contains(err.Error(), want)
+				}
+				if !found {
+					t.Errorf("Validate() = %v, want an error mentioning %q", errs, want)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateRejectsNaNSample(t *testing.T) {
+	o := validOptions()
+	o.DecisionLogSample = math.NaN()
+	if errs := o.Validate(); len(errs) != 1 {
+		t.Fatalf("Validate() = %v, want the sample refused", errs)
+	}
+}
+
+func TestDefaultsMatchTheEngine(t *testing.T) {
+	o := NewOptions()
+	if o.PolicyEvalTimeout != time.Second || o.AdmissionPolicyFailure != "fail-closed" || o.AuthzPolicyFailure != "no-opinion" || o.DecisionLog != "off" {
+		t.Fatalf("defaults = %+v", o)
+	}
+	admissionFailure, _ := admissionFailurePolicy(o.AdmissionPolicyFailure)
+	authzFailure, _ := authzFailurePolicy(o.AuthzPolicyFailure)
+	if admissionFailure.String() != "FailClosed" || authzFailure.String() != "NoOpinion" {
+		t.Fatalf("default failure policies = %v, %v", admissionFailure, authzFailure)
+	}
+}
+
+func TestLoadPolicyData(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tt := range []struct {
+		name    string
+		path    string
+		want    map[string]any
+		wantErr string
+	}{
+		{"none", "", nil, ""},
+		{"yaml", write("d.yaml", "allowed_namespaces: [kube-system, infra]\n"),
+			map[string]any{"allowed_namespaces": []any{"kube-system", "infra"}}, ""},
+		{"json", write("d.json", `{"allowed_namespaces": ["infra"], "limit": 3}`),
+			map[string]any{"allowed_namespaces": []any{"infra"}, "limit": "3"}, ""},
+		{"missing", filepath.Join(dir, "missing.yaml"), nil, "no such file"},
+		{"a list", write("list.yaml", "- kube-system\n"), nil, "must hold one object"},
+		{"empty", write("empty.yaml", ""), nil, "must hold one object"},
+		{"not YAML", write("bad.yaml", "a: [b\n"), nil, "not JSON or YAML"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := loadPolicyData(tt.path)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.want == nil {
+				if got != nil {
+					t.Fatalf("data = %v, want none", got)
+				}
+				return
+			}
+			config := got["nodeguard"].(map[string]any)["config"].(map[string]any)
+			if limit, ok := config["limit"]; ok {
+				config["limit"] = limit.(interface{ String() string }).String()
+			}
+			if !reflect.DeepEqual(config, tt.want) {
+				t.Fatalf("data.nodeguard.config = %#v, want %#v", config, tt.want)
+			}
+		})
+	}
+}
