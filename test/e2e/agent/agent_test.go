@@ -12,37 +12,33 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
-)
-
-const (
-	crashConfig = "staticPodURL: http://kubeletstub.invalid/crash\n"
-	hangConfig  = "staticPodURL: http://kubeletstub.invalid/hang\n"
+	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
 // passed waits until cm is active, last-known-good and ready.
-func (n *node) passed(cm *corev1.ConfigMap) observed {
+func (n *node) passed(cm *corev1.ConfigMap) framework.Report {
 	n.t.Helper()
-	return n.waitReport(cm.Name+" to pass its trial", func(o observed) bool {
-		return is(o.status.Assigned, cm) && is(o.status.Active, cm) && is(o.status.LastKnownGood, cm) &&
-			o.status.Error == "" && reason(o, corev1.ConditionTrue, status.ReasonConfigActive)
+	return n.waitReport(cm.Name+" to pass its trial", func(o framework.Report) bool {
+		return is(o.Status.Assigned, cm) && is(o.Status.Active, cm) && is(o.Status.LastKnownGood, cm) &&
+			o.Status.Error == "" && reason(o, corev1.ConditionTrue, status.ReasonConfigActive)
 	})
 }
 
 func TestGoodConfigBecomesLastKnownGood(t *testing.T) {
 	n := newNode(t, nodeOptions{})
-	n.waitReport("the local configuration", func(o observed) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
+	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
 	if got := n.restarts(); len(got) != 1 {
 		t.Fatalf("the agent restarted a kubelet already running the local configuration: %v", got)
 	}
 
 	a := n.configMap("kubelet-a", "maxPods: 42\n")
 	n.assign("kubelet-a")
-	n.waitReport("A on trial", func(o observed) bool {
-		return is(o.status.Active, a) && reason(o, corev1.ConditionFalse, status.ReasonTrialInProgress)
+	n.waitReport("A on trial", func(o framework.Report) bool {
+		return is(o.Status.Active, a) && reason(o, corev1.ConditionFalse, status.ReasonTrialInProgress)
 	})
 	n.passed(a)
 	file := n.kubeletFile()
-	for _, want := range []string{"maxPods: 42", "providerID: e2e://" + n.name, fmt.Sprintf("healthzPort: %d", n.stubPort)} {
+	for _, want := range []string{"maxPods: 42", "providerID: e2e://" + n.Name, fmt.Sprintf("healthzPort: %d", n.KubeletHealthzPort)} {
 		if !strings.Contains(file, want) {
 			t.Errorf("kubelet file lacks %q:\n%s", want, file)
 		}
@@ -50,7 +46,7 @@ func TestGoodConfigBecomesLastKnownGood(t *testing.T) {
 	if got := n.restarts(); len(got) != 2 {
 		t.Errorf("restarts %v, want the initial start and one restart", got)
 	}
-	events, err := env.Admin.CoreV1().Events("default").List(n.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + n.name})
+	events, err := env.Admin.CoreV1().Events("default").List(n.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + n.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,14 +71,14 @@ func TestRuntimeFailureRollsBack(t *testing.T) {
 	n.passed(a)
 
 	// B makes the kubelet crash: rolled back to A.
-	b := n.configMap("kubelet-b", "maxPods: 43\n"+crashConfig)
+	b := n.configMap("kubelet-b", "maxPods: 43\n"+framework.CrashingKubelet)
 	n.assign("kubelet-b")
-	o := n.waitReport("B rolled back", func(o observed) bool {
-		return is(o.status.Assigned, b) && is(o.status.Active, a) && is(o.status.LastKnownGood, a) &&
+	o := n.waitReport("B rolled back", func(o framework.Report) bool {
+		return is(o.Status.Assigned, b) && is(o.Status.Active, a) && is(o.Status.LastKnownGood, a) &&
 			reason(o, corev1.ConditionFalse, status.ReasonRolledBack)
 	})
-	if !strings.Contains(o.status.Error, "did not become healthy") {
-		t.Errorf("the status does not say why: %q", o.status.Error)
+	if !strings.Contains(o.Status.Error, "did not become healthy") {
+		t.Errorf("the status does not say why: %q", o.Status.Error)
 	}
 	if !strings.Contains(n.kubeletFile(), "maxPods: 42") {
 		t.Errorf("the kubelet file is not A's:\n%s", n.kubeletFile())
@@ -96,12 +92,12 @@ func TestRuntimeFailureRollsBack(t *testing.T) {
 	}
 
 	// An edit is a new version: tried again. This one hangs the kubelet.
-	b = n.configMap("kubelet-b", "maxPods: 44\n"+hangConfig)
-	o = n.waitReport("the hanging B rolled back", func(o observed) bool {
-		return is(o.status.Assigned, b) && is(o.status.Active, a) && reason(o, corev1.ConditionFalse, status.ReasonRolledBack)
+	b = n.configMap("kubelet-b", "maxPods: 44\n"+framework.HangingKubelet)
+	o = n.waitReport("the hanging B rolled back", func(o framework.Report) bool {
+		return is(o.Status.Assigned, b) && is(o.Status.Active, a) && reason(o, corev1.ConditionFalse, status.ReasonRolledBack)
 	})
-	if !strings.Contains(o.status.Error, "deadline") && !strings.Contains(o.status.Error, "Timeout") {
-		t.Errorf("the status does not say the kubelet hung: %q", o.status.Error)
+	if !strings.Contains(o.Status.Error, "deadline") && !strings.Contains(o.Status.Error, "Timeout") {
+		t.Errorf("the status does not say the kubelet hung: %q", o.Status.Error)
 	}
 
 	// Fixed: passes.
@@ -116,17 +112,17 @@ func TestRuntimeFailureRollsBack(t *testing.T) {
 // admission before any node sees it.
 func TestInvalidConfigIsNeverApplied(t *testing.T) {
 	n := newNode(t, nodeOptions{agentArgs: []string{"--kubelet-version=1.36.0"}})
-	n.waitReport("the local configuration", func(o observed) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
+	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
 	before := n.kubeletFile()
 
 	// Alpha since 1.37: unknown to a 1.36 kubelet.
 	gate := n.configMap("kubelet-gate", "featureGates:\n  APIServerWebhookAuthenticationToken: false\n")
 	n.assign("kubelet-gate")
-	o := n.waitReport("the feature-gate failure", func(o observed) bool {
-		return is(o.status.Assigned, gate) && o.status.Active == nil && reason(o, corev1.ConditionFalse, status.ReasonValidationFailed)
+	o := n.waitReport("the feature-gate failure", func(o framework.Report) bool {
+		return is(o.Status.Assigned, gate) && o.Status.Active == nil && reason(o, corev1.ConditionFalse, status.ReasonValidationFailed)
 	})
-	if !strings.Contains(o.status.Error, "APIServerWebhookAuthenticationToken") || !strings.Contains(o.status.Error, "1.36") {
-		t.Errorf("the status does not name the gate and the version: %q", o.status.Error)
+	if !strings.Contains(o.Status.Error, "APIServerWebhookAuthenticationToken") || !strings.Contains(o.Status.Error, "1.36") {
+		t.Errorf("the status does not name the gate and the version: %q", o.Status.Error)
 	}
 	if n.kubeletFile() != before {
 		t.Errorf("the kubelet file changed:\n%s", n.kubeletFile())
@@ -149,8 +145,8 @@ func TestDeleteAndRecreateConfigMap(t *testing.T) {
 	if err := env.Admin.CoreV1().ConfigMaps(n.ns).Delete(n.ctx, "kubelet-a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	n.waitReport("the deletion to be noticed", func(o observed) bool {
-		return is(o.status.Active, a) && reason(o, corev1.ConditionFalse, status.ReasonDownloadFailed)
+	n.waitReport("the deletion to be noticed", func(o framework.Report) bool {
+		return is(o.Status.Active, a) && reason(o, corev1.ConditionFalse, status.ReasonDownloadFailed)
 	})
 	if !strings.Contains(n.kubeletFile(), "maxPods: 42") {
 		t.Error("the deletion changed the kubelet file")
@@ -165,7 +161,7 @@ func TestDeleteAndRecreateConfigMap(t *testing.T) {
 
 func TestClearingTheAssignmentRestoresTheLocalConfig(t *testing.T) {
 	n := newNode(t, nodeOptions{})
-	local, err := os.ReadFile(n.localConfig)
+	local, err := os.ReadFile(n.LocalConfigFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +170,8 @@ func TestClearingTheAssignmentRestoresTheLocalConfig(t *testing.T) {
 	n.passed(a)
 
 	n.assign("")
-	n.waitReport("the local configuration", func(o observed) bool {
-		return o.status.Assigned == nil && o.status.Active == nil && o.status.LastKnownGood == nil &&
+	n.waitReport("the local configuration", func(o framework.Report) bool {
+		return o.Status.Assigned == nil && o.Status.Active == nil && o.Status.LastKnownGood == nil &&
 			reason(o, corev1.ConditionTrue, status.ReasonLocalConfig)
 	})
 	if n.kubeletFile() != string(local) {
@@ -196,11 +192,11 @@ func TestAPIServerOutage(t *testing.T) {
 	n.stopAgent()
 	n.startAgent()
 	n.eventually("the agent to report A active from its checkpoints", func() (bool, string) {
-		_, body, err := n.agentGet("/metrics")
+		_, body, err := n.AgentGet("/metrics")
 		want := fmt.Sprintf(`nodeguard_agent_active_config_info{name="kubelet-a",namespace=%q,resource_version=%q,source="configmap",uid=%q} 1`, n.ns, a.ResourceVersion, a.UID)
 		return err == nil && strings.Contains(body, want), fmt.Sprint(err)
 	})
-	if code, body, err := n.agentGet("/healthz"); err != nil || code != 200 {
+	if code, body, err := n.AgentGet("/healthz"); err != nil || code != 200 {
 		t.Fatalf("agent /healthz during the outage: %d %s %v", code, body, err)
 	}
 	if got := len(n.restarts()); got != restartsBefore {
@@ -224,10 +220,10 @@ func TestBootstrapAndCertificateRotation(t *testing.T) {
 	// No certificate yet: the agent runs (healthy, newNode checked) and
 	// waits, saying so.
 	n.eventually("the agent to say it waits for TLS bootstrap", func() (bool, string) {
-		log := tail(n.dir+"/agent.log", 200)
+		log := n.AgentLogTail(200)
 		return strings.Contains(log, "Waiting for the kubelet's credentials"), "no such log line"
 	})
-	if o := n.observe(); o.condition != nil {
+	if o := n.observe(); o.Condition != nil {
 		t.Fatalf("a status was written without credentials: %v", o)
 	}
 	// The kubelet's bootstrap completes.
@@ -238,7 +234,7 @@ func TestBootstrapAndCertificateRotation(t *testing.T) {
 	// apiserver restart drops every connection, so the agent must open new
 	// ones, and reads the certificate again for them.
 	n.rotateCertificate("2")
-	if err := os.Remove(n.dir + "/pki/kubelet-client-1.pem"); err != nil {
+	if err := os.Remove(n.CertificatePath("1")); err != nil {
 		t.Fatal(err)
 	}
 	stopAPIServer(t)
@@ -254,7 +250,7 @@ func TestRapidReassignments(t *testing.T) {
 	a := n.configMap("kubelet-a", "maxPods: 42\n")
 	b := n.configMap("kubelet-b", "maxPods: 43\n")
 	n.assign("kubelet-a")
-	n.waitReport("A on trial", func(o observed) bool { return is(o.status.Active, a) })
+	n.waitReport("A on trial", func(o framework.Report) bool { return is(o.Status.Active, a) })
 
 	goroutines := func() int {
 		v, ok := n.metric("go_goroutines ")
@@ -270,8 +266,8 @@ func TestRapidReassignments(t *testing.T) {
 		n.assign([]string{"kubelet-b", "kubelet-a"}[i%2])
 	}
 	last := []*corev1.ConfigMap{b, a}[(reassignments-1)%2]
-	n.waitReport("the last assignment to be active", func(o observed) bool {
-		return is(o.status.Assigned, last) && is(o.status.Active, last) && reason(o, corev1.ConditionFalse, status.ReasonTrialInProgress)
+	n.waitReport("the last assignment to be active", func(o framework.Report) bool {
+		return is(o.Status.Assigned, last) && is(o.Status.Active, last) && reason(o, corev1.ConditionFalse, status.ReasonTrialInProgress)
 	})
 	if !strings.Contains(n.kubeletFile(), fmt.Sprintf("maxPods: %s", map[string]string{"kubelet-a": "42", "kubelet-b": "43"}[last.Name])) {
 		t.Fatalf("the kubelet file is not the last assignment's:\n%s", n.kubeletFile())

@@ -1,10 +1,8 @@
 package agent_test
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -16,37 +14,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
-
-// restartRecord is one line of the stub's restart log.
-type restartRecord struct {
-	Time   time.Time `json:"time"`
-	SHA256 string    `json:"sha256"`
-}
-
-func (n *node) restartRecords() []restartRecord {
-	n.t.Helper()
-	f, err := os.Open(n.restartLog)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	defer f.Close()
-	var records []restartRecord
-	scanner := bufio.NewScanner(f)
-	for scanner.Scan() {
-		var r restartRecord
-		if err := json.Unmarshal(scanner.Bytes(), &r); err != nil {
-			n.t.Fatal(err)
-		}
-		records = append(records, r)
-	}
-	return records
-}
 
 // rssKiB reads the agent's resident set size.
 func (n *node) rssKiB() float64 {
 	n.t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", n.agent.Process.Pid))
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", n.AgentPID()))
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -74,7 +48,7 @@ func (n *node) rssKiB() float64 {
 //	go test -run '^$' -bench AssignmentToRestart -benchtime 200x ./test/e2e/agent/
 func BenchmarkAssignmentToRestart(b *testing.B) {
 	n := newNode(b, nodeOptions{agentArgs: []string{"--trial-period=1h"}, stubStartupDelay: time.Millisecond})
-	n.waitReport("the local configuration", func(o observed) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
+	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
 	// Let start-up garbage be collected before calling the agent idle.
 	time.Sleep(2 * time.Second)
 	restRSS := n.rssKiB()
@@ -88,7 +62,7 @@ func BenchmarkAssignmentToRestart(b *testing.B) {
 		before := len(n.restartRecords())
 		start := time.Now()
 		n.assign(cms[which].Name)
-		var restarted restartRecord
+		var restarted framework.KubeletRestart
 		n.eventually("the restart for "+cms[which].Name, func() (bool, string) {
 			records := n.restartRecords()
 			if len(records) <= before {
@@ -98,7 +72,7 @@ func BenchmarkAssignmentToRestart(b *testing.B) {
 			return true, ""
 		})
 		b.StopTimer()
-		data, err := os.ReadFile(n.kubeletConfig)
+		data, err := os.ReadFile(n.KubeletConfigFile)
 		if err != nil || !strings.Contains(string(data), marker[which]) {
 			b.Fatalf("the kubelet file is not %s's: %s %v", cms[which].Name, data, err)
 		}
@@ -108,7 +82,7 @@ func BenchmarkAssignmentToRestart(b *testing.B) {
 		}
 		latencies = append(latencies, restarted.Time.Sub(start))
 		// Wait for the agent's report, so the next PATCH starts from rest.
-		n.waitReport(cms[which].Name+" on trial", func(o observed) bool { return is(o.status.Active, cms[which]) })
+		n.waitReport(cms[which].Name+" on trial", func(o framework.Report) bool { return is(o.Status.Active, cms[which]) })
 		b.StartTimer()
 	}
 	b.StopTimer()

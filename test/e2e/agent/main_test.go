@@ -8,19 +8,17 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/nodeguard/nodeguard/test/controlplane"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
 var (
 	env *framework.Env
-	// agentBinary and stubBinary are built once for all tests.
-	agentBinary, stubBinary string
+	// binaries are the agent and the kubelet stub, built once for all tests.
+	binaries framework.NodeBinaries
 )
 
 func TestMain(m *testing.M) {
@@ -34,16 +32,12 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if agentBinary, err = framework.BuildCommand(dir, "agent"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if stubBinary, err = buildStub(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	if binaries, err = framework.BuildNodeBinaries(ctx, filepath.Join(dir, "bin")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	env, err = framework.Start(ctx, framework.Options{WorkDir: filepath.Join(dir, "env")})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting environment:", err)
@@ -55,18 +49,4 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "webhook log tail:\n%s\n\ncontrol plane log tail:\n%s\n", env.WebhookLogTail(40), env.CP.LogTail(30))
 	}
 	return code
-}
-
-func buildStub(dir string) (string, error) {
-	root, err := controlplane.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	out := filepath.Join(dir, "kubeletstub")
-	cmd := exec.Command("go", "build", "-o", out, "./test/kubeletstub")
-	cmd.Dir = root
-	if output, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building test/kubeletstub: %w\n%s", err, output)
-	}
-	return out, nil
 }

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// demoTimeout bounds a whole run: building what is not cached yet and the
+// story, on a busy two-core machine.
+const demoTimeout = 10 * time.Minute
+
+// TestDemo runs the demonstration as `go run ./hack/localup --demo-only`
+// does and checks that it tells the story, then leaves nothing behind.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane and three nodes")
+	}
+	root := t.TempDir()
+	var out lockedBuffer
+	ctx, cancel := context.WithTimeout(t.Context(), demoTimeout)
+	defer cancel()
+	opts := defaultOptions()
+	opts.demoOnly, opts.tempRoot = true, root
+	if err := run(ctx, opts, &out); err != nil {
+		t.Fatalf("run: %v\noutput:\n%s", err, out.String())
+	}
+	output := out.String()
+	for _, want := range []string{
+		`(?m)^NODE +KUBELET +ASSIGNED +ACTIVE +LAST-KNOWN-GOOD +TRIAL +ERROR$`,
+		// Active, on trial (or, on a slow machine, already past it).
+		`(?m)^node-1 +v1\.37\.2 +kubelet-configs/pool-blue@\d+ +kubelet-configs/pool-blue@\d+ +(local +(\d+s left|ending)|kubelet-configs/pool-blue@\d+ +<none>) +<none>$`,
+		`(?m)^    node-1: kubelet-configs/pool-blue@\d+ is active and last-known-good \(KubeletConfigReady=True, ConfigActive\)$`,
+		`(?m)^    node-2: kubelet-configs/pool-blue@\d+ is active and last-known-good`,
+		`(?m)^    node-2: rolled back to kubelet-configs/pool-blue@\d+ \(KubeletConfigReady=False, RolledBack\)$`,
+		`(?m)^    node-2: reason: ConfigMap kubelet-configs/pool-blue-v2 .*did not become healthy`,
+		`(?m)^    node-2: its kubelet, start by start: healthy, healthy, crash, healthy$`,
+		`(?m)^    node-1 GET configmaps kubelet-configs/pool-blue: allowed`,
+		`(?m)^    node-3 GET configmaps kubelet-configs/pool-blue: Forbidden: .*system:node:node-3`,
+		`(?m)^    node-old registration: refused: .*rule 4 \(min-kubelet-version\)`,
+		`(?m)^    node-old GET configmaps kubelet-configs/pool-blue: Forbidden: .*older than the minimum`,
+		`(?m)^    node-old GET nodes node-old: allowed`,
+		`(?m)^    go run ./cmd/kubectl-nodeguard --kubeconfig \S+/admin\.kubeconfig status$`,
+		`(?m)^==> removed \S+; nothing is left running$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(output) {
+			t.Errorf("the output has no line matching %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", output)
+	}
+	checkNothingLeft(t, root)
+}
+
+// TestInterruptLeavesNothing interrupts runs at several points, as Ctrl-C
+// would, and checks that every process and file is gone when run returns.
+func TestInterruptLeavesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts control planes")
+	}
+	for _, tc := range []struct {
+		name string
+		// at is the start of the output line on which to interrupt, after
+		// a pause of after. Where a pause lands varies from run to run;
+		// wherever it does, nothing may be left.
+		at    string
+		after time.Duration
+	}{
+		{"while the control plane starts", "==> starting etcd and kube-apiserver", 3 * time.Second},
+		{"while the nodes start", "==> starting 3 simulated nodes", 0},
+		{"with everything running", "=== 1. ", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			ctx, cancel := context.WithTimeout(t.Context(), demoTimeout)
+			defer cancel()
+			interrupt, interrupted := context.WithCancel(ctx)
+			defer interrupted()
+			var once sync.Once
+			out := &lockedBuffer{onWrite: func(all string) {
+				if strings.Contains(all, "\n"+tc.at) {
+					once.Do(func() { time.AfterFunc(tc.after, interrupted) })
+				}
+			}}
+			opts := defaultOptions()
+			opts.tempRoot = root
+			err := run(interrupt, opts, out)
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("run returned %v, want an interruption\noutput:\n%s", err, out.String())
+			}
+			if !strings.Contains(out.String(), "\n"+tc.at) {
+				t.Fatalf("the run never got to %q\noutput:\n%s", tc.at, out.String())
+			}
+			checkNothingLeft(t, root)
+		})
+	}
+}
+
+// checkNothingLeft fails the test if anything is left under root, or any
+// process has root on its command line (every process run starts does: the
+// work directory holds their data, certificates and files).
+func checkNothingLeft(t *testing.T, root string) {
+	t.Helper()
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		t.Errorf("left behind: %s", filepath.Join(root, e.Name()))
+	}
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range procs {
+		cmdline, err := os.ReadFile(path)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		if bytes.Contains(cmdline, []byte(root)) {
+			t.Errorf("still running: %s (%s)", strings.ReplaceAll(string(bytes.TrimRight(cmdline, "\x00")), "\x00", " "), filepath.Dir(path))
+		}
+	}
+}
+
+// lockedBuffer collects the output; onWrite, when set, sees all of it after
+// each write.
+type lockedBuffer struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	onWrite func(all string)
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.buf.Write(p)
+	if b.onWrite != nil {
+		b.onWrite(b.buf.String())
+	}
+	return n, err
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

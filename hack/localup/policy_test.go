@@ -1,0 +1,100 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/test/controlplane"
+)
+
+func TestRewritePolicy(t *testing.T) {
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped, err := os.ReadFile(filepath.Join(root, "manifests", "base", "policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var original config.File
+	if err := yaml.UnmarshalStrict(shipped, &original); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		policy     string
+		minVersion string
+		// wantErr is part of the error expected; empty means success.
+		wantErr string
+	}{
+		{name: "shipped", policy: string(shipped), minVersion: "1.35.0"},
+		{name: "minimal", policy: "apiVersion: config.nodeguard.dev/v1alpha1\nkind: NodeguardPolicy\n", minVersion: "1.34.0"},
+		{name: "bad version", policy: string(shipped), minVersion: "one", wantErr: "minKubeletVersion"},
+		{name: "unknown field", policy: string(shipped) + "surprise: true\n", minVersion: "1.34.0", wantErr: "surprise"},
+		{name: "wrong kind", policy: "apiVersion: v1\nkind: ConfigMap\n", minVersion: "1.34.0", wantErr: "apiVersion/kind"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := rewritePolicy([]byte(tc.policy), tc.minVersion)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one mentioning %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var f config.File
+			if err := yaml.UnmarshalStrict([]byte(got), &f); err != nil {
+				t.Fatal(err)
+			}
+			if f.MinKubeletVersion != tc.minVersion {
+				t.Errorf("minKubeletVersion %q, want %q", f.MinKubeletVersion, tc.minVersion)
+			}
+			if slices.Contains(f.ForbiddenDynamicFields, stubCrashField) {
+				t.Errorf("%s is still forbidden: %v", stubCrashField, f.ForbiddenDynamicFields)
+			}
+			if tc.name == "shipped" {
+				want := slices.DeleteFunc(slices.Clone(original.ForbiddenDynamicFields), func(f string) bool { return f == stubCrashField })
+				if !slices.Equal(f.ForbiddenDynamicFields, want) || len(want) == 0 {
+					t.Errorf("forbiddenDynamicFields %v, want the shipped ones but %s: %v", f.ForbiddenDynamicFields, stubCrashField, want)
+				}
+				if f.AllowNodeSelfAssignment != original.AllowNodeSelfAssignment || !slices.Equal(f.ExemptUsers, original.ExemptUsers) {
+					t.Errorf("the rest of the shipped policy changed: %+v, was %+v", f, original)
+				}
+			}
+		})
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		change  func(*options)
+		wantErr string
+	}{
+		{"defaults", func(*options) {}, ""},
+		{"zero trial", func(o *options) { o.trialPeriod = 0 }, "--trial-period"},
+		{"unparseable minimum", func(o *options) { o.minKubeletVersion = "latest" }, "--min-kubelet-version"},
+		{"minimum below the old node", func(o *options) { o.minKubeletVersion = "1.29.0" }, "too-old node"},
+		{"minimum above the nodes", func(o *options) { o.minKubeletVersion = "1.40.0" }, "simulated nodes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := defaultOptions()
+			tc.change(&o)
+			err := o.validate()
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatal(err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want one mentioning %q", err, tc.wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,376 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeguard/nodeguard/pkg/cli"
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+	"github.com/nodeguard/nodeguard/test/e2e/framework"
+)
+
+const (
+	// configNamespace holds the demonstration's kubelet configurations:
+	// the namespace manifests/base creates for them, the only one the
+	// shipped config_namespaces policy allows by default.
+	configNamespace = "kubelet-configs"
+	// allowDangerousFields lets a ConfigMap set a field the shipped
+	// dangerous_fields policy otherwise refuses (it then warns instead).
+	allowDangerousFields = "nodeguard.dev/allow-dangerous-fields"
+	// waitTimeout bounds each wait of the story: generous, for a busy
+	// two-core machine.
+	waitTimeout = 2 * time.Minute
+	oldNodeName = "node-old"
+)
+
+// story starts the simulated nodes and tells what nodeguard does with them.
+type story struct {
+	c   *console
+	env *framework.Env
+	// admin is the administrator's client, printing the apiserver's
+	// warnings to the console.
+	admin      kubernetes.Interface
+	kubeconfig string
+	binaries   framework.NodeBinaries
+	opts       options
+	nodes      []*framework.Node
+}
+
+// demoNodes are the simulated nodes and their pools.
+func demoNodes() []struct{ name, pool string } {
+	return []struct{ name, pool string }{{"node-1", "blue"}, {"node-2", "blue"}, {"node-3", "green"}}
+}
+
+// startNodes starts the nodes, adding what stops each to cleanups as soon as
+// it runs, so that an interruption half-way stops what was started.
+func (s *story) startNodes(ctx context.Context, cleanups *[]func()) error {
+	what := fmt.Sprintf("starting %d simulated nodes: each registers its Node with its own client certificate (system:node:NAME),\n"+
+		"    then runs a stand-in kubelet and the agent; trials last %s here (a real agent's default is 10m)", len(demoNodes()), s.opts.trialPeriod)
+	err := s.c.slow(ctx, what, func(ctx context.Context) error {
+		for _, d := range demoNodes() {
+			n, err := framework.StartNode(ctx, s.env, framework.NodeOptions{
+				Name: d.name, Binaries: s.binaries, Labels: map[string]string{"pool": d.pool}, TrialPeriod: s.opts.trialPeriod,
+			})
+			if err != nil {
+				return err
+			}
+			*cleanups = append(*cleanups, n.Stop)
+			s.nodes = append(s.nodes, n)
+			s.c.detail("%s  pool=%s  kubelet %s  (stand-in kubelet /healthz on 127.0.0.1:%d, agent on 127.0.0.1:%d)",
+				n.Name, d.pool, framework.DefaultKubeletVersion, n.KubeletHealthzPort, n.AgentPort)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return s.wait(ctx, "waiting for the agents' first reports", s.nodes, func(r framework.Report) bool {
+		return r.ConditionIs(corev1.ConditionTrue, status.ReasonLocalConfig)
+	})
+}
+
+// tell is the story: a pool rollout, a bad rollout rolled back, and what
+// nodes may not do.
+func (s *story) tell(ctx context.Context) error {
+	if err := s.kubectl(ctx, "status"); err != nil {
+		return err
+	}
+	// The manifests create it; a cluster without it gets one.
+	_, err := s.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: configNamespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", configNamespace, err)
+	}
+	good, err := s.assignToPool(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.rollBack(ctx, good); err != nil {
+		return err
+	}
+	return s.refusals(ctx)
+}
+
+// assignToPool is part 1: a configuration for pool=blue goes active, then
+// last-known-good once its trial is over.
+func (s *story) assignToPool(ctx context.Context) (*corev1.ConfigMap, error) {
+	s.c.chapter("1. Assign a kubelet configuration to a pool")
+	s.c.step("creating ConfigMap %s/pool-blue: maxPods: 150, labelled %s=%s so that nodes may be given it",
+		configNamespace, contract.EligibleLabel, contract.EligibleLabelValue)
+	cm, err := s.createConfig(ctx, "pool-blue", "maxPods: 150\n", nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.kubectl(ctx, "assign", configNamespace+"/pool-blue", "-l", "pool=blue"); err != nil {
+		return nil, err
+	}
+	blue := s.pool("blue")
+	if err := s.wait(ctx, "waiting for "+names(blue)+" to download, checkpoint, validate and write it, and restart their kubelets", blue,
+		func(r framework.Report) bool { return framework.RefersTo(r.Status.Active, cm) }); err != nil {
+		return nil, err
+	}
+	if err := s.kubectl(ctx, "status"); err != nil {
+		return nil, err
+	}
+	if err := s.wait(ctx, fmt.Sprintf("waiting for %s to finish their trial (%s)", names(blue), s.opts.trialPeriod), blue, func(r framework.Report) bool {
+		return framework.RefersTo(r.Status.LastKnownGood, cm) && r.ConditionIs(corev1.ConditionTrue, status.ReasonConfigActive)
+	}); err != nil {
+		return nil, err
+	}
+	if err := s.kubectl(ctx, "status"); err != nil {
+		return nil, err
+	}
+	for _, n := range blue {
+		s.c.detail("%s: %s is active and last-known-good (KubeletConfigReady=True, %s)", n.Name, refString(cm), status.ReasonConfigActive)
+	}
+	return cm, nil
+}
+
+// rollBack is part 2: a configuration that makes the kubelet crash goes to
+// one node of the pool first, and is rolled back to last-known-good.
+func (s *story) rollBack(ctx context.Context, good *corev1.ConfigMap) error {
+	s.c.chapter("2. Roll out a bad configuration, and watch it roll back")
+	s.c.step("creating ConfigMap %s/pool-blue-v2: maxPods: 200, and %s: %s,\n"+
+		"    which the stand-in kubelet takes as its cue to crash, as a real kubelet would on a bad configuration\n"+
+		"    (annotated %s=true: the shipped policies refuse %s otherwise)",
+		configNamespace, stubCrashField, strings.TrimSpace(strings.TrimPrefix(framework.CrashingKubelet, stubCrashField+":")),
+		allowDangerousFields, stubCrashField)
+	bad, err := s.createConfig(ctx, "pool-blue-v2", "maxPods: 200\n"+framework.CrashingKubelet, map[string]string{allowDangerousFields: "true"})
+	if err != nil {
+		return err
+	}
+	canary := s.node("node-2")
+	s.c.step("rolling it out to one node of the pool first")
+	if err := s.kubectl(ctx, "assign", configNamespace+"/pool-blue-v2", canary.Name); err != nil {
+		return err
+	}
+	var report framework.Report
+	if err := s.c.slow(ctx, fmt.Sprintf("waiting for %s to try it: its kubelet has %s (the trial's grace period) to answer /healthz",
+		canary.Name, framework.DefaultTrialGracePeriod), func(ctx context.Context) error {
+		var err error
+		report, err = canary.WaitReport(ctx, waitTimeout, canary.Name+" to roll back", func(r framework.Report) bool {
+			return framework.RefersTo(r.Status.Assigned, bad) && framework.RefersTo(r.Status.Active, good) &&
+				r.ConditionIs(corev1.ConditionFalse, status.ReasonRolledBack)
+		})
+		if err != nil {
+			return err
+		}
+		// The rollback is reported before the kubelet is back up on the
+		// good configuration; wait for that too.
+		return framework.Eventually(ctx, waitTimeout, "the kubelet of "+canary.Name+" to run "+good.Name+" again", func(context.Context) (bool, string, error) {
+			restarts, err := canary.KubeletRestarts()
+			if err != nil {
+				return false, "", err
+			}
+			last := restarts[len(restarts)-1].Behavior
+			return last == "healthy", "last start: " + last, nil
+		})
+	}); err != nil {
+		return err
+	}
+	if err := s.kubectl(ctx, "status"); err != nil {
+		return err
+	}
+	s.c.detail("%s: rolled back to %s (KubeletConfigReady=%s, %s)", canary.Name, refString(good), report.Condition.Status, report.Condition.Reason)
+	s.c.detail("%s: reason: %s", canary.Name, report.Status.Error)
+	if restarts, err := canary.KubeletRestarts(); err == nil {
+		behaviours := make([]string, len(restarts))
+		for i, r := range restarts {
+			behaviours[i] = r.Behavior
+		}
+		s.c.detail("%s: its kubelet, start by start: %s", canary.Name, strings.Join(behaviours, ", "))
+	}
+	s.c.detail("node-1 stays on %s: trying a new configuration on one node first keeps a bad one off the rest of the pool", good.Name)
+	return nil
+}
+
+// refusals is part 3: what the graph authorizer and admission refuse nodes.
+func (s *story) refusals(ctx context.Context) error {
+	s.c.chapter("3. What nodes may not do")
+	s.c.step("each node reads %s/pool-blue with its own client certificate", configNamespace)
+	for _, reader := range []struct {
+		node     string
+		expected func(error) bool
+	}{
+		{"node-1", func(err error) bool { return err == nil }},
+		{"node-3", apierrors.IsForbidden},
+	} {
+		result, err := s.read(ctx, reader.node, reader.expected)
+		if err != nil {
+			return err
+		}
+		s.c.detail("%s GET configmaps %s/pool-blue: %s", reader.node, configNamespace, result)
+	}
+
+	s.c.step("%s, whose kubelet reports %s (the policy's minimum is %s), registers with its own client certificate", oldNodeName, oldKubeletVersion, s.opts.minKubeletVersion)
+	old, err := framework.StartNode(ctx, s.env, framework.NodeOptions{Name: oldNodeName, Binaries: s.binaries, KubeletVersion: oldKubeletVersion})
+	if err == nil {
+		old.Stop()
+		return fmt.Errorf("%s, with kubelet %s, was allowed to register", oldNodeName, oldKubeletVersion)
+	}
+	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+		return err
+	}
+	s.c.detail("%s registration: refused: %s", oldNodeName, apiMessage(err))
+
+	s.c.step("had it registered before the minimum was raised (here, an administrator registers it, assigned pool-blue),\n" +
+		"    the authorizer would still refuse it everything but its own Node")
+	oldNode := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: oldNodeName, Annotations: map[string]string{contract.ConfigSourceAnnotation: configNamespace + "/pool-blue"}},
+		Status:     corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: oldKubeletVersion}},
+	}
+	if _, err := s.admin.CoreV1().Nodes().Create(ctx, oldNode, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("registering %s as an administrator: %w", oldNodeName, err)
+	}
+	// The webhook learns of the Node through its watch; until then the
+	// read is refused all the same, but for want of an assignment.
+	result, err := s.read(ctx, oldNodeName, func(err error) bool {
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "minimum")
+	})
+	if err != nil {
+		return err
+	}
+	s.c.detail("%s GET configmaps %s/pool-blue: %s", oldNodeName, configNamespace, result)
+	oldClient, err := s.env.NodeClient(oldNodeName)
+	if err != nil {
+		return err
+	}
+	if _, err := oldClient.CoreV1().Nodes().Get(ctx, oldNodeName, metav1.GetOptions{}); err != nil {
+		return fmt.Errorf("%s reading its own Node: %w", oldNodeName, err)
+	}
+	s.c.detail("%s GET nodes %s: allowed (so that it can still report)", oldNodeName, oldNodeName)
+	if err := s.admin.CoreV1().Nodes().Delete(ctx, oldNodeName, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("deleting %s: %w", oldNodeName, err)
+	}
+	s.c.step("deleted %s", oldNodeName)
+	return s.kubectl(ctx, "status")
+}
+
+// read has node GET pool-blue until the answer is the one expected (the authorizer's view of new objects lags their creation, and
+// the apiserver caches its answers for seconds), and describes the answer.
+func (s *story) read(ctx context.Context, node string, expected func(error) bool) (string, error) {
+	client, err := s.env.NodeClient(node)
+	if err != nil {
+		return "", err
+	}
+	var last error
+	err = framework.Eventually(ctx, waitTimeout, node+"'s read of pool-blue to be answered as expected", func(ctx context.Context) (bool, string, error) {
+		_, last = client.CoreV1().ConfigMaps(configNamespace).Get(ctx, "pool-blue", metav1.GetOptions{})
+		return expected(last), fmt.Sprint(last), nil
+	})
+	switch {
+	case err != nil:
+		return "", err
+	case last == nil:
+		return "allowed (it is assigned to " + node + ")", nil
+	case apierrors.IsForbidden(last):
+		// The apiserver puts each authorizer's reason on a line of its own.
+		return "Forbidden: " + strings.ReplaceAll(apiMessage(last), "\n", "; "), nil
+	}
+	return "", last
+}
+
+// createConfig creates an eligible ConfigMap holding a KubeletConfiguration.
+func (s *story) createConfig(ctx context.Context, name, config string, annotations map[string]string) (*corev1.ConfigMap, error) {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: configNamespace, Name: name, Annotations: annotations,
+			Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}},
+		Data: map[string]string{contract.ConfigMapKey: framework.KubeletConfigHeader + config},
+	}
+	created, err := s.admin.CoreV1().ConfigMaps(configNamespace).Create(ctx, cm, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("creating ConfigMap %s/%s: %w", configNamespace, name, err)
+	}
+	return created, nil
+}
+
+// kubectl runs `kubectl nodeguard ARGS` in-process as the administrator, as
+// a user would type it.
+func (s *story) kubectl(ctx context.Context, args ...string) error {
+	s.c.printf("$ kubectl nodeguard %s\n", strings.Join(args, " "))
+	streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: s.c, ErrOut: s.c}
+	if code := cli.Run(ctx, append([]string{"--kubeconfig", s.kubeconfig}, args...), streams); code != cli.ExitOK {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("kubectl nodeguard %s: exit code %d", strings.Join(args, " "), code)
+	}
+	return nil
+}
+
+// wait waits until every node's report satisfies want.
+func (s *story) wait(ctx context.Context, what string, nodes []*framework.Node, want func(framework.Report) bool) error {
+	return s.c.slow(ctx, what, func(ctx context.Context) error {
+		for _, n := range nodes {
+			if _, err := n.WaitReport(ctx, waitTimeout, n.Name+": "+what, want); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *story) pool(pool string) []*framework.Node {
+	var nodes []*framework.Node
+	for i, d := range demoNodes() {
+		if d.pool == pool && i < len(s.nodes) {
+			nodes = append(nodes, s.nodes[i])
+		}
+	}
+	return nodes
+}
+
+func (s *story) node(name string) *framework.Node {
+	i := slices.IndexFunc(s.nodes, func(n *framework.Node) bool { return n.Name == name })
+	return s.nodes[i]
+}
+
+// printNodeLogs shows the end of each agent's log after a failure, since
+// the work directory is about to go.
+func (s *story) printNodeLogs() {
+	for _, n := range s.nodes {
+		s.c.detail("agent log of %s, last lines:\n%s", n.Name, n.AgentLogTail(10))
+	}
+}
+
+func names(nodes []*framework.Node) string {
+	var list []string
+	for _, n := range nodes {
+		list = append(list, n.Name)
+	}
+	return strings.Join(list, " and ")
+}
+
+func refString(cm *corev1.ConfigMap) string {
+	return cm.Namespace + "/" + cm.Name + "@" + cm.ResourceVersion
+}
+
+// apiMessage is the apiserver's message in an API error, without client-go's
+// wrapping.
+func apiMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Message
+	}
+	return err.Error()
+}
+
+// warningPrinter shows the apiserver's warnings (admission webhooks answer
+// with them) as details of the step that caused them.
+type warningPrinter struct{ c *console }
+
+func (w warningPrinter) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
+	if text != "" {
+		w.c.detail("Warning: %s", text)
+	}
+}
