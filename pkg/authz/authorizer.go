@@ -1,6 +1,7 @@
 package authz
 
 import (
+	"strings"
 	"sync/atomic"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -42,7 +43,7 @@ type Result struct {
 // The reasons are fixed strings so that deciding allocates nothing, and so
 // that they can double as metric labels.
 const (
-	ReasonNotANode          = "user is not a node"
+	ReasonNotANode          = "user is not a node (system:node:<name> in group system:nodes)"
 	ReasonUnknownNode       = "user is in system:nodes but its name does not name a node"
 	ReasonGraphNotSynced    = "the graph has not synced yet"
 	ReasonKubeletTooOld     = "node's kubelet is older than the minimum kubelet version; only reading and updating its own Node is left to other authorizers"
@@ -60,14 +61,23 @@ const (
 // GraphReader is what the authorizer needs of the graph.
 type GraphReader interface {
 	Synced() bool
-	CanReadConfigMap(node, namespace, name string) bool
+	// Lookup returns the node's Node object (nil when none) and whether a
+	// path leads from the ConfigMap to the node, in one walk.
+	Lookup(node, namespace, name string) (*graph.NodeInfo, bool)
 	Node(name string) (*graph.NodeInfo, bool)
+}
+
+// minimum is a minimum kubelet version with its parts inline, compared
+// against graph.NodeInfo.VersionParts without chasing pointers.
+type minimum struct {
+	version *version.Version
+	parts   [3]uint
 }
 
 // Authorizer decides SubjectAccessReviews. It is safe for concurrent use.
 type Authorizer struct {
 	graph      GraphReader
-	minVersion atomic.Pointer[version.Version]
+	minVersion atomic.Pointer[minimum]
 }
 
 // New returns an Authorizer reading g. minKubeletVersion may be nil for no
@@ -79,14 +89,31 @@ func New(g GraphReader, minKubeletVersion *version.Version) *Authorizer {
 }
 
 // SetMinKubeletVersion replaces the minimum kubelet version; nil removes it.
-// It takes effect for the next review.
-func (a *Authorizer) SetMinKubeletVersion(v *version.Version) { a.minVersion.Store(v) }
+// It takes effect for the next review. Only major, minor and patch count,
+// as for generic versions: a pre-release of the minimum meets it.
+func (a *Authorizer) SetMinKubeletVersion(v *version.Version) {
+	if v == nil {
+		a.minVersion.Store(nil)
+		return
+	}
+	a.minVersion.Store(&minimum{version: v, parts: [3]uint{v.Major(), v.Minor(), v.Patch()}})
+}
 
 // MinKubeletVersion returns the minimum in force, or nil.
-func (a *Authorizer) MinKubeletVersion() *version.Version { return a.minVersion.Load() }
+func (a *Authorizer) MinKubeletVersion() *version.Version {
+	if m := a.minVersion.Load(); m != nil {
+		return m.version
+	}
+	return nil
+}
 
 // Authorize decides one review.
 func (a *Authorizer) Authorize(spec *authorizationv1.SubjectAccessReviewSpec) Result {
+	// A user without a node's name is never granted anything here, in
+	// system:nodes or not, so it is answered before its groups are read.
+	if !strings.HasPrefix(spec.User, contract.NodeUserPrefix) {
+		return Result{NoOpinion, ReasonNotANode}
+	}
 	nodeName, isNode := contract.NodeIdentity(spec.User, spec.Groups)
 	if !isNode {
 		return Result{NoOpinion, ReasonNotANode}
@@ -98,45 +125,53 @@ func (a *Authorizer) Authorize(spec *authorizationv1.SubjectAccessReviewSpec) Re
 		return Result{NoOpinion, ReasonGraphNotSynced}
 	}
 	ra := spec.ResourceAttributes
-	if min := a.minVersion.Load(); min != nil {
-		if reason, tooOld := a.kubeletBelow(nodeName, min); tooOld {
+	cmRead := ra != nil && ra.Group == "" && ra.Resource == "configmaps" && ra.Subresource == "" && isRead(ra.Verb)
+	min := a.minVersion.Load()
+	var info *graph.NodeInfo
+	var canRead bool
+	switch {
+	case cmRead && ra.Name != "":
+		info, canRead = a.graph.Lookup(nodeName, ra.Namespace, ra.Name)
+	case min != nil:
+		info, _ = a.graph.Node(nodeName)
+	}
+	// A node the graph does not know has not registered and reported no
+	// version, so there is nothing to hold against it.
+	if min != nil && info != nil {
+		if reason, tooOld := kubeletBelow(info, min); tooOld {
 			if isOwnNodeReadOrUpdate(ra, nodeName) {
 				return Result{NoOpinion, ReasonOwnNodeWhileOld}
 			}
 			return Result{Deny, reason}
 		}
 	}
-	if ra == nil {
+	switch {
+	case ra == nil:
 		return Result{NoOpinion, ReasonNonResource}
-	}
-	if ra.Group != "" || ra.Resource != "configmaps" || ra.Subresource != "" || !isRead(ra.Verb) {
+	case !cmRead:
 		return Result{NoOpinion, ReasonNotConfigMapRead}
-	}
-	// For list and watch the apiserver fills the name from a
-	// metadata.name field selector; without one the request covers every
-	// ConfigMap in the namespace, which no path can justify.
-	if ra.Name == "" {
+	case ra.Name == "":
+		// For list and watch the apiserver fills the name from a
+		// metadata.name field selector; without one the request covers
+		// every ConfigMap in the namespace, which no path can justify.
 		return Result{NoOpinion, ReasonUnnamedConfigMap}
-	}
-	if a.graph.CanReadConfigMap(nodeName, ra.Namespace, ra.Name) {
+	case canRead:
 		return Result{Allow, ReasonConfigMapReadable}
 	}
 	return Result{NoOpinion, ReasonNoPath}
 }
 
-// kubeletBelow reports whether the node's kubelet is below min. A node the
-// graph does not know yet has not registered and reported no version, so
-// there is nothing to hold against it.
-func (a *Authorizer) kubeletBelow(nodeName string, min *version.Version) (string, bool) {
-	info, ok := a.graph.Node(nodeName)
-	if !ok {
-		return "", false
-	}
+func kubeletBelow(info *graph.NodeInfo, min *minimum) (string, bool) {
 	if info.ParsedKubeletVersion == nil {
 		return ReasonKubeletUnknown, true
 	}
-	if info.ParsedKubeletVersion.LessThan(min) {
-		return ReasonKubeletTooOld, true
+	for i, p := range info.VersionParts {
+		if p != min.parts[i] {
+			if p < min.parts[i] {
+				return ReasonKubeletTooOld, true
+			}
+			return "", false
+		}
 	}
 	return "", false
 }

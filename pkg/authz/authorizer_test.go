@@ -78,7 +78,7 @@ func TestAuthorize(t *testing.T) {
 		// Who is a node.
 		{"admin is not a node", true, nil, &authorizationv1.SubjectAccessReviewSpec{User: "admin", Groups: []string{"system:masters"}, ResourceAttributes: cmRead("get", "ns", "assigned")}, NoOpinion, ReasonNotANode},
 		{"node user outside system:nodes is not a node", true, nil, &authorizationv1.SubjectAccessReviewSpec{User: "system:node:n1", ResourceAttributes: cmRead("get", "ns", "assigned")}, NoOpinion, ReasonNotANode},
-		{"system:nodes member without a node name gets nothing", true, nil, &authorizationv1.SubjectAccessReviewSpec{User: "bob", Groups: nodeGroups, ResourceAttributes: cmRead("get", "ns", "assigned")}, NoOpinion, ReasonUnknownNode},
+		{"system:nodes member without a node name gets nothing", true, nil, &authorizationv1.SubjectAccessReviewSpec{User: "bob", Groups: nodeGroups, ResourceAttributes: cmRead("get", "ns", "assigned")}, NoOpinion, ReasonNotANode},
 		{"empty node name gets nothing", true, nil, nodeSpec("", cmRead("get", "ns", "assigned")), NoOpinion, ReasonUnknownNode},
 		{"non-node answered even before sync", false, nil, &authorizationv1.SubjectAccessReviewSpec{User: "admin", ResourceAttributes: cmRead("get", "ns", "assigned")}, NoOpinion, ReasonNotANode},
 
@@ -181,7 +181,7 @@ func TestReviewFunc(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out := resp.(*authorizationv1.SubjectAccessReview)
+			out := decodeSAR(t, resp)
 			if out.APIVersion != "authorization.k8s.io/v1" || out.Kind != "SubjectAccessReview" {
 				t.Fatalf("response type meta %v", out.TypeMeta)
 			}
@@ -195,9 +195,10 @@ func TestReviewFunc(t *testing.T) {
 // panicky is a graph reader that fails the way a bug would.
 type panicky struct{}
 
-func (panicky) Synced() bool                                 { return true }
-func (panicky) CanReadConfigMap(string, string, string) bool { panic("boom") }
-func (panicky) Node(string) (*graph.NodeInfo, bool)          { return nil, false }
+func (panicky) Synced() bool                                          { return true }
+func (panicky) CanReadConfigMap(string, string, string) bool          { panic("boom") }
+func (panicky) Node(string) (*graph.NodeInfo, bool)                   { return nil, false }
+func (panicky) Lookup(string, string, string) (*graph.NodeInfo, bool) { panic("boom") }
 
 func TestReviewFuncRecoversPanics(t *testing.T) {
 	review := ReviewFunc(New(panicky{}, nil), nil)
@@ -208,7 +209,7 @@ func TestReviewFuncRecoversPanics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := resp.(*authorizationv1.SubjectAccessReview).Status
+	st := decodeSAR(t, resp).Status
 	if st.Allowed || st.Denied || st.EvaluationError == "" || st.Reason != ReasonInternalError {
 		t.Fatalf("status after panic = %+v", st)
 	}
@@ -225,7 +226,7 @@ func TestReviewFuncHonoursDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := resp.(*authorizationv1.SubjectAccessReview).Status; st.Allowed || st.Reason != ReasonTimedOut {
+	if st := decodeSAR(t, resp).Status; st.Allowed || st.Reason != ReasonTimedOut {
 		t.Fatalf("status past deadline = %+v", st)
 	}
 }
@@ -247,4 +248,18 @@ func BenchmarkAuthorize(b *testing.B) {
 			}
 		})
 	}
+}
+
+// decodeSAR decodes what ReviewFunc returned, as the apiserver would.
+func decodeSAR(t testing.TB, resp any) *authorizationv1.SubjectAccessReview {
+	t.Helper()
+	raw, ok := resp.(json.RawMessage)
+	if !ok {
+		t.Fatalf("response is %T, want json.RawMessage", resp)
+	}
+	var sar authorizationv1.SubjectAccessReview
+	if err := json.Unmarshal(raw, &sar); err != nil {
+		t.Fatalf("response does not decode: %v\n%s", err, raw)
+	}
+	return &sar
 }

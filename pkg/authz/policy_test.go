@@ -115,7 +115,7 @@ func TestPoliciesCombineWithBuiltInRules(t *testing.T) {
 		{"policy allow ignored for writes", true, nil, nodeSpec("n1", cmRead("update", "ns", "shared")), NoOpinion, ReasonNotConfigMapRead, true},
 		{"policy allow ignored before the graph synced", false, nil, nodeSpec("n1", cmRead("get", "ns", "shared")), NoOpinion, ReasonGraphNotSynced, true},
 		{"policy allow ignored for a node without a name", true, nil, &authorizationv1.SubjectAccessReviewSpec{User: "bob", Groups: nodeGroups, ResourceAttributes: cmRead("get", "ns", "shared")},
-			NoOpinion, ReasonUnknownNode, true},
+			NoOpinion, ReasonNotANode, true},
 		{"policy deny applies before the graph synced", false, nil, nodeSpec("n1", secret("podcm")), Deny, "nodeguard policy nodeguard.authz: ...", true},
 	}
 	graphs := map[bool]*graph.Graph{true: newGraph(true), false: newGraph(false)}
@@ -213,7 +213,7 @@ func TestReviewFuncWithPolicies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st := resp.(*authorizationv1.SubjectAccessReview).Status
+			st := decodeSAR(t, resp).Status
 			if st.Allowed != tt.allowed || st.Denied != tt.denied || !reasonMatches(st.Reason, tt.reason) {
 				t.Errorf("status = %+v, want allowed %v denied %v reason %q", st, tt.allowed, tt.denied, tt.reason)
 			}
@@ -241,7 +241,7 @@ func TestReviewFuncRecoversPolicyPanics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := resp.(*authorizationv1.SubjectAccessReview).Status; st.Allowed || st.Denied || st.Reason != ReasonInternalError {
+	if st := decodeSAR(t, resp).Status; st.Allowed || st.Denied || st.Reason != ReasonInternalError {
 		t.Fatalf("status after a policy panic = %+v", st)
 	}
 }
@@ -280,7 +280,7 @@ func BenchmarkReviewWithShippedPolicies(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				resp, err := review(context.Background(), body)
-				if err != nil || !resp.(*authorizationv1.SubjectAccessReview).Status.Allowed {
+				if err != nil || !decodeSAR(b, resp).Status.Allowed {
 					b.Fatal(err, resp)
 				}
 			}

@@ -2,17 +2,70 @@ package authz
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/klog/v2"
 
 	"github.com/nodeguard/nodeguard/pkg/server"
 )
 
-var sarTypeMeta = authorizationv1.SchemeGroupVersion.WithKind("SubjectAccessReview")
+const (
+	sarAPIVersion = "authorization.k8s.io/v1"
+	sarKind       = "SubjectAccessReview"
+)
+
+// sarRequest is the part of a SubjectAccessReview a decision reads.
+// Decoding into it rather than the whole type skips metadata and status,
+// which the apiserver leaves empty but the decoder would still walk.
+type sarRequest struct {
+	APIVersion string                                  `json:"apiVersion"`
+	Kind       string                                  `json:"kind"`
+	Spec       authorizationv1.SubjectAccessReviewSpec `json:"spec"`
+}
+
+// responseKey identifies an answer of the built-in rules; their reasons and
+// evaluation errors come from fixed sets, so each answer is encoded once.
+type responseKey struct {
+	decision        Decision
+	reason, evalErr string
+}
+
+var builtinResponses sync.Map // responseKey -> json.RawMessage
+
+// encodeResponse returns the JSON of the SubjectAccessReview answering out.
+// JSON encoding was a sixth of /authorize's cost; the built-in rules' few
+// distinct answers are encoded once and reused.
+func encodeResponse(out outcome) (json.RawMessage, error) {
+	key := responseKey{decision: out.Decision, reason: out.Reason, evalErr: out.evalErr}
+	if !out.byPolicy {
+		if cached, ok := builtinResponses.Load(key); ok {
+			return cached.(json.RawMessage), nil
+		}
+	}
+	resp := authorizationv1.SubjectAccessReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: sarAPIVersion, Kind: sarKind},
+		Status: authorizationv1.SubjectAccessReviewStatus{
+			Allowed:         out.Decision == Allow,
+			Denied:          out.Decision == Deny,
+			Reason:          out.Reason,
+			EvaluationError: out.evalErr,
+		},
+	}
+	body, err := json.Marshal(&resp)
+	if err != nil {
+		return nil, fmt.Errorf("encoding SubjectAccessReview: %w", err)
+	}
+	if !out.byPolicy {
+		builtinResponses.Store(key, json.RawMessage(body))
+	}
+	return body, nil
+}
 
 // ReviewOption adds to what ReviewFunc does.
 type ReviewOption func(*reviewConfig)
@@ -45,11 +98,11 @@ func ReviewFunc(a *Authorizer, metrics *Metrics, opts ...ReviewOption) func(ctx 
 		opt(&cfg)
 	}
 	return func(ctx context.Context, body []byte) (any, error) {
-		var sar authorizationv1.SubjectAccessReview
+		var sar sarRequest
 		if err := utiljson.Unmarshal(body, &sar); err != nil {
 			return nil, fmt.Errorf("decoding SubjectAccessReview: %w", err)
 		}
-		if gvk := sar.GroupVersionKind(); gvk != sarTypeMeta {
+		if sar.APIVersion != sarAPIVersion || sar.Kind != sarKind {
 			return nil, fmt.Errorf("expected %s, got apiVersion %q kind %q",
 				"authorization.k8s.io/v1 SubjectAccessReview", sar.APIVersion, sar.Kind)
 		}
@@ -57,13 +110,9 @@ func ReviewFunc(a *Authorizer, metrics *Metrics, opts ...ReviewOption) func(ctx 
 		out := decideSafely(ctx, a, cfg.policies, &sar.Spec)
 		took := time.Since(start)
 		metrics.observe(out.Decision)
-		resp := &authorizationv1.SubjectAccessReview{}
-		resp.APIVersion, resp.Kind = sar.APIVersion, sar.Kind
-		resp.Status = authorizationv1.SubjectAccessReviewStatus{
-			Allowed:         out.Decision == Allow,
-			Denied:          out.Decision == Deny,
-			Reason:          out.Reason,
-			EvaluationError: out.evalErr,
+		resp, err := encodeResponse(out)
+		if err != nil {
+			return nil, err
 		}
 		if v := klog.FromContext(ctx).V(4); v.Enabled() {
 			v.Info("Authorization decision", "user", sar.Spec.User, "attributes", sar.Spec.ResourceAttributes,

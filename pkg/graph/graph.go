@@ -52,6 +52,10 @@ type NodeInfo struct {
 	KubeletVersion       string
 	ParsedKubeletVersion *version.Version
 	VersionError         string
+	// VersionParts is ParsedKubeletVersion's major, minor and patch, inline
+	// so that the authorizer's minimum-version check reads no further
+	// pointer; all zero when ParsedKubeletVersion is nil.
+	VersionParts [3]uint
 	// Assignment is the node's config source, nil for the local config.
 	// An assignment counts as a path only while its ConfigMap is eligible.
 	Assignment *contract.Assignment
@@ -129,6 +133,22 @@ func (g *Graph) CanReadConfigMap(node, namespace, name string) bool {
 	}
 	_, ok := (*reach)[objectKey{namespace: namespace, name: name}]
 	return ok
+}
+
+// Lookup answers the authorizer's two questions about a node with one walk
+// of the node table: what the graph knows of its Node object (nil when
+// none), and whether a path leads from the ConfigMap to it. It takes no
+// lock and allocates nothing.
+func (g *Graph) Lookup(node, namespace, name string) (info *NodeInfo, canRead bool) {
+	e := g.entry(node)
+	if e == nil {
+		return nil, false
+	}
+	info = e.info.Load()
+	if reach := e.reach.Load(); reach != nil {
+		_, canRead = (*reach)[objectKey{namespace: namespace, name: name}]
+	}
+	return info, canRead
 }
 
 // Node returns what the graph knows of the Node object, if one exists.

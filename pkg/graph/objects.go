@@ -25,6 +25,7 @@ func nodeInfoFrom(node *corev1.Node) *NodeInfo {
 		info.VersionError = err.Error()
 	} else {
 		info.ParsedKubeletVersion = v
+		info.VersionParts = [3]uint{v.Major(), v.Minor(), v.Patch()}
 	}
 	assignment, ok, err := contract.AssignmentOf(node)
 	switch {

@@ -63,6 +63,13 @@ func ReviewHandler(name string, maxBodyBytes int64, review ReviewFunc) http.Hand
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
+		if raw, ok := response.(json.RawMessage); ok {
+			// Already encoded (authz caches its answers' bytes).
+			if _, err := w.Write(raw); err != nil {
+				logger.Error(err, "Writing review response")
+			}
+			return
+		}
 		if err := json.NewEncoder(w).Encode(response); err != nil {
 			logger.Error(err, "Writing review response")
 		}
