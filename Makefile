@@ -38,9 +38,15 @@ test: lint testbin
 testbin:
 	hack/testbin.sh >/dev/null
 
-## bench: run the benchmarks (no tests).
-bench: testbin
-	$(GO) test -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) ./...
+## bench: nodeguard's authorizer against the in-tree Node authorizer's graph (hack/bench, its own
+## module), then HTTPS load on /authorize, then the Go benchmarks of the hot paths; each prints
+## figures against the targets in docs/benchmarks.md. About 5 minutes on two cores once built.
+## BENCH_ARGS go to the comparison, e.g. BENCH_ARGS=--fail-on-miss.
+BENCH_ARGS ?=
+bench:
+	cd hack/bench && GOWORK=off $(GO) run ./cmd/compare $(BENCH_ARGS)
+	$(GO) test -run '^$$' -bench Authorize -timeout $(TEST_TIMEOUT) ./test/loadtest
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/graph ./pkg/authz ./pkg/admission ./pkg/kubeletconfig ./pkg/policy
 
 ## run: start a local control plane with nodeguard installed (see hack/localup).
 run: testbin
