@@ -27,11 +27,11 @@ build:
 
 ## test: lint, make sure etcd and kube-apiserver are built, then run all tests.
 test: lint testbin
-	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@for module in $(NESTED_MODULES); do \
 		[[ -n "$$(cd "$$module" && GOWORK=off $(GO) list ./... 2>/dev/null)" ]] || continue; \
 		echo "go test in $$module"; \
-		(cd "$$module" && GOWORK=off $(GO) test -timeout $(TEST_TIMEOUT) ./...); \
+		(cd "$$module" && GOWORK=off $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...); \
 	done
 
 ## testbin: build etcd and kube-apiserver into the cache (only when missing or out of date).

@@ -9,7 +9,6 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/klog/v2"
 
 	"github.com/nodeguard/nodeguard/pkg/server"
@@ -98,8 +97,8 @@ func ReviewFunc(a *Authorizer, metrics *Metrics, opts ...ReviewOption) func(ctx 
 		opt(&cfg)
 	}
 	return func(ctx context.Context, body []byte) (any, error) {
-		var sar sarRequest
-		if err := utiljson.Unmarshal(body, &sar); err != nil {
+		sar, err := decodeReview(body)
+		if err != nil {
 			return nil, fmt.Errorf("decoding SubjectAccessReview: %w", err)
 		}
 		if sar.APIVersion != sarAPIVersion || sar.Kind != sarKind {
