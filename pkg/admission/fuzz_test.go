@@ -63,3 +63,25 @@ func FuzzReview(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeAdmissionReview checks the fast review decoder against the
+// reflective one: both accept the same inputs and produce the same review.
+func FuzzDecodeAdmissionReview(f *testing.F) {
+	t := &testing.T{}
+	f.Add(reviewBody(t, "admission.k8s.io/v1", nodeReq(n1User, admissionv1.Update, "status", "n1", mkNode("n1"), mkNode("n1")).build(t)))
+	f.Add(reviewBody(t, "admission.k8s.io/v1", cmReq(adminUser, admissionv1.Create, eligibleCM("x", goodConfig), nil).build(t)))
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","dryRun":true,"options":{"a":1},"requestKind":{"group":"","version":"v1","kind":"Node"},"userInfo":{"username":"u","extra":{"k":["v"]}},"object":null}}`))
+	f.Add([]byte(`{"request":{"userInfo":{"groups":[1]}}}`))
+	f.Add([]byte(`{"request":{"kind":{"kind":"A"},"kind":{"group":"B"}}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, gotErr := decodeReview(body)
+		var want admissionv1.AdmissionReview
+		wantErr := utiljson.Unmarshal(body, &want)
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("decodeReview(%q) error %v, reflective decoder %v", body, gotErr, wantErr)
+		}
+		if gotErr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("decodeReview(%q) =\n%#v\nreflective decoder:\n%#v", body, got, want)
+		}
+	})
+}

@@ -8,7 +8,6 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/klog/v2"
 
 	"github.com/nodeguard/nodeguard/pkg/server"
@@ -43,8 +42,8 @@ func ReviewFunc(a *Admitter, metrics *Metrics, opts ...ReviewOption) func(ctx co
 		opt(&cfg)
 	}
 	return func(ctx context.Context, body []byte) (any, error) {
-		var review admissionv1.AdmissionReview
-		if err := utiljson.Unmarshal(body, &review); err != nil {
+		review, err := decodeReview(body)
+		if err != nil {
 			return nil, fmt.Errorf("decoding AdmissionReview: %w", err)
 		}
 		if gvk := review.GroupVersionKind(); gvk != reviewGVK {

@@ -1,33 +1,21 @@
 package authz
 
 import (
-	"errors"
-	"slices"
-	"strings"
-	"unicode/utf8"
-	"unsafe"
-
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/nodeguard/nodeguard/internal/fastjson"
 )
 
-// errSlowPath sends a review the fast decoder does not handle to the
-// reflective one, which has the final word on what is malformed.
-var errSlowPath = errors.New("not a canonical review")
-
-// decodeReview decodes a SubjectAccessReview's apiVersion, kind and spec.
-//
-// Decoding with encoding/json's reflection was over half of /authorize's
-// cost, most of it growing the stack of the fresh goroutine each HTTP/2
-// request runs on. Reviews as the apiserver writes them (strings where
-// strings belong) are read directly with gjson; anything else goes
-// through k8s.io/apimachinery's case-sensitive decoder, so both paths
-// agree on every input (FuzzDecodeReview checks it).
+// decodeReview decodes a SubjectAccessReview's apiVersion, kind and spec:
+// reviews as the apiserver writes them directly (internal/fastjson), any
+// other through k8s.io/apimachinery's case-sensitive decoder, so that both
+// paths agree on every input (FuzzDecodeReview checks it).
 func decodeReview(body []byte) (sarRequest, error) {
-	if sar, err := decodeReviewFast(body); err == nil {
+	if sar, ok := decodeReviewFast(body); ok {
 		return sar, nil
 	}
 	var sar sarRequest
@@ -37,173 +25,92 @@ func decodeReview(body []byte) (sarRequest, error) {
 	return sar, nil
 }
 
-func decodeReviewFast(body []byte) (sar sarRequest, err error) {
-	if !gjson.ValidBytes(body) {
-		return sar, errSlowPath
+func decodeReviewFast(body []byte) (sar sarRequest, ok bool) {
+	var r fastjson.Reader
+	root := r.Parse(body)
+	if r.Failed() || !root.IsObject() {
+		return sar, false
 	}
-	root := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body)))
-	if !root.IsObject() {
-		return sar, errSlowPath
-	}
-	d := fastDecoder{}
-	d.object(root, func(key string, value gjson.Result) {
+	r.Object(root, func(key string, value gjson.Result) {
 		switch key {
 		case "apiVersion":
-			sar.APIVersion = d.str(value)
+			sar.APIVersion = r.String(value)
 		case "kind":
-			sar.Kind = d.str(value)
+			sar.Kind = r.String(value)
 		case "spec":
-			d.spec(value, &sar.Spec)
+			readSpec(&r, value, &sar.Spec)
 		}
 	})
-	if d.failed {
-		return sarRequest{}, errSlowPath
-	}
-	return sar, nil
+	return sar, !r.Failed()
 }
 
-// fastDecoder reads the canonical shapes; failed turns true at the first
-// value of another shape, which sends the review to the slow path.
-type fastDecoder struct{ failed bool }
-
-func (d *fastDecoder) fail() { d.failed = true }
-
-func (d *fastDecoder) str(v gjson.Result) string {
-	switch v.Type {
-	case gjson.String:
-		// Escapes and invalid UTF-8 have corner cases (lone surrogates,
-		// replacement characters) best left to encoding/json.
-		if strings.IndexByte(v.Raw, '\\') >= 0 || !utf8.ValidString(v.Str) {
-			d.fail()
-			return ""
-		}
-		return v.Str
-	case gjson.Null:
-		return ""
-	}
-	d.fail()
-	return ""
-}
-
-func (d *fastDecoder) strings(v gjson.Result) []string {
-	if v.Type == gjson.Null {
-		return nil
-	}
-	if !v.IsArray() {
-		d.fail()
-		return nil
-	}
-	out := []string{}
-	v.ForEach(func(_, item gjson.Result) bool {
-		if item.Type != gjson.String {
-			d.fail()
-			return false
-		}
-		out = append(out, item.Str)
-		return true
-	})
-	return out
-}
-
-// object walks an object's fields. A repeated key fails: encoding/json
-// merges a repeated struct-valued field into the first, which only the slow
-// path reproduces; the apiserver never repeats keys.
-func (d *fastDecoder) object(v gjson.Result, field func(key string, value gjson.Result)) bool {
-	if v.Type == gjson.Null {
-		return false
-	}
-	if !v.IsObject() {
-		d.fail()
-		return false
-	}
-	var seenBuf [16]string
-	seen := seenBuf[:0]
-	v.ForEach(func(key, value gjson.Result) bool {
-		if strings.IndexByte(key.Raw, '\\') >= 0 || slices.Contains(seen, key.Str) {
-			d.fail()
-			return false
-		}
-		seen = append(seen, key.Str)
-		field(key.Str, value)
-		return !d.failed
-	})
-	return !d.failed
-}
-
-func (d *fastDecoder) spec(v gjson.Result, spec *authorizationv1.SubjectAccessReviewSpec) {
-	d.object(v, func(key string, value gjson.Result) {
+func readSpec(r *fastjson.Reader, v gjson.Result, spec *authorizationv1.SubjectAccessReviewSpec) {
+	r.Object(v, func(key string, value gjson.Result) {
 		switch key {
 		case "user":
-			spec.User = d.str(value)
+			spec.User = r.String(value)
 		case "uid":
-			spec.UID = d.str(value)
+			spec.UID = r.String(value)
 		case "groups":
-			spec.Groups = d.strings(value)
+			spec.Groups = r.Strings(value)
 		case "extra":
 			spec.Extra = nil
-			d.object(value, func(k string, v gjson.Result) {
-				if spec.Extra == nil {
-					spec.Extra = map[string]authorizationv1.ExtraValue{}
-				}
-				spec.Extra[k] = d.strings(v)
-			})
-			if spec.Extra == nil && value.IsObject() {
+			if value.IsObject() {
 				spec.Extra = map[string]authorizationv1.ExtraValue{}
 			}
+			r.Object(value, func(k string, v gjson.Result) { spec.Extra[k] = r.Strings(v) })
 		case "resourceAttributes":
+			spec.ResourceAttributes = nil
 			ra := &authorizationv1.ResourceAttributes{}
-			if d.resourceAttributes(value, ra) {
+			if readResourceAttributes(r, value, ra) {
 				spec.ResourceAttributes = ra
-			} else {
-				spec.ResourceAttributes = nil
 			}
 		case "nonResourceAttributes":
+			spec.NonResourceAttributes = nil
 			nra := &authorizationv1.NonResourceAttributes{}
-			if d.object(value, func(k string, v gjson.Result) {
+			if r.Object(value, func(k string, v gjson.Result) {
 				switch k {
 				case "path":
-					nra.Path = d.str(v)
+					nra.Path = r.String(v)
 				case "verb":
-					nra.Verb = d.str(v)
+					nra.Verb = r.String(v)
 				}
 			}) {
 				spec.NonResourceAttributes = nra
-			} else {
-				spec.NonResourceAttributes = nil
 			}
 		}
 	})
 }
 
-func (d *fastDecoder) resourceAttributes(v gjson.Result, ra *authorizationv1.ResourceAttributes) bool {
-	return d.object(v, func(key string, value gjson.Result) {
+func readResourceAttributes(r *fastjson.Reader, v gjson.Result, ra *authorizationv1.ResourceAttributes) bool {
+	return r.Object(v, func(key string, value gjson.Result) {
 		switch key {
 		case "namespace":
-			ra.Namespace = d.str(value)
+			ra.Namespace = r.String(value)
 		case "verb":
-			ra.Verb = d.str(value)
+			ra.Verb = r.String(value)
 		case "group":
-			ra.Group = d.str(value)
+			ra.Group = r.String(value)
 		case "version":
-			ra.Version = d.str(value)
+			ra.Version = r.String(value)
 		case "resource":
-			ra.Resource = d.str(value)
+			ra.Resource = r.String(value)
 		case "subresource":
-			ra.Subresource = d.str(value)
+			ra.Subresource = r.String(value)
 		case "name":
-			ra.Name = d.str(value)
+			ra.Name = r.String(value)
 		case "fieldSelector":
 			ra.FieldSelector = nil
 			var sel authorizationv1.FieldSelectorAttributes
-			if d.selector(value, &sel.RawSelector, func(k, op string, values []string) {
-				sel.Requirements = append(sel.Requirements, metav1.FieldSelectorRequirement{Key: k, Operator: selection(op), Values: values})
+			if readSelector(r, value, &sel.RawSelector, func(k, op string, values []string) {
+				sel.Requirements = append(sel.Requirements, metav1.FieldSelectorRequirement{Key: k, Operator: metav1.FieldSelectorOperator(op), Values: values})
 			}) {
 				ra.FieldSelector = &sel
 			}
 		case "labelSelector":
 			ra.LabelSelector = nil
 			var sel authorizationv1.LabelSelectorAttributes
-			if d.selector(value, &sel.RawSelector, func(k, op string, values []string) {
+			if readSelector(r, value, &sel.RawSelector, func(k, op string, values []string) {
 				sel.Requirements = append(sel.Requirements, metav1.LabelSelectorRequirement{Key: k, Operator: metav1.LabelSelectorOperator(op), Values: values})
 			}) {
 				ra.LabelSelector = &sel
@@ -212,41 +119,39 @@ func (d *fastDecoder) resourceAttributes(v gjson.Result, ra *authorizationv1.Res
 	})
 }
 
-func selection(op string) metav1.FieldSelectorOperator { return metav1.FieldSelectorOperator(op) }
-
-// selector reads a field or label selector: its raw form and its
+// readSelector reads a field or label selector: its raw form, and its
 // requirements, each handed to add.
-func (d *fastDecoder) selector(v gjson.Result, raw *string, add func(key, op string, values []string)) bool {
-	return d.object(v, func(k string, value gjson.Result) {
+func readSelector(r *fastjson.Reader, v gjson.Result, raw *string, add func(key, op string, values []string)) bool {
+	return r.Object(v, func(k string, value gjson.Result) {
 		switch k {
 		case "rawSelector":
-			*raw = d.str(value)
+			*raw = r.String(value)
 		case "requirements":
 			if value.Type == gjson.Null {
 				return
 			}
 			if !value.IsArray() {
-				d.fail()
+				r.Fail()
 				return
 			}
 			value.ForEach(func(_, item gjson.Result) bool {
 				var key, op string
 				var values []string
-				if !d.object(item, func(rk string, rv gjson.Result) {
+				if !r.Object(item, func(rk string, rv gjson.Result) {
 					switch rk {
 					case "key":
-						key = d.str(rv)
+						key = r.String(rv)
 					case "operator":
-						op = d.str(rv)
+						op = r.String(rv)
 					case "values":
-						values = d.strings(rv)
+						values = r.Strings(rv)
 					}
 				}) {
-					d.fail()
+					r.Fail()
 					return false
 				}
 				add(key, op, values)
-				return !d.failed
+				return !r.Failed()
 			})
 		}
 	})

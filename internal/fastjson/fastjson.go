@@ -1,0 +1,126 @@
+// Package fastjson reads the JSON the kube-apiserver writes into review
+// requests without reflection, for the webhook's hot paths.
+//
+// Decoding reviews through encoding/json's reflection was most of the cost
+// of /authorize and /validate, much of it growing the stack of the fresh
+// goroutine each HTTP/2 request runs on. A Reader walks a document with
+// gjson and accepts only canonical shapes: strings without escapes, valid
+// UTF-8, no repeated keys, the expected types. At the first value of any
+// other shape it fails, and its caller decodes the document with
+// k8s.io/apimachinery's reflective decoder instead, which has the final
+// word; callers fuzz both paths against each other.
+package fastjson
+
+import (
+	"slices"
+	"strings"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+)
+
+// Reader reads canonical JSON; Failed reports whether anything was not.
+type Reader struct{ failed bool }
+
+// Parse returns the document's root, or fails for invalid JSON. gjson only
+// reads the string: viewing the bytes as one avoids copying the document.
+func (r *Reader) Parse(data []byte) gjson.Result {
+	if !gjson.ValidBytes(data) {
+		r.failed = true
+		return gjson.Result{}
+	}
+	return gjson.Parse(unsafe.String(unsafe.SliceData(data), len(data)))
+}
+
+// Failed reports whether a value of a non-canonical shape was met.
+func (r *Reader) Failed() bool { return r.failed }
+
+// Fail marks the document as non-canonical.
+func (r *Reader) Fail() { r.failed = true }
+
+// String reads a string; null is "".
+func (r *Reader) String(v gjson.Result) string {
+	switch v.Type {
+	case gjson.String:
+		// Escapes and invalid UTF-8 have corner cases (lone surrogates,
+		// replacement characters) best left to encoding/json.
+		if strings.IndexByte(v.Raw, '\\') >= 0 || !utf8.ValidString(v.Str) {
+			r.failed = true
+			return ""
+		}
+		return v.Str
+	case gjson.Null:
+		return ""
+	}
+	r.failed = true
+	return ""
+}
+
+// Strings reads an array of strings; null is nil, [] is empty and not nil.
+func (r *Reader) Strings(v gjson.Result) []string {
+	if v.Type == gjson.Null {
+		return nil
+	}
+	if !v.IsArray() {
+		r.failed = true
+		return nil
+	}
+	out := []string{}
+	v.ForEach(func(_, item gjson.Result) bool {
+		if item.Type != gjson.String {
+			r.failed = true
+			return false
+		}
+		out = append(out, r.String(item))
+		return !r.failed
+	})
+	return out
+}
+
+// Bool reads a boolean.
+func (r *Reader) Bool(v gjson.Result) bool {
+	switch v.Type {
+	case gjson.True:
+		return true
+	case gjson.False:
+		return false
+	}
+	r.failed = true
+	return false
+}
+
+// Raw returns a copy of a value's JSON, or nil for null, as
+// runtime.RawExtension keeps it.
+func (r *Reader) Raw(v gjson.Result) []byte {
+	if v.Type == gjson.Null {
+		return nil
+	}
+	return []byte(v.Raw)
+}
+
+// Object walks an object's fields and reports whether it was an object
+// (null is not, and does not fail). A repeated key fails: encoding/json
+// merges a repeated struct-valued field into the first, which only the
+// reflective decoder reproduces; the apiserver never repeats keys.
+func (r *Reader) Object(v gjson.Result, field func(key string, value gjson.Result)) bool {
+	if v.Type == gjson.Null {
+		return false
+	}
+	if !v.IsObject() {
+		r.failed = true
+		return false
+	}
+	var seenBuf [24]string
+	seen := seenBuf[:0]
+	v.ForEach(func(key, value gjson.Result) bool {
+		if strings.IndexByte(key.Raw, '\\') >= 0 || slices.Contains(seen, key.Str) {
+			r.failed = true
+			return false
+		}
+		seen = append(seen, key.Str)
+		field(key.Str, value)
+		return !r.failed
+	})
+	return !r.failed
+}

@@ -1,0 +1,149 @@
+package admission
+
+import (
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/nodeguard/nodeguard/internal/fastjson"
+)
+
+// decodeReview decodes an AdmissionReview: reviews as the apiserver writes
+// them directly (internal/fastjson; the objects stay raw JSON, read later
+// only as far as the rules need), any other through k8s.io/apimachinery's
+// case-sensitive decoder, so both paths agree on every input
+// (FuzzDecodeAdmissionReview checks it).
+func decodeReview(body []byte) (admissionv1.AdmissionReview, error) {
+	if review, ok := decodeReviewFast(body); ok {
+		return review, nil
+	}
+	var review admissionv1.AdmissionReview
+	if err := utiljson.Unmarshal(body, &review); err != nil {
+		return admissionv1.AdmissionReview{}, err
+	}
+	return review, nil
+}
+
+func decodeReviewFast(body []byte) (review admissionv1.AdmissionReview, ok bool) {
+	var r fastjson.Reader
+	root := r.Parse(body)
+	if r.Failed() || !root.IsObject() {
+		return review, false
+	}
+	r.Object(root, func(key string, value gjson.Result) {
+		switch key {
+		case "apiVersion":
+			review.APIVersion = r.String(value)
+		case "kind":
+			review.Kind = r.String(value)
+		case "request":
+			review.Request = nil
+			req := &admissionv1.AdmissionRequest{}
+			if readRequest(&r, value, req) {
+				review.Request = req
+			}
+		case "response", "metadata":
+			// A request never carries these; leave them to the slow path.
+			r.Fail()
+		}
+	})
+	return review, !r.Failed()
+}
+
+func readRequest(r *fastjson.Reader, v gjson.Result, req *admissionv1.AdmissionRequest) bool {
+	return r.Object(v, func(key string, value gjson.Result) {
+		switch key {
+		case "uid":
+			req.UID = types.UID(r.String(value))
+		case "kind":
+			readGVK(r, value, &req.Kind)
+		case "resource":
+			readGVR(r, value, &req.Resource)
+		case "subResource":
+			req.SubResource = r.String(value)
+		case "requestKind":
+			req.RequestKind = nil
+			gvk := &metav1.GroupVersionKind{}
+			if readGVK(r, value, gvk) {
+				req.RequestKind = gvk
+			}
+		case "requestResource":
+			req.RequestResource = nil
+			gvr := &metav1.GroupVersionResource{}
+			if readGVR(r, value, gvr) {
+				req.RequestResource = gvr
+			}
+		case "requestSubResource":
+			req.RequestSubResource = r.String(value)
+		case "name":
+			req.Name = r.String(value)
+		case "namespace":
+			req.Namespace = r.String(value)
+		case "operation":
+			req.Operation = admissionv1.Operation(r.String(value))
+		case "userInfo":
+			readUserInfo(r, value, &req.UserInfo)
+		case "object":
+			req.Object.Raw = r.Raw(value)
+		case "oldObject":
+			req.OldObject.Raw = r.Raw(value)
+		case "options":
+			req.Options.Raw = r.Raw(value)
+		case "dryRun":
+			req.DryRun = nil
+			if value.Type != gjson.Null {
+				b := r.Bool(value)
+				req.DryRun = &b
+			}
+		}
+	})
+}
+
+func readGVK(r *fastjson.Reader, v gjson.Result, gvk *metav1.GroupVersionKind) bool {
+	return r.Object(v, func(key string, value gjson.Result) {
+		switch key {
+		case "group":
+			gvk.Group = r.String(value)
+		case "version":
+			gvk.Version = r.String(value)
+		case "kind":
+			gvk.Kind = r.String(value)
+		}
+	})
+}
+
+func readGVR(r *fastjson.Reader, v gjson.Result, gvr *metav1.GroupVersionResource) bool {
+	return r.Object(v, func(key string, value gjson.Result) {
+		switch key {
+		case "group":
+			gvr.Group = r.String(value)
+		case "version":
+			gvr.Version = r.String(value)
+		case "resource":
+			gvr.Resource = r.String(value)
+		}
+	})
+}
+
+func readUserInfo(r *fastjson.Reader, v gjson.Result, u *authenticationv1.UserInfo) {
+	r.Object(v, func(key string, value gjson.Result) {
+		switch key {
+		case "username":
+			u.Username = r.String(value)
+		case "uid":
+			u.UID = r.String(value)
+		case "groups":
+			u.Groups = r.Strings(value)
+		case "extra":
+			u.Extra = nil
+			if value.IsObject() {
+				u.Extra = map[string]authenticationv1.ExtraValue{}
+			}
+			r.Object(value, func(k string, v gjson.Result) { u.Extra[k] = r.Strings(v) })
+		}
+	})
+}

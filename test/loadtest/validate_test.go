@@ -1,0 +1,274 @@
+package loadtest
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/cert"
+	"k8s.io/klog/v2"
+
+	"github.com/nodeguard/nodeguard/pkg/admission"
+	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/graph"
+	"github.com/nodeguard/nodeguard/pkg/server"
+)
+
+// The issue's targets for /validate.
+const (
+	validateTargetFraction = 0.60
+	validateTargetP99      = 3 * time.Millisecond
+	// validateMaxBody is cmd/webhook's default --max-validate-body-bytes.
+	validateMaxBody = 7 << 20
+)
+
+// validateFloorResponse is the floor's fixed answer: allowed.
+const validateFloorResponse = `{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","response":{"uid":"floor","allowed":true}}` + "\n"
+
+// validateBodies are the two requests the issue names: a kubelet's Node
+// status update (the most frequent request in a cluster) and an update of
+// an eligible ConfigMap holding a 4 KiB KubeletConfiguration.
+func validateBodies(tb testing.TB) map[string][]byte {
+	tb.Helper()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", ResourceVersion: "10",
+		Labels:      map[string]string{"kubernetes.io/hostname": "node-1", "kubernetes.io/os": "linux"},
+		Annotations: map[string]string{contract.ConfigSourceAnnotation: "kubelet-configs/pool"}}}
+	node.Status.NodeInfo.KubeletVersion = "v1.37.2"
+	for i := range 40 {
+		node.Status.Images = append(node.Status.Images, corev1.ContainerImage{SizeBytes: int64(1e6 + i),
+			Names: []string{fmt.Sprintf("registry.example.com/team/app-%d@sha256:%064d", i, i), fmt.Sprintf("registry.example.com/team/app-%d:v%d", i, i)}})
+	}
+	for _, c := range []corev1.NodeConditionType{corev1.NodeReady, corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
+		node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{Type: c, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficient" + string(c), Message: "kubelet has sufficient resources"})
+	}
+	for _, manager := range []string{"kubelet", "kube-controller-manager", "kubeadm"} {
+		node.ManagedFields = append(node.ManagedFields, metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate,
+			APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{"f:kubernetes.io/hostname":{},"f:kubernetes.io/os":{}}},"f:status":{"f:conditions":{},"f:images":{},"f:nodeInfo":{"f:bootID":{},"f:kernelVersion":{}}}}`)}})
+	}
+	nodeJSON, err := json.Marshal(node)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	config := validConfig4K()
+	cm := func(extra string) []byte {
+		data, err := json.Marshal(&corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kubelet-configs", Name: "pool", Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}},
+			Data:       map[string]string{contract.ConfigMapKey: config + extra},
+		})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return data
+	}
+	review := func(req admissionv1.AdmissionRequest) []byte {
+		req.UID = "00000000-0000-0000-0000-000000000001"
+		body, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: &req})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return body
+	}
+	return map[string][]byte{
+		"node status update": review(admissionv1.AdmissionRequest{
+			Resource: metav1.GroupVersionResource{Version: "v1", Resource: "nodes"}, SubResource: "status", Name: "node-1", Operation: admissionv1.Update,
+			UserInfo: authenticationv1.UserInfo{Username: "system:node:node-1", Groups: []string{"system:nodes", "system:authenticated"}},
+			Object:   runtime.RawExtension{Raw: nodeJSON}, OldObject: runtime.RawExtension{Raw: nodeJSON}}),
+		"ConfigMap update (4 KiB config)": review(admissionv1.AdmissionRequest{
+			Resource: metav1.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "kubelet-configs", Name: "pool", Operation: admissionv1.Update,
+			UserInfo: authenticationv1.UserInfo{Username: "admin", Groups: []string{"system:masters"}},
+			Object:   runtime.RawExtension{Raw: cm("maxPods: 120\n")}, OldObject: runtime.RawExtension{Raw: cm("maxPods: 110\n")}}),
+	}
+}
+
+// validConfig4K is a valid KubeletConfiguration of about 4 KiB.
+func validConfig4K() string {
+	var b strings.Builder
+	b.WriteString("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n")
+	b.WriteString("kubeAPIQPS: 50\nkubeAPIBurst: 100\nserializeImagePulls: false\nmaxParallelImagePulls: 5\n")
+	b.WriteString("evictionHard:\n  memory.available: 200Mi\n  nodefs.available: 10%\n")
+	b.WriteString("systemReserved:\n  cpu: 500m\n  memory: 1Gi\n")
+	b.WriteString("allowedUnsafeSysctls:\n")
+	for i := 0; b.Len() < 4000; i++ {
+		fmt.Fprintf(&b, "  - net.ipv4.conf.interface%d.rp_filter\n", i)
+	}
+	return b.String()
+}
+
+// startValidate serves /validate as cmd/webhook does and a floor beside it.
+func startValidate(tb testing.TB) (ours, floor string, roots *x509.CertPool) {
+	tb.Helper()
+	dir := tb.TempDir()
+	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey("localhost", []net.IP{net.IPv4(127, 0, 0, 1)}, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	files := server.TLSFiles{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key")}
+	for path, data := range map[string][]byte{files.CertFile: certPEM, files.KeyFile: keyPEM} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	tlsConfig, err := server.NewDynamicTLS(files)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	roots = x509.NewCertPool()
+	roots.AppendCertsFromPEM(certPEM)
+
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	_ = indexer.Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kubelet-configs", Name: "pool",
+		Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}}, Data: map[string]string{contract.ConfigMapKey: validConfig4K()}})
+	g := graph.New(nil)
+	for i := range 50 {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i), ResourceVersion: "1",
+			Annotations: map[string]string{contract.ConfigSourceAnnotation: "kubelet-configs/pool"}}}
+		n.Status.NodeInfo.KubeletVersion = "v1.37.2"
+		g.UpsertNode(n)
+	}
+	g.UpsertConfigMap(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "kubelet-configs", Name: "pool",
+		Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}}})
+	g.MarkSynced()
+	policy := config.Default()
+	admitter := admission.New(func() *config.Policy { return policy }, corelisters.NewConfigMapLister(indexer), g)
+
+	var listeners []net.Listener
+	for range 2 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		listeners = append(listeners, l)
+	}
+	srv, err := server.New(server.Config{Listener: listeners[0], TLS: tlsConfig, Registry: prometheus.NewRegistry(), ShutdownTimeout: 5 * time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv.HandleReview("/validate", server.ReviewHandler("validate", validateMaxBody, admission.ReviewFunc(admitter, nil)))
+	floorSrv := &http.Server{TLSConfig: tlsConfig.Config(), ReadHeaderTimeout: 10 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, validateFloorResponse)
+		})}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().V(100)))
+	done := make(chan struct{}, 2)
+	go func() { _ = srv.Run(ctx); done <- struct{}{} }()
+	go func() { _ = floorSrv.ServeTLS(listeners[1], "", ""); done <- struct{}{} }()
+	tb.Cleanup(func() {
+		cancel()
+		_ = floorSrv.Close()
+		<-done
+		<-done
+	})
+	return "https://" + listeners[0].Addr().String() + "/validate?timeout=10s", "https://" + listeners[1].Addr().String() + "/validate?timeout=10s", roots
+}
+
+// checkAllowed fails a response that is not an allowed AdmissionReview.
+func checkAllowed(_ int, resp *http.Response, body []byte) error {
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %s: %s", resp.Status, body)
+	}
+	var review admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &review); err != nil || review.Response == nil || !review.Response.Allowed {
+		return fmt.Errorf("not an allowed review (%v): %s", err, body)
+	}
+	return nil
+}
+
+// TestValidateSmoke checks, without timing anything, that every request of
+// the load is answered allowed by both servers.
+func TestValidateSmoke(t *testing.T) {
+	ours, floor, roots := startValidate(t)
+	client := NewClient(HTTP2, roots, 4)
+	defer client.CloseIdleConnections()
+	for name, body := range validateBodies(t) {
+		for _, url := range []string{ours, floor} {
+			if _, err := (Load{Client: client, URL: url, Bodies: [][]byte{body}, Concurrency: 4, Requests: 40, Check: checkAllowed}).Run(t.Context()); err != nil {
+				t.Fatalf("%s to %s: %v", name, url, err)
+			}
+		}
+	}
+}
+
+// BenchmarkValidate loads /validate over HTTPS (h2, 64 in flight, closed
+// loop) beside the floor, in alternating rounds, and prints throughput
+// and latency against the issue's targets.
+func BenchmarkValidate(b *testing.B) {
+	ours, floor, roots := startValidate(b)
+	stalls := MeasureStalls(2 * time.Second)
+	type row struct{ ours, floor []Result }
+	results := map[string]*row{}
+	bodies := validateBodies(b)
+	names := slices.Sorted(func(yield func(string) bool) {
+		for k := range bodies {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	for _, name := range names {
+		results[name] = &row{}
+		for round := range loadRounds {
+			for _, target := range []struct {
+				label, url string
+				into       *[]Result
+			}{{"floor", floor, &results[name].floor}, {"nodeguard", ours, &results[name].ours}} {
+				client := NewClient(HTTP2, roots, concurrency)
+				var last Result
+				b.Run(fmt.Sprintf("%s/%s/round%d", strings.ReplaceAll(name, " ", "-"), target.label, round), func(b *testing.B) {
+					res, err := Load{Client: client, URL: target.url, Bodies: [][]byte{bodies[name]}, Concurrency: concurrency,
+						Requests: max(b.N, 2000), Check: checkAllowed}.Run(context.Background())
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(res.Throughput(), "req/s")
+					b.ReportMetric(float64(res.Percentile(0.99).Microseconds()), "p99-µs")
+					last = res
+				})
+				client.CloseIdleConnections()
+				if last.Requests > 0 {
+					*target.into = append(*target.into, last)
+				}
+			}
+		}
+	}
+	if b.Failed() {
+		return
+	}
+	fmt.Printf("\nMachine stalls before the load (one goroutine spinning for %v): %d over 1ms, longest %v.\n\n", stalls.Probed, stalls.Count, stalls.Max)
+	fmt.Println("| request | nodeguard throughput | floor throughput | ratio (median round) | target | p50 | p99 | p99 target |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, name := range names {
+		r := results[name]
+		ratio := medianRatio(r.ours, r.floor)
+		all := pooled(r.ours)
+		verdict := func(ok bool) string {
+			if ok {
+				return "PASS"
+			}
+			return "**MISS**"
+		}
+		fmt.Printf("| %s | %.0f req/s | %.0f req/s | %.2f | >= %.2f %s | %s | %s | < %s %s |\n", name,
+			medianThroughput(r.ours), medianThroughput(r.floor), ratio, validateTargetFraction, verdict(ratio >= validateTargetFraction),
+			ms(all.Percentile(0.5)), ms(all.Percentile(0.99)), ms(validateTargetP99), verdict(all.Percentile(0.99) < validateTargetP99))
+	}
+}
