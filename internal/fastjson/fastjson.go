@@ -124,3 +124,14 @@ func (r *Reader) Object(v gjson.Result, field func(key string, value gjson.Resul
 	})
 	return !r.failed
 }
+
+// StringLists reads an object of string arrays (a user's extra info); null
+// is nil, {} is empty and not nil.
+func StringLists[V ~[]string](r *Reader, v gjson.Result) map[string]V {
+	if v.Type == gjson.Null {
+		return nil
+	}
+	out := map[string]V{}
+	r.Object(v, func(key string, value gjson.Result) { out[key] = V(r.Strings(value)) })
+	return out
+}

@@ -139,11 +139,7 @@ func readUserInfo(r *fastjson.Reader, v gjson.Result, u *authenticationv1.UserIn
 		case "groups":
 			u.Groups = r.Strings(value)
 		case "extra":
-			u.Extra = nil
-			if value.IsObject() {
-				u.Extra = map[string]authenticationv1.ExtraValue{}
-			}
-			r.Object(value, func(k string, v gjson.Result) { u.Extra[k] = r.Strings(v) })
+			u.Extra = fastjson.StringLists[authenticationv1.ExtraValue](r, value)
 		}
 	})
 }

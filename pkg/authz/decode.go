@@ -54,11 +54,7 @@ func readSpec(r *fastjson.Reader, v gjson.Result, spec *authorizationv1.SubjectA
 		case "groups":
 			spec.Groups = r.Strings(value)
 		case "extra":
-			spec.Extra = nil
-			if value.IsObject() {
-				spec.Extra = map[string]authorizationv1.ExtraValue{}
-			}
-			r.Object(value, func(k string, v gjson.Result) { spec.Extra[k] = r.Strings(v) })
+			spec.Extra = fastjson.StringLists[authorizationv1.ExtraValue](r, value)
 		case "resourceAttributes":
 			spec.ResourceAttributes = nil
 			ra := &authorizationv1.ResourceAttributes{}
