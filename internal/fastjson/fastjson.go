@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/gjson"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
 // Reader reads canonical JSON; Failed reports whether anything was not.
@@ -134,4 +135,23 @@ func StringLists[V ~[]string](r *Reader, v gjson.Result) map[string]V {
 	out := map[string]V{}
 	r.Object(v, func(key string, value gjson.Result) { out[key] = V(r.Strings(value)) })
 	return out
+}
+
+// Decode decodes a JSON object into a T: with read when the document is
+// canonical, through k8s.io/apimachinery's case-sensitive reflective
+// decoder otherwise (which then also reports what is malformed).
+func Decode[T any](data []byte, read func(r *Reader, root gjson.Result, out *T)) (T, error) {
+	var r Reader
+	if root := r.Parse(data); !r.Failed() && root.IsObject() {
+		var out T
+		if read(&r, root, &out); !r.Failed() {
+			return out, nil
+		}
+	}
+	var out T
+	if err := utiljson.Unmarshal(data, &out); err != nil {
+		var zero T
+		return zero, err
+	}
+	return out, nil
 }

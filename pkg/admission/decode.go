@@ -5,7 +5,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/tidwall/gjson"
 
@@ -13,45 +12,30 @@ import (
 )
 
 // decodeReview decodes an AdmissionReview: reviews as the apiserver writes
-// them directly (internal/fastjson; the objects stay raw JSON, read later
-// only as far as the rules need), any other through k8s.io/apimachinery's
-// case-sensitive decoder, so both paths agree on every input
-// (FuzzDecodeAdmissionReview checks it).
+// them directly (the objects stay raw JSON, read later only as far as the
+// rules need), any other reflectively (internal/fastjson);
+// FuzzDecodeAdmissionReview checks both paths agree.
 func decodeReview(body []byte) (admissionv1.AdmissionReview, error) {
-	if review, ok := decodeReviewFast(body); ok {
-		return review, nil
-	}
-	var review admissionv1.AdmissionReview
-	if err := utiljson.Unmarshal(body, &review); err != nil {
-		return admissionv1.AdmissionReview{}, err
-	}
-	return review, nil
-}
-
-func decodeReviewFast(body []byte) (review admissionv1.AdmissionReview, ok bool) {
-	var r fastjson.Reader
-	root := r.Parse(body)
-	if r.Failed() || !root.IsObject() {
-		return review, false
-	}
-	r.Object(root, func(key string, value gjson.Result) {
-		switch key {
-		case "apiVersion":
-			review.APIVersion = r.String(value)
-		case "kind":
-			review.Kind = r.String(value)
-		case "request":
-			review.Request = nil
-			req := &admissionv1.AdmissionRequest{}
-			if readRequest(&r, value, req) {
-				review.Request = req
+	return fastjson.Decode(body, func(r *fastjson.Reader, root gjson.Result, review *admissionv1.AdmissionReview) {
+		r.Object(root, func(key string, value gjson.Result) {
+			switch key {
+			case "apiVersion":
+				review.APIVersion = r.String(value)
+			case "kind":
+				review.Kind = r.String(value)
+			case "request":
+				review.Request = nil
+				req := &admissionv1.AdmissionRequest{}
+				if readRequest(r, value, req) {
+					review.Request = req
+				}
+			case "response", "metadata":
+				// A request never carries these; leave them to the
+				// reflective decoder.
+				r.Fail()
 			}
-		case "response", "metadata":
-			// A request never carries these; leave them to the slow path.
-			r.Fail()
-		}
+		})
 	})
-	return review, !r.Failed()
 }
 
 func readRequest(r *fastjson.Reader, v gjson.Result, req *admissionv1.AdmissionRequest) bool {

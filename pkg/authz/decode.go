@@ -3,7 +3,6 @@ package authz
 import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/tidwall/gjson"
 
@@ -11,37 +10,21 @@ import (
 )
 
 // decodeReview decodes a SubjectAccessReview's apiVersion, kind and spec:
-// reviews as the apiserver writes them directly (internal/fastjson), any
-// other through k8s.io/apimachinery's case-sensitive decoder, so that both
-// paths agree on every input (FuzzDecodeReview checks it).
+// reviews as the apiserver writes them directly, any other reflectively
+// (internal/fastjson); FuzzDecodeReview checks both paths agree.
 func decodeReview(body []byte) (sarRequest, error) {
-	if sar, ok := decodeReviewFast(body); ok {
-		return sar, nil
-	}
-	var sar sarRequest
-	if err := utiljson.Unmarshal(body, &sar); err != nil {
-		return sarRequest{}, err
-	}
-	return sar, nil
-}
-
-func decodeReviewFast(body []byte) (sar sarRequest, ok bool) {
-	var r fastjson.Reader
-	root := r.Parse(body)
-	if r.Failed() || !root.IsObject() {
-		return sar, false
-	}
-	r.Object(root, func(key string, value gjson.Result) {
-		switch key {
-		case "apiVersion":
-			sar.APIVersion = r.String(value)
-		case "kind":
-			sar.Kind = r.String(value)
-		case "spec":
-			readSpec(&r, value, &sar.Spec)
-		}
+	return fastjson.Decode(body, func(r *fastjson.Reader, root gjson.Result, sar *sarRequest) {
+		r.Object(root, func(key string, value gjson.Result) {
+			switch key {
+			case "apiVersion":
+				sar.APIVersion = r.String(value)
+			case "kind":
+				sar.Kind = r.String(value)
+			case "spec":
+				readSpec(r, value, &sar.Spec)
+			}
+		})
 	})
-	return sar, !r.Failed()
 }
 
 func readSpec(r *fastjson.Reader, v gjson.Result, spec *authorizationv1.SubjectAccessReviewSpec) {
