@@ -19,19 +19,39 @@ ARGS ?=
 # `./...` in the root does not reach.
 NESTED_MODULES := $(sort $(patsubst %/go.mod,%,$(shell find hack -mindepth 2 -name go.mod -not -path '*/testdata/*')))
 
-.PHONY: build test testbin bench run lint generate certs clean help
+.PHONY: build test testbin bench fuzz run lint generate certs clean help
 
 ## build: compile every command under cmd/ into bin/.
 build:
 	$(GO) build -o bin/ ./cmd/...
 
-## test: lint, make sure etcd and kube-apiserver are built, then run all tests.
+## test: lint, make sure etcd and kube-apiserver are built, then run all tests, then fuzz briefly.
 test: lint testbin
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@for module in $(NESTED_MODULES); do \
 		[[ -n "$$(cd "$$module" && GOWORK=off $(GO) list ./... 2>/dev/null)" ]] || continue; \
 		echo "go test in $$module"; \
 		(cd "$$module" && GOWORK=off $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...); \
+	done
+	$(MAKE) --no-print-directory fuzz
+
+# Every decoder of untrusted input has a fuzz target; `make test` runs each for FUZZTIME.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := \
+	./pkg/admission:FuzzDecodeAdmissionReview \
+	./pkg/admission:FuzzReview \
+	./pkg/admission:FuzzDecodeNode \
+	./pkg/authz:FuzzDecodeReview \
+	./pkg/kubeletconfig:FuzzDecode \
+	./pkg/config:FuzzParse \
+	./pkg/nodeagent/checkpoint:FuzzDecodeEnvelope
+
+## fuzz: run every fuzz target for FUZZTIME (e.g. make fuzz FUZZTIME=5m).
+fuzz:
+	@for target in $(FUZZ_TARGETS); do \
+		pkg="$${target%%:*}"; name="$${target##*:}"; \
+		echo "fuzzing $$name in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; \
 	done
 
 ## testbin: build etcd and kube-apiserver into the cache (only when missing or out of date).
