@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/errors"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
@@ -39,6 +40,18 @@ type Result struct {
 	Rule     Rule
 	Message  string
 	Warnings []string
+
+	// configs are the KubeletConfigurations rule 6 decoded, handed on to
+	// the policies so that a ConfigMap's YAML is decoded once per request.
+	configs *decodedConfigs
+}
+
+// decodedConfigs are an eligible ConfigMap's configurations, new and old;
+// old is nil when oldDecoded is false (not needed by the built-in rules)
+// or when there is none.
+type decodedConfigs struct {
+	new, old   *kubeletconfigv1beta1.KubeletConfiguration
+	oldDecoded bool
 }
 
 func allow(warnings ...string) Result { return Result{Allowed: true, Warnings: warnings} }

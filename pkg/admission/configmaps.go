@@ -56,24 +56,26 @@ func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionR
 	if errs := kubeletconfig.Validate(cfg); len(errs) > 0 {
 		return refuse(RuleConfigContent, "eligible ConfigMap %s holds an invalid KubeletConfiguration: %v", ref, summarize(errs))
 	}
-	// A ConfigMap that only now becomes eligible is judged like a new one.
-	var previous *kubeletconfigv1beta1.KubeletConfiguration
-	if old != nil && contract.IsEligible(old.Labels) {
-		// The old content may predate the webhook; if it does not decode,
-		// every field the new one sets counts as changed.
-		previous, _ = kubeletconfig.DecodeConfigMap(old)
+	configs := &decodedConfigs{new: cfg}
+	// The old configuration matters only for forbidden fields; decoding
+	// YAML is most of this request's cost.
+	if len(policy.ForbiddenDynamicFields) > 0 {
+		configs.old, configs.oldDecoded = eligibleKubeletConfig(old), true
+		if changed := forbiddenChanges(policy, configs.old, cfg); len(changed) > 0 {
+			return refuse(RuleConfigContent, "eligible ConfigMap %s may not set or change %s: the policy forbids changing them dynamically (forbiddenDynamicFields)",
+				ref, strings.Join(changed, ", "))
+		}
 	}
-	if changed := forbiddenChanges(policy, previous, cfg); len(changed) > 0 {
-		return refuse(RuleConfigContent, "eligible ConfigMap %s may not set or change %s: the policy forbids changing them dynamically (forbiddenDynamicFields)",
-			ref, strings.Join(changed, ", "))
-	}
-	return a.checkAssignedNodes(ref, cfg)
+	r := a.checkAssignedNodes(ref, cfg)
+	r.configs = configs
+	return r
 }
 
+// forbiddenChanges lists the forbidden fields cfg sets or changes from
+// previous; a ConfigMap that only now becomes eligible, or whose old content
+// does not decode (it may predate the webhook), has no previous and is
+// judged like a new one.
 func forbiddenChanges(policy *config.Policy, previous, cfg *kubeletconfigv1beta1.KubeletConfiguration) []string {
-	if len(policy.ForbiddenDynamicFields) == 0 {
-		return nil
-	}
 	var forbidden []string
 	for _, field := range kubeletconfig.Diff(previous, cfg) {
 		if policy.IsForbiddenField(field) {

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
@@ -44,7 +44,7 @@ type Policies struct {
 func (p *Policies) admit(ctx context.Context, req *admissionv1.AdmissionRequest, builtin Result) Result {
 	in := &policy.AdmissionInput{Request: req}
 	in.Node, in.KubeletVersion = policy.NodeOf(req.UserInfo.Username, req.UserInfo.Groups, p.Graph)
-	in.KubeletConfig, in.OldKubeletConfig = kubeletConfigsOf(req)
+	in.KubeletConfig, in.OldKubeletConfig = kubeletConfigsOf(req, builtin.configs)
 	res, err := p.Engine.EvalAdmission(ctx, in)
 	if err != nil {
 		// Counted by the engine (nodeguard_policy_evaluations_total);
@@ -105,26 +105,33 @@ func denialMessage(deny []policy.Violation) string {
 // policies): the built-in rules have already refused invalid content, except
 // from exempt users.
 //
-// Rule 6 decoded the new configuration already for most of these requests;
-// it is decoded again here because the built-in rules keep it to themselves.
-// ConfigMap writes are rare next to Node updates, which never get here.
-func kubeletConfigsOf(req *admissionv1.AdmissionRequest) (cfg, old *kubeletconfigv1beta1.KubeletConfiguration) {
+// What rule 6 decoded already (decoded) is reused; only what it did not
+// need is decoded here.
+func kubeletConfigsOf(req *admissionv1.AdmissionRequest, decoded *decodedConfigs) (cfg, old *kubeletconfigv1beta1.KubeletConfiguration) {
 	if req.Resource.Group != "" || req.Resource.Resource != "configmaps" || req.SubResource != "" {
 		return nil, nil
 	}
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return nil, nil
 	}
-	cfg = eligibleKubeletConfig(req.Object)
-	if req.Operation == admissionv1.Update {
-		old = eligibleKubeletConfig(req.OldObject)
+	if decoded == nil {
+		decoded = &decodedConfigs{}
+		if cm, err := decodeConfigMap(req.Object, "object"); err == nil {
+			decoded.new = eligibleKubeletConfig(cm)
+		}
 	}
-	return cfg, old
+	if !decoded.oldDecoded && req.Operation == admissionv1.Update {
+		if cm, err := decodeConfigMap(req.OldObject, "oldObject"); err == nil {
+			decoded.old = eligibleKubeletConfig(cm)
+		}
+	}
+	return decoded.new, decoded.old
 }
 
-func eligibleKubeletConfig(raw runtime.RawExtension) *kubeletconfigv1beta1.KubeletConfiguration {
-	cm, err := decodeConfigMap(raw, "object")
-	if err != nil || cm == nil || !contract.IsEligible(cm.Labels) {
+// eligibleKubeletConfig is the configuration of an eligible ConfigMap, or
+// nil when it is not eligible or does not decode.
+func eligibleKubeletConfig(cm *corev1.ConfigMap) *kubeletconfigv1beta1.KubeletConfiguration {
+	if cm == nil || !contract.IsEligible(cm.Labels) {
 		return nil
 	}
 	cfg, err := kubeletconfig.DecodeConfigMap(cm)
