@@ -4,7 +4,6 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
@@ -37,12 +36,12 @@ func (a *Admitter) admitAssignment(_ context.Context, node, old *corev1.Node) Re
 		return refuse(RuleConfigContent, "cannot assign %s to node %q: %v", ref, node.Name, err)
 	}
 	reported := node.Status.NodeInfo.KubeletVersion
-	v, err := version.ParseGeneric(reported)
+	errs, err := kubeletconfig.CheckAssignment(cfg, reported)
 	if err != nil {
 		return allow("node " + node.Name + " reports no parseable kubelet version yet; the feature gates of " + ref.String() + " were not checked against it")
 	}
-	if errs := kubeletconfig.CheckFeatureGates(cfg, v); len(errs) > 0 {
-		return refuse(RuleFeatureGates, "cannot assign %s to node %q (kubelet %s): %v", ref, node.Name, reported, summarize(errs))
+	if len(errs) > 0 {
+		return refuse(RuleFeatureGates, "cannot assign %s to node %q (kubelet %s): %v", ref, node.Name, reported, kubeletconfig.Summarize(errs))
 	}
 	return allow()
 }

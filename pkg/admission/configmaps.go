@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodeguard/nodeguard/pkg/config"
@@ -54,7 +53,7 @@ func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionR
 		return refuse(RuleConfigContent, "eligible ConfigMap %s must hold a valid KubeletConfiguration: %v", ref, err)
 	}
 	if errs := kubeletconfig.Validate(cfg); len(errs) > 0 {
-		return refuse(RuleConfigContent, "eligible ConfigMap %s holds an invalid KubeletConfiguration: %v", ref, summarize(errs))
+		return refuse(RuleConfigContent, "eligible ConfigMap %s holds an invalid KubeletConfiguration: %v", ref, kubeletconfig.Summarize(errs))
 	}
 	configs := &decodedConfigs{new: cfg}
 	// The old configuration matters only for forbidden fields; decoding
@@ -99,7 +98,7 @@ func (a *Admitter) checkAssignedNodes(ref contract.ConfigMapRef, cfg *kubeletcon
 		}
 		if errs := kubeletconfig.CheckFeatureGates(cfg, info.ParsedKubeletVersion); len(errs) > 0 {
 			if detail == "" {
-				detail = fmt.Sprintf("node %s (kubelet %s): %v", name, info.KubeletVersion, summarize(errs))
+				detail = fmt.Sprintf("node %s (kubelet %s): %v", name, info.KubeletVersion, kubeletconfig.Summarize(errs))
 			}
 			broken = append(broken, name)
 		}
@@ -130,15 +129,4 @@ func listNodes(nodes []string) string {
 		return strings.Join(nodes, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(nodes[:maxNodesInMessage], ", "), len(nodes)-maxNodesInMessage)
-}
-
-// maxErrorsInMessage keeps a refusal readable (and small) when a config has
-// many problems; the first ones name the fields to fix.
-const maxErrorsInMessage = 5
-
-func summarize(errs field.ErrorList) string {
-	if len(errs) <= maxErrorsInMessage {
-		return errs.ToAggregate().Error()
-	}
-	return fmt.Sprintf("%v, and %d more errors", errs[:maxErrorsInMessage].ToAggregate(), len(errs)-maxErrorsInMessage)
 }

@@ -5,7 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apimachinery/pkg/util/version"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
@@ -23,17 +22,6 @@ const (
 // webhookRefusal words a refusal as the webhook's Status message does.
 func webhookRefusal(rule, format string, args ...any) string {
 	return fmt.Sprintf("nodeguard %s: %s", rule, fmt.Sprintf(format, args...))
-}
-
-// maxErrorsInMessage matches the webhook's cap on the field errors one
-// refusal lists.
-const maxErrorsInMessage = 5
-
-func summarize(errs field.ErrorList) string {
-	if len(errs) <= maxErrorsInMessage {
-		return errs.ToAggregate().Error()
-	}
-	return fmt.Sprintf("%v, and %d more errors", errs[:maxErrorsInMessage].ToAggregate(), len(errs)-maxErrorsInMessage)
 }
 
 // verdict is what the client-side checks say of one node's change.
@@ -91,13 +79,13 @@ func (c *candidate) judge(node *corev1.Node) verdict {
 		return v
 	}
 	reported := node.Status.NodeInfo.KubeletVersion
-	if kubeletVersion, err := version.ParseGeneric(reported); err != nil {
+	if errs, err := kubeletconfig.CheckAssignment(c.cfg, reported); err != nil {
 		v.warnings = append(v.warnings, "node "+node.Name+" reports no parseable kubelet version yet; the feature gates of "+c.ref.String()+" were not checked against it")
-	} else if errs := kubeletconfig.CheckFeatureGates(c.cfg, kubeletVersion); len(errs) > 0 {
-		v.problems = append(v.problems, webhookRefusal(ruleFeatureGates, "cannot assign %s to node %q (kubelet %s): %v", c.ref, node.Name, reported, summarize(errs)))
+	} else if len(errs) > 0 {
+		v.problems = append(v.problems, webhookRefusal(ruleFeatureGates, "cannot assign %s to node %q (kubelet %s): %v", c.ref, node.Name, reported, kubeletconfig.Summarize(errs)))
 	}
 	if len(c.invalid) > 0 {
-		v.problems = append(v.problems, fmt.Sprintf("ConfigMap %s holds an invalid KubeletConfiguration, which the agent would refuse to apply: %v", c.ref, summarize(c.invalid)))
+		v.problems = append(v.problems, fmt.Sprintf("ConfigMap %s holds an invalid KubeletConfiguration, which the agent would refuse to apply: %v", c.ref, kubeletconfig.Summarize(c.invalid)))
 	}
 	return v
 }

@@ -241,3 +241,16 @@ func nonNegativeDuration(path *field.Path, d metav1.Duration) field.ErrorList {
 func sortedKeys[K ~string, V any](m map[K]V) []K {
 	return slices.Sorted(maps.Keys(m))
 }
+
+// maxErrorsInSummary keeps a refusal readable (and small) when a config has
+// many problems; the first ones name the fields to fix.
+const maxErrorsInSummary = 5
+
+// Summarize renders errs for a refusal: all of them up to five, then the
+// first five and a count.
+func Summarize(errs field.ErrorList) string {
+	if len(errs) <= maxErrorsInSummary {
+		return errs.ToAggregate().Error()
+	}
+	return fmt.Sprintf("%v, and %d more errors", errs[:maxErrorsInSummary].ToAggregate(), len(errs)-maxErrorsInSummary)
+}
