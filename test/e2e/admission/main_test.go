@@ -7,8 +7,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
@@ -28,34 +28,16 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var envs []*framework.Env
-	defer func() {
-		for _, e := range envs {
-			e.Stop()
+	return framework.RunSuite(m, "admission", func(ctx context.Context, dir string) ([]*framework.Env, error) {
+		var envs []*framework.Env
+		for _, without := range []bool{false, true} {
+			e, err := framework.Start(ctx, framework.Options{WorkDir: filepath.Join(dir, fmt.Sprint(len(envs))), Policy: basePolicy, WithoutNodeRestriction: without})
+			if err != nil {
+				return envs, err
+			}
+			envs = append(envs, e)
 		}
-	}()
-	for _, without := range []bool{false, true} {
-		dir, err := os.MkdirTemp("", "nodeguard-e2e-admission-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		e, err := framework.Start(ctx, framework.Options{WorkDir: dir, Policy: basePolicy, WithoutNodeRestriction: without})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "starting environment:", err)
-			return 1
-		}
-		envs = append(envs, e)
-	}
-	env, bare = envs[0], envs[1]
-	code := m.Run()
-	if code != 0 {
-		for _, e := range envs {
-			fmt.Fprintf(os.Stderr, "webhook log tail:\n%s\n", e.WebhookLogTail(40))
-		}
-	}
-	return code
+		env, bare = envs[0], envs[1]
+		return envs, nil
+	})
 }

@@ -6,11 +6,9 @@ package agent_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
@@ -26,27 +24,12 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "nodeguard-e2e-agent-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if binaries, err = framework.BuildNodeBinaries(ctx, filepath.Join(dir, "bin")); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	env, err = framework.Start(ctx, framework.Options{WorkDir: filepath.Join(dir, "env")})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting environment:", err)
-		return 1
-	}
-	defer env.Stop()
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "webhook log tail:\n%s\n\ncontrol plane log tail:\n%s\n", env.WebhookLogTail(40), env.CP.LogTail(30))
-	}
-	return code
+	return framework.RunSuite(m, "agent", func(ctx context.Context, dir string) ([]*framework.Env, error) {
+		var err error
+		if binaries, err = framework.BuildNodeBinaries(ctx, filepath.Join(dir, "bin")); err != nil {
+			return nil, err
+		}
+		env, err = framework.Start(ctx, framework.Options{WorkDir: filepath.Join(dir, "env")})
+		return []*framework.Env{env}, err
+	})
 }

@@ -5,10 +5,8 @@ package authz_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
@@ -24,26 +22,12 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "nodeguard-e2e-authz-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	env, err = framework.Start(ctx, framework.Options{
-		WorkDir:     dir,
-		WebhookArgs: []string{"--min-kubelet-version=" + minKubeletVersion},
+	return framework.RunSuite(m, "authz", func(ctx context.Context, dir string) ([]*framework.Env, error) {
+		var err error
+		env, err = framework.Start(ctx, framework.Options{
+			WorkDir:     dir,
+			WebhookArgs: []string{"--min-kubelet-version=" + minKubeletVersion},
+		})
+		return []*framework.Env{env}, err
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting environment:", err)
-		return 1
-	}
-	defer env.Stop()
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "webhook log tail:\n%s\n\ncontrol plane log tail:\n%s\n", env.WebhookLogTail(60), env.CP.LogTail(40))
-	}
-	return code
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
@@ -30,34 +29,17 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "nodeguard-e2e-cli-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if pluginBinary, err = framework.BuildCommand(dir, "kubectl-nodeguard"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	env, err = framework.Start(ctx, framework.Options{WorkDir: filepath.Join(dir, "env")})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting environment:", err)
-		return 1
-	}
-	defer env.Stop()
-	kubeconfig = filepath.Join(dir, "admin.kubeconfig")
-	if err := controlplane.WriteKubeconfig(kubeconfig, env.CP.AdminConfig()); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "webhook log tail:\n%s\n\ncontrol plane log tail:\n%s\n", env.WebhookLogTail(40), env.CP.LogTail(30))
-	}
-	return code
+	return framework.RunSuite(m, "cli", func(ctx context.Context, dir string) ([]*framework.Env, error) {
+		var err error
+		if pluginBinary, err = framework.BuildCommand(dir, "kubectl-nodeguard"); err != nil {
+			return nil, err
+		}
+		if env, err = framework.Start(ctx, framework.Options{WorkDir: filepath.Join(dir, "env")}); err != nil {
+			return []*framework.Env{env}, err
+		}
+		kubeconfig = filepath.Join(dir, "admin.kubeconfig")
+		return []*framework.Env{env}, controlplane.WriteKubeconfig(kubeconfig, env.CP.AdminConfig())
+	})
 }
 
 type result struct {

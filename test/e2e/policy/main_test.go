@@ -8,10 +8,8 @@ package policy_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
@@ -32,32 +30,17 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "nodeguard-e2e-policy-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if shipped, err = framework.ShippedPolicyFiles(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	env, err = framework.Start(ctx, framework.Options{
-		WorkDir:     dir,
-		PolicyFiles: shipped,
-		PolicyData:  policyData,
-		WebhookArgs: []string{"--decision-log=denials"},
+	return framework.RunSuite(m, "policy", func(ctx context.Context, dir string) ([]*framework.Env, error) {
+		var err error
+		if shipped, err = framework.ShippedPolicyFiles(); err != nil {
+			return nil, err
+		}
+		env, err = framework.Start(ctx, framework.Options{
+			WorkDir:     dir,
+			PolicyFiles: shipped,
+			PolicyData:  policyData,
+			WebhookArgs: []string{"--decision-log=denials"},
+		})
+		return []*framework.Env{env}, err
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting environment:", err)
-		return 1
-	}
-	defer env.Stop()
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "webhook log tail:\n%s\n\ncontrol plane log tail:\n%s\n", env.WebhookLogTail(80), env.CP.LogTail(40))
-	}
-	return code
 }
