@@ -41,6 +41,8 @@ FUZZ_TARGETS := \
 	./pkg/admission:FuzzDecodeAdmissionReview \
 	./pkg/admission:FuzzReview \
 	./pkg/admission:FuzzDecodeNode \
+	./pkg/admission:FuzzDecodeConfigMap \
+	./internal/fastjson:FuzzScan \
 	./pkg/authz:FuzzDecodeReview \
 	./pkg/kubeletconfig:FuzzDecode \
 	./pkg/config:FuzzParse \

@@ -22,16 +22,39 @@ import (
 )
 
 // Reader reads canonical JSON; Failed reports whether anything was not.
-type Reader struct{ failed bool }
+type Reader struct {
+	failed bool
+	data   []byte
+	text   string
+	// objects indexes the fields of the document's top levels (scan).
+	objects map[int][]field
+}
 
-// Parse returns the document's root, or fails for invalid JSON. gjson only
-// reads the string: viewing the bytes as one avoids copying the document.
+// Parse validates the document and returns its root, or fails for invalid
+// JSON. gjson only reads the string: viewing the bytes as one avoids
+// copying the document.
 func (r *Reader) Parse(data []byte) gjson.Result {
-	if !gjson.ValidBytes(data) {
+	text := unsafe.String(unsafe.SliceData(data), len(data))
+	objects, ok := scan(data, text)
+	if !ok {
 		r.failed = true
 		return gjson.Result{}
 	}
-	return gjson.Parse(unsafe.String(unsafe.SliceData(data), len(data)))
+	r.data, r.text, r.objects = data, text, objects
+	return gjson.Parse(text)
+}
+
+// offset is where v's JSON starts in the parsed document, if it is a view
+// into it (every value gjson and the index hand out is).
+func (r *Reader) offset(v gjson.Result) (int, bool) {
+	if len(v.Raw) == 0 || len(r.text) == 0 {
+		return 0, false
+	}
+	off := int(uintptr(unsafe.Pointer(unsafe.StringData(v.Raw))) - uintptr(unsafe.Pointer(unsafe.StringData(r.text))))
+	if off < 0 || off+len(v.Raw) > len(r.text) {
+		return 0, false
+	}
+	return off, true
 }
 
 // Failed reports whether a value of a non-canonical shape was met.
@@ -91,11 +114,16 @@ func (r *Reader) Bool(v gjson.Result) bool {
 	return false
 }
 
-// Raw returns a copy of a value's JSON, or nil for null, as
-// runtime.RawExtension keeps it.
+// Raw returns a value's JSON, or nil for null, as runtime.RawExtension
+// keeps it: a view into the document (which the review owns), so that
+// the objects a review carries are never copied.
 func (r *Reader) Raw(v gjson.Result) []byte {
 	if v.Type == gjson.Null {
 		return nil
+	}
+	if off, ok := r.offset(v); ok {
+		end := off + len(v.Raw)
+		return r.data[off:end:end]
 	}
 	return []byte(v.Raw)
 }
@@ -112,16 +140,33 @@ func (r *Reader) Object(v gjson.Result, field func(key string, value gjson.Resul
 		r.failed = true
 		return false
 	}
-	var seenBuf [24]string
+	// Small on purpose: this frame is on the stack of every request's
+	// fresh goroutine, three deep; larger objects spill to the heap.
+	var seenBuf [8]string
 	seen := seenBuf[:0]
-	v.ForEach(func(key, value gjson.Result) bool {
-		if strings.IndexByte(key.Raw, '\\') >= 0 || slices.Contains(seen, key.Str) {
+	visit := func(key string, escaped bool, value gjson.Result) bool {
+		if escaped || slices.Contains(seen, key) {
 			r.failed = true
 			return false
 		}
-		seen = append(seen, key.Str)
-		field(key.Str, value)
+		seen = append(seen, key)
+		field(key, value)
 		return !r.failed
+	}
+	// An indexed object's fields are known already: its values, however
+	// large, are not read again.
+	if off, ok := r.offset(v); ok {
+		if fields, indexed := r.objects[off]; indexed {
+			for _, f := range fields {
+				if !visit(f.key, f.keyEscaped, gjson.Parse(r.text[f.start:f.end])) {
+					break
+				}
+			}
+			return !r.failed
+		}
+	}
+	v.ForEach(func(key, value gjson.Result) bool {
+		return visit(key.Str, strings.IndexByte(key.Raw, '\\') >= 0, value)
 	})
 	return !r.failed
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/graph"
+	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 )
 
 // Rule names one of the contract's admission rules in answers and metrics.
@@ -72,12 +73,15 @@ type Admitter struct {
 	policy     func() *config.Policy
 	configMaps corelisters.ConfigMapLister
 	graph      Graph
+	// configs remembers decoded configurations: the same pool's content
+	// comes back with every node assigned it and every re-apply.
+	configs *kubeletconfig.Checker
 }
 
 // New returns an Admitter. policy returns the policy in force at each call;
 // configMaps lists eligible ConfigMaps with their data.
 func New(policy func() *config.Policy, configMaps corelisters.ConfigMapLister, g Graph) *Admitter {
-	return &Admitter{policy: policy, configMaps: configMaps, graph: g}
+	return &Admitter{policy: policy, configMaps: configMaps, graph: g, configs: kubeletconfig.NewChecker(kubeletconfig.DefaultCheckerEntries)}
 }
 
 // Admit decides one request.

@@ -31,10 +31,14 @@ func (a *Admitter) admitAssignment(_ context.Context, node, old *corev1.Node) Re
 		return allow("ConfigMap " + ref.String() + " is not an eligible kubelet configuration (missing, or without the label " +
 			contract.EligibleLabel + "=" + contract.EligibleLabelValue + "); node " + node.Name + " cannot read it and keeps its current configuration")
 	}
-	cfg, err := kubeletconfig.DecodeConfigMapKey(cm, assigned.Key)
+	checked, err := a.configs.CheckConfigMapKey(cm, assigned.Key)
+	if err == nil && checked.Err != nil {
+		err = kubeletconfig.ConfigMapError(cm, assigned.Key, checked.Err)
+	}
 	if err != nil {
 		return refuse(RuleConfigContent, "cannot assign %s to node %q: %v", ref, node.Name, err)
 	}
+	cfg := checked.Config
 	reported := node.Status.NodeInfo.KubeletVersion
 	errs, err := kubeletconfig.CheckAssignment(cfg, reported)
 	if err != nil {

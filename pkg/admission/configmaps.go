@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodeguard/nodeguard/pkg/config"
@@ -39,27 +40,31 @@ func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionR
 	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) == 0 {
 		return refuse(RuleMalformed, "UPDATE of a ConfigMap without the old object")
 	}
-	old, err := decodeConfigMap(req.OldObject, "oldObject")
-	if err != nil {
-		return refuse(RuleMalformed, "%v", err)
-	}
 	if cm.Namespace == "" {
 		cm.Namespace = req.Namespace
 	}
 	ref := contract.ConfigMapRef{Namespace: cm.Namespace, Name: cm.Name}
 
-	cfg, err := kubeletconfig.DecodeConfigMap(cm)
+	checked, err := a.configs.CheckConfigMapKey(cm, contract.ConfigMapKey)
+	if err == nil && checked.Err != nil {
+		err = kubeletconfig.ConfigMapError(cm, contract.ConfigMapKey, checked.Err)
+	}
 	if err != nil {
 		return refuse(RuleConfigContent, "eligible ConfigMap %s must hold a valid KubeletConfiguration: %v", ref, err)
 	}
-	if errs := kubeletconfig.Validate(cfg); len(errs) > 0 {
-		return refuse(RuleConfigContent, "eligible ConfigMap %s holds an invalid KubeletConfiguration: %v", ref, kubeletconfig.Summarize(errs))
+	if len(checked.Invalid) > 0 {
+		return refuse(RuleConfigContent, "eligible ConfigMap %s holds an invalid KubeletConfiguration: %v", ref, kubeletconfig.Summarize(checked.Invalid))
 	}
+	cfg := checked.Config
 	configs := &decodedConfigs{new: cfg}
-	// The old configuration matters only for forbidden fields; decoding
-	// YAML is most of this request's cost.
+	// The old object matters only for forbidden fields: reading it is
+	// a third of a re-applied ConfigMap's cost.
 	if len(policy.ForbiddenDynamicFields) > 0 {
-		configs.old, configs.oldDecoded = eligibleKubeletConfig(old), true
+		old, err := decodeConfigMap(req.OldObject, "oldObject")
+		if err != nil {
+			return refuse(RuleMalformed, "%v", err)
+		}
+		configs.old, configs.oldDecoded = eligibleKubeletConfig(a.configs, old), true
 		if changed := forbiddenChanges(policy, configs.old, cfg); len(changed) > 0 {
 			return refuse(RuleConfigContent, "eligible ConfigMap %s may not set or change %s: the policy forbids changing them dynamically (forbiddenDynamicFields)",
 				ref, strings.Join(changed, ", "))
@@ -90,13 +95,20 @@ func (a *Admitter) checkAssignedNodes(ref contract.ConfigMapRef, cfg *kubeletcon
 	var broken []string
 	var detail string
 	var unchecked int
+	// A pool runs a handful of kubelet versions: check each once.
+	verdicts := map[string]field.ErrorList{}
 	for _, name := range a.graph.NodesAssignedTo(ref.Namespace, ref.Name) {
 		info, ok := a.graph.Node(name)
 		if !ok || info.ParsedKubeletVersion == nil {
 			unchecked++
 			continue
 		}
-		if errs := kubeletconfig.CheckFeatureGates(cfg, info.ParsedKubeletVersion); len(errs) > 0 {
+		errs, checked := verdicts[info.KubeletVersion]
+		if !checked {
+			errs = kubeletconfig.CheckFeatureGates(cfg, info.ParsedKubeletVersion)
+			verdicts[info.KubeletVersion] = errs
+		}
+		if len(errs) > 0 {
 			if detail == "" {
 				detail = fmt.Sprintf("node %s (kubelet %s): %v", name, info.KubeletVersion, kubeletconfig.Summarize(errs))
 			}

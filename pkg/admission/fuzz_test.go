@@ -8,6 +8,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
@@ -82,6 +83,34 @@ func FuzzDecodeAdmissionReview(f *testing.F) {
 		}
 		if gotErr == nil && !reflect.DeepEqual(got, want) {
 			t.Fatalf("decodeReview(%q) =\n%#v\nreflective decoder:\n%#v", body, got, want)
+		}
+	})
+}
+
+// FuzzDecodeConfigMap checks the gjson-based ConfigMap decoder against
+// encoding/json as FuzzDecodeNode checks the Node decoder.
+func FuzzDecodeConfigMap(f *testing.F) {
+	for _, cm := range []*corev1.ConfigMap{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "kubelet-configs", Name: "pool", Labels: map[string]string{"nodeguard.dev/kubelet-config": "true"}},
+			Data: map[string]string{"kubelet": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 110\n"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "bin"}, BinaryData: map[string][]byte{"kubelet": []byte("x")}},
+	} {
+		data, _ := json.Marshal(cm)
+		f.Add(data)
+	}
+	for _, s := range []string{`{}`, `{"data":null}`, `{"data":{"k":1}}`, `{"data":{"k":"\ud800"}}`, `{"data":{"\u006b":"v\u00e9"}}`,
+		`{"metadata":{"name":null,"labels":{"a":"b"}},"data":{"a":"x"},"data":{"b":"y"}}`, `{"metadata":{"namespace":"n"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := decodeConfigMap(runtime.RawExtension{Raw: data}, "object")
+		var want corev1.ConfigMap
+		if utiljson.Unmarshal(data, &want) != nil || err != nil {
+			return
+		}
+		if got.Name != want.Name || got.Namespace != want.Namespace || !reflect.DeepEqual(got.Labels, want.Labels) ||
+			!reflect.DeepEqual(got.Data, want.Data) || len(got.BinaryData) != len(want.BinaryData) {
+			t.Fatalf("decodeConfigMap(%q) = %+v, encoding/json gives %+v", data, got, want)
 		}
 	})
 }

@@ -2,8 +2,11 @@ package admission
 
 import (
 	"fmt"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"slices"
+	"strings"
 	"unsafe"
+
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/tidwall/gjson"
 	corev1 "k8s.io/api/core/v1"
@@ -22,51 +25,41 @@ func decodeNode(raw runtime.RawExtension, which string, needStatus bool) (*corev
 	if len(raw.Raw) == 0 {
 		return nil, nil
 	}
-	// gjson only reads the string; viewing the bytes as one avoids copying
-	// the whole object.
-	root := gjson.Parse(unsafe.String(unsafe.SliceData(raw.Raw), len(raw.Raw)))
-	if !root.IsObject() {
-		return nil, fmt.Errorf("decoding %s as a Node: not a JSON object", which)
+	d := fieldDecoder{which: which, kind: "Node"}
+	root, err := d.parse(raw.Raw)
+	if err != nil {
+		return nil, err
 	}
 	n := &corev1.Node{}
-	var err error
-	decode := func(path string, value gjson.Result, target any) bool {
-		if err == nil {
-			if e := utiljson.Unmarshal([]byte(value.Raw), target); e != nil {
-				err = fmt.Errorf("decoding %s as a Node: %s: %w", which, path, e)
-			}
-		}
-		return err == nil
-	}
 	var seenMetadata, seenSpec bool
 	// One pass over the top level and one over metadata and spec: a
 	// missing key (ownerReferences, usually) must not cost a rescan of the
 	// managed fields.
-	root.ForEach(func(key, value gjson.Result) bool {
-		switch key.Str {
+	d.each("", root, func(key string, value gjson.Result) bool {
+		switch key {
 		case "metadata":
 			seenMetadata = true
-			value.ForEach(func(k, v gjson.Result) bool {
-				switch k.Str {
+			d.each("metadata", value, func(k string, v gjson.Result) bool {
+				switch k {
 				case "name":
-					return decodeString("metadata.name", v, &n.Name, &err, which)
+					return d.string("metadata.name", v, &n.Name)
 				case "labels":
-					return decodeStringMap("metadata.labels", v, &n.Labels, &err, which)
+					return d.stringMap("metadata.labels", v, &n.Labels)
 				case "annotations":
-					return decodeStringMap("metadata.annotations", v, &n.Annotations, &err, which)
+					return d.stringMap("metadata.annotations", v, &n.Annotations)
 				case "ownerReferences":
-					return decode("metadata.ownerReferences", v, &n.OwnerReferences)
+					return d.json("metadata.ownerReferences", v, &n.OwnerReferences)
 				}
 				return true
 			})
 		case "spec":
 			seenSpec = true
-			value.ForEach(func(k, v gjson.Result) bool {
-				switch k.Str {
+			d.each("spec", value, func(k string, v gjson.Result) bool {
+				switch k {
 				case "taints":
-					return decode("spec.taints", v, &n.Spec.Taints)
+					return d.json("spec.taints", v, &n.Spec.Taints)
 				case "configSource":
-					return decode("spec.configSource", v, &n.Spec.ConfigSource)
+					return d.json("spec.configSource", v, &n.Spec.ConfigSource)
 				}
 				return true
 			})
@@ -74,58 +67,169 @@ func decodeNode(raw runtime.RawExtension, which string, needStatus bool) (*corev
 			if needStatus {
 				needStatus = false
 				if v := value.Get("nodeInfo.kubeletVersion"); v.Exists() {
-					decode("status.nodeInfo.kubeletVersion", v, &n.Status.NodeInfo.KubeletVersion)
+					d.json("status.nodeInfo.kubeletVersion", v, &n.Status.NodeInfo.KubeletVersion)
 				}
 			}
 		}
-		return err == nil && !(seenMetadata && seenSpec && !needStatus)
+		return d.err == nil && !(seenMetadata && seenSpec && !needStatus)
 	})
-	if err != nil {
-		return nil, err
+	if d.err != nil {
+		return nil, d.err
 	}
 	return n, nil
 }
 
-// decodeString and decodeStringMap read the most common fields directly,
-// which costs a fraction of a round through encoding/json.
-func decodeString(path string, v gjson.Result, target *string, err *error, which string) bool {
-	if v.Type != gjson.String {
-		*err = fmt.Errorf("decoding %s as a Node: %s: want a string, got %s", which, path, v.Type)
-		return false
-	}
-	*target = v.Str
-	return true
-}
-
-func decodeStringMap(path string, v gjson.Result, target *map[string]string, err *error, which string) bool {
-	if v.Type == gjson.Null {
-		return true
-	}
-	if !v.IsObject() {
-		*err = fmt.Errorf("decoding %s as a Node: %s: want an object of strings, got %s", which, path, v.Type)
-		return false
-	}
-	m := make(map[string]string)
-	v.ForEach(func(key, value gjson.Result) bool {
-		if value.Type != gjson.String {
-			*err = fmt.Errorf("decoding %s as a Node: %s[%s]: want a string, got %s", which, path, key.Str, value.Type)
-			return false
-		}
-		m[key.Str] = value.Str
-		return true
-	})
-	*target = m
-	return *err == nil
-}
-
-// decodeConfigMap decodes a ConfigMap; nil raw gives nil.
+// decodeConfigMap decodes the fields of a ConfigMap the rules read: name,
+// namespace, labels, data and which binaryData keys exist; nil raw gives
+// nil. The data is read as decodeNode reads a Node, which costs a fraction
+// of a reflective decode of the 4 KiB strings a configuration holds.
 func decodeConfigMap(raw runtime.RawExtension, which string) (*corev1.ConfigMap, error) {
 	if len(raw.Raw) == 0 {
 		return nil, nil
 	}
+	d := fieldDecoder{which: which, kind: "ConfigMap"}
+	root, err := d.parse(raw.Raw)
+	if err != nil {
+		return nil, err
+	}
 	cm := &corev1.ConfigMap{}
-	if err := utiljson.Unmarshal(raw.Raw, cm); err != nil {
-		return nil, fmt.Errorf("decoding %s as a ConfigMap: %w", which, err)
+	d.each("", root, func(key string, value gjson.Result) bool {
+		switch key {
+		case "metadata":
+			d.each("metadata", value, func(k string, v gjson.Result) bool {
+				switch k {
+				case "name":
+					return d.string("metadata.name", v, &cm.Name)
+				case "namespace":
+					return d.string("metadata.namespace", v, &cm.Namespace)
+				case "labels":
+					return d.stringMap("metadata.labels", v, &cm.Labels)
+				}
+				return true
+			})
+		case "data":
+			return d.stringMap("data", value, &cm.Data)
+		case "binaryData":
+			return d.json("binaryData", value, &cm.BinaryData)
+		}
+		return d.err == nil
+	})
+	if d.err != nil {
+		return nil, d.err
 	}
 	return cm, nil
+}
+
+// fieldDecoder reads single fields of an object with gjson, each decoded
+// as encoding/json would; the first error sticks.
+type fieldDecoder struct {
+	which, kind string
+	err         error
+}
+
+func (d *fieldDecoder) parse(raw []byte) (gjson.Result, error) {
+	// gjson only reads the string; viewing the bytes as one avoids copying
+	// the whole object.
+	root := gjson.Parse(unsafe.String(unsafe.SliceData(raw), len(raw)))
+	if !root.IsObject() {
+		return root, fmt.Errorf("decoding %s as a %s: not a JSON object", d.which, d.kind)
+	}
+	return root, nil
+}
+
+func (d *fieldDecoder) fail(path string, format string, args ...any) bool {
+	if d.err == nil {
+		d.err = fmt.Errorf("decoding %s as a %s: %s: %s", d.which, d.kind, path, fmt.Sprintf(format, args...))
+	}
+	return false
+}
+
+// json decodes one value reflectively, for the rarer, structured fields.
+func (d *fieldDecoder) json(path string, v gjson.Result, target any) bool {
+	if d.err != nil {
+		return false
+	}
+	if err := utiljson.Unmarshal([]byte(v.Raw), target); err != nil {
+		d.err = fmt.Errorf("decoding %s as a %s: %s: %w", d.which, d.kind, path, err)
+		return false
+	}
+	return true
+}
+
+// each walks an object's fields with their keys decoded. A repeated key is
+// an error: encoding/json would merge or overwrite, and two readers of the
+// same object must never see different values. The apiserver never
+// repeats a key.
+func (d *fieldDecoder) each(path string, v gjson.Result, field func(key string, value gjson.Result) bool) {
+	if !v.IsObject() {
+		// Left to the caller's type checks; only objects have fields.
+		return
+	}
+	// A short list for the usual handful of keys, a set past it.
+	var seenBuf [16]string
+	seen := seenBuf[:0]
+	var seenSet map[string]struct{}
+	v.ForEach(func(key, value gjson.Result) bool {
+		k := key.Str
+		if strings.Contains(key.Raw, `\u`) && !d.json(path, key, &k) {
+			return false
+		}
+		if seenSet != nil {
+			if _, repeated := seenSet[k]; repeated {
+				return d.fail(path, "repeated key %q", k)
+			}
+			seenSet[k] = struct{}{}
+		} else {
+			if slices.Contains(seen, k) {
+				return d.fail(path, "repeated key %q", k)
+			}
+			if seen = append(seen, k); len(seen) == cap(seenBuf) {
+				seenSet = make(map[string]struct{}, 2*len(seen))
+				for _, s := range seen {
+					seenSet[s] = struct{}{}
+				}
+			}
+		}
+		return field(k, value) && d.err == nil
+	})
+}
+
+// string reads a string directly; null leaves it empty, as encoding/json
+// does. \u escapes go through encoding/json, whose handling of invalid
+// surrogates is the reference.
+func (d *fieldDecoder) string(path string, v gjson.Result, target *string) bool {
+	switch v.Type {
+	case gjson.Null:
+		return true
+	case gjson.String:
+		if strings.Contains(v.Raw, `\u`) {
+			return d.json(path, v, target)
+		}
+		*target = v.Str
+		return true
+	}
+	return d.fail(path, "want a string, got %s", v.Type)
+}
+
+func (d *fieldDecoder) stringMap(path string, v gjson.Result, target *map[string]string) bool {
+	if v.Type == gjson.Null {
+		return true
+	}
+	if !v.IsObject() {
+		return d.fail(path, "want an object of strings, got %s", v.Type)
+	}
+	m := make(map[string]string)
+	d.each(path, v, func(k string, value gjson.Result) bool {
+		if value.Type != gjson.String {
+			return d.fail(path+"["+k+"]", "want a string, got %s", value.Type)
+		}
+		var val string
+		if !d.string(path+"["+k+"]", value, &val) {
+			return false
+		}
+		m[k] = val
+		return true
+	})
+	*target = m
+	return d.err == nil
 }

@@ -41,10 +41,10 @@ type Policies struct {
 
 // admit judges a request the built-in rules allowed, whose answer so far is
 // builtin.
-func (p *Policies) admit(ctx context.Context, req *admissionv1.AdmissionRequest, builtin Result) Result {
+func (p *Policies) admit(ctx context.Context, a *Admitter, req *admissionv1.AdmissionRequest, builtin Result) Result {
 	in := &policy.AdmissionInput{Request: req}
 	in.Node, in.KubeletVersion = policy.NodeOf(req.UserInfo.Username, req.UserInfo.Groups, p.Graph)
-	in.KubeletConfig, in.OldKubeletConfig = kubeletConfigsOf(req, builtin.configs)
+	in.KubeletConfig, in.OldKubeletConfig = kubeletConfigsOf(a.configs, req, builtin.configs)
 	res, err := p.Engine.EvalAdmission(ctx, in)
 	if err != nil {
 		// Counted by the engine (nodeguard_policy_evaluations_total);
@@ -107,7 +107,7 @@ func denialMessage(deny []policy.Violation) string {
 //
 // What rule 6 decoded already (decoded) is reused; only what it did not
 // need is decoded here.
-func kubeletConfigsOf(req *admissionv1.AdmissionRequest, decoded *decodedConfigs) (cfg, old *kubeletconfigv1beta1.KubeletConfiguration) {
+func kubeletConfigsOf(configs *kubeletconfig.Checker, req *admissionv1.AdmissionRequest, decoded *decodedConfigs) (cfg, old *kubeletconfigv1beta1.KubeletConfiguration) {
 	if req.Resource.Group != "" || req.Resource.Resource != "configmaps" || req.SubResource != "" {
 		return nil, nil
 	}
@@ -117,12 +117,12 @@ func kubeletConfigsOf(req *admissionv1.AdmissionRequest, decoded *decodedConfigs
 	if decoded == nil {
 		decoded = &decodedConfigs{}
 		if cm, err := decodeConfigMap(req.Object, "object"); err == nil {
-			decoded.new = eligibleKubeletConfig(cm)
+			decoded.new = eligibleKubeletConfig(configs, cm)
 		}
 	}
 	if !decoded.oldDecoded && req.Operation == admissionv1.Update {
 		if cm, err := decodeConfigMap(req.OldObject, "oldObject"); err == nil {
-			decoded.old = eligibleKubeletConfig(cm)
+			decoded.old = eligibleKubeletConfig(configs, cm)
 		}
 	}
 	return decoded.new, decoded.old
@@ -130,13 +130,13 @@ func kubeletConfigsOf(req *admissionv1.AdmissionRequest, decoded *decodedConfigs
 
 // eligibleKubeletConfig is the configuration of an eligible ConfigMap, or
 // nil when it is not eligible or does not decode.
-func eligibleKubeletConfig(cm *corev1.ConfigMap) *kubeletconfigv1beta1.KubeletConfiguration {
+func eligibleKubeletConfig(configs *kubeletconfig.Checker, cm *corev1.ConfigMap) *kubeletconfigv1beta1.KubeletConfiguration {
 	if cm == nil || !contract.IsEligible(cm.Labels) {
 		return nil
 	}
-	cfg, err := kubeletconfig.DecodeConfigMap(cm)
-	if err != nil {
+	checked, err := configs.CheckConfigMapKey(cm, contract.ConfigMapKey)
+	if err != nil || checked.Err != nil {
 		return nil
 	}
-	return cfg
+	return checked.Config
 }

@@ -100,7 +100,7 @@ func admitSafely(ctx context.Context, a *Admitter, policies *Policies, req *admi
 	if !result.Allowed || policies == nil {
 		return result
 	}
-	return policies.admit(ctx, req, result)
+	return policies.admit(ctx, a, req, result)
 }
 
 func logDecision(ctx context.Context, req *admissionv1.AdmissionRequest, result Result) {

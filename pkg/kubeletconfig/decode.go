@@ -169,20 +169,34 @@ func DecodeConfigMap(cm *corev1.ConfigMap) (*kubeletconfigv1beta1.KubeletConfigu
 // key of the caller's choosing, for legacy spec.configSource assignments that
 // name their own kubeletConfigKey. Errors name the ConfigMap and the key.
 func DecodeConfigMapKey(cm *corev1.ConfigMap, key string) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
-	if cm == nil {
-		return nil, errors.New("no ConfigMap given")
-	}
-	path := field.NewPath("data").Key(key)
-	data, ok := cm.Data[key]
-	if !ok {
-		if _, binary := cm.BinaryData[key]; binary {
-			return nil, fmt.Errorf("ConfigMap %s/%s: %w: %q is under binaryData, it must be under data", cm.Namespace, cm.Name, ErrNoKey, key)
-		}
-		return nil, fmt.Errorf("ConfigMap %s/%s: %w: %s is missing", cm.Namespace, cm.Name, ErrNoKey, path)
+	data, err := configMapData(cm, key)
+	if err != nil {
+		return nil, err
 	}
 	cfg, err := Decode([]byte(data))
 	if err != nil {
-		return nil, fmt.Errorf("ConfigMap %s/%s %s: %w", cm.Namespace, cm.Name, path, err)
+		return nil, ConfigMapError(cm, key, err)
 	}
 	return cfg, nil
+}
+
+// configMapData is the configuration text a ConfigMap holds under key.
+func configMapData(cm *corev1.ConfigMap, key string) (string, error) {
+	if cm == nil {
+		return "", errors.New("no ConfigMap given")
+	}
+	data, ok := cm.Data[key]
+	if !ok {
+		if _, binary := cm.BinaryData[key]; binary {
+			return "", fmt.Errorf("ConfigMap %s/%s: %w: %q is under binaryData, it must be under data", cm.Namespace, cm.Name, ErrNoKey, key)
+		}
+		return "", fmt.Errorf("ConfigMap %s/%s: %w: %s is missing", cm.Namespace, cm.Name, ErrNoKey, field.NewPath("data").Key(key))
+	}
+	return data, nil
+}
+
+// ConfigMapError names the ConfigMap and key an error about its content is
+// about, as DecodeConfigMapKey's errors do.
+func ConfigMapError(cm *corev1.ConfigMap, key string, err error) error {
+	return fmt.Errorf("ConfigMap %s/%s %s: %w", cm.Namespace, cm.Name, field.NewPath("data").Key(key), err)
 }

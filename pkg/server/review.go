@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"time"
@@ -35,14 +34,13 @@ func ReviewHandler(name string, maxBodyBytes int64, review ReviewFunc) http.Hand
 			httpError(w, http.StatusBadRequest, "%s expects Content-Type application/json, got %q", r.URL.Path, r.Header.Get("Content-Type"))
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+		body, err := readBody(r, maxBodyBytes)
 		if err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
+			if errors.Is(err, errBodyTooLarge) {
 				httpError(w, http.StatusRequestEntityTooLarge, "request body exceeds the limit of %d bytes", maxBodyBytes)
 				return
 			}
-			httpError(w, http.StatusBadRequest, "reading request body: %v", err)
+			httpError(w, http.StatusBadRequest, "%v", err)
 			return
 		}
 		ctx := r.Context()

@@ -3,6 +3,7 @@ package loadtest
 import (
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -24,7 +25,11 @@ func pooled(rounds []Result) Result {
 
 // medianThroughput of the rounds, and the median of the per-round ratios
 // of ours to the floor's: each ratio compares runs moments apart.
+// Both are NaN for no rounds, as when -bench selects one side only.
 func medianThroughput(rounds []Result) float64 {
+	if len(rounds) == 0 {
+		return math.NaN()
+	}
 	t := make([]float64, len(rounds))
 	for i, r := range rounds {
 		t[i] = r.Throughput()
@@ -35,6 +40,9 @@ func medianThroughput(rounds []Result) float64 {
 
 func medianRatio(ours, floor []Result) float64 {
 	ratios := roundRatios(ours, floor)
+	if len(ratios) == 0 {
+		return math.NaN()
+	}
 	slices.Sort(ratios)
 	return ratios[len(ratios)/2]
 }

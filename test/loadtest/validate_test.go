@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/cert"
@@ -30,6 +31,7 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/graph"
+	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 	"github.com/nodeguard/nodeguard/pkg/server"
 )
 
@@ -99,6 +101,39 @@ func validateBodies(tb testing.TB) map[string][]byte {
 	}
 }
 
+// uniqueConfigMapUpdates are n updates of the 4 KiB ConfigMap, each with
+// content no other has, more than admission's cache of decoded
+// configurations holds: the cost of a real edit, where the repeated
+// update of validateBodies is the cost of a re-apply (GitOps syncs,
+// dry runs) or of the same pool reaching admission again.
+func uniqueConfigMapUpdates(tb testing.TB, n int) [][]byte {
+	tb.Helper()
+	config := validConfig4K()
+	cm := func(maxPods int) runtime.RawExtension {
+		data, err := json.Marshal(&corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kubelet-configs", Name: "pool", Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}},
+			Data:       map[string]string{contract.ConfigMapKey: config + fmt.Sprintf("maxPods: %d\n", maxPods)},
+		})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return runtime.RawExtension{Raw: data}
+	}
+	bodies := make([][]byte, n)
+	for i := range bodies {
+		body, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+			Request: &admissionv1.AdmissionRequest{UID: types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i)),
+				Resource: metav1.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "kubelet-configs", Name: "pool", Operation: admissionv1.Update,
+				UserInfo: authenticationv1.UserInfo{Username: "admin", Groups: []string{"system:masters"}},
+				Object:   cm(1 + 2*i), OldObject: cm(2 + 2*i)}})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		bodies[i] = body
+	}
+	return bodies
+}
+
 // validConfig4K is a valid KubeletConfiguration of about 4 KiB.
 func validConfig4K() string {
 	var b strings.Builder
@@ -134,21 +169,7 @@ func startValidate(tb testing.TB) (ours, floor string, roots *x509.CertPool) {
 	roots = x509.NewCertPool()
 	roots.AppendCertsFromPEM(certPEM)
 
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	_ = indexer.Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kubelet-configs", Name: "pool",
-		Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}}, Data: map[string]string{contract.ConfigMapKey: validConfig4K()}})
-	g := graph.New(nil)
-	for i := range 50 {
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i), ResourceVersion: "1",
-			Annotations: map[string]string{contract.ConfigSourceAnnotation: "kubelet-configs/pool"}}}
-		n.Status.NodeInfo.KubeletVersion = "v1.37.2"
-		g.UpsertNode(n)
-	}
-	g.UpsertConfigMap(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "kubelet-configs", Name: "pool",
-		Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}}})
-	g.MarkSynced()
-	policy := config.Default()
-	admitter := admission.New(func() *config.Policy { return policy }, corelisters.NewConfigMapLister(indexer), g)
+	admitter := newValidateAdmitter()
 
 	var listeners []net.Listener
 	for range 2 {
@@ -180,6 +201,26 @@ func startValidate(tb testing.TB) (ours, floor string, roots *x509.CertPool) {
 		<-done
 	})
 	return "https://" + listeners[0].Addr().String() + "/validate?timeout=10s", "https://" + listeners[1].Addr().String() + "/validate?timeout=10s", roots
+}
+
+// newValidateAdmitter judges reviews as cmd/webhook does, over 50 nodes
+// assigned the eligible ConfigMap kubelet-configs/pool.
+func newValidateAdmitter() *admission.Admitter {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	_ = indexer.Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kubelet-configs", Name: "pool",
+		Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}}, Data: map[string]string{contract.ConfigMapKey: validConfig4K()}})
+	g := graph.New(nil)
+	for i := range 50 {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i), ResourceVersion: "1",
+			Annotations: map[string]string{contract.ConfigSourceAnnotation: "kubelet-configs/pool"}}}
+		n.Status.NodeInfo.KubeletVersion = "v1.37.2"
+		g.UpsertNode(n)
+	}
+	g.UpsertConfigMap(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "kubelet-configs", Name: "pool",
+		Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}}})
+	g.MarkSynced()
+	policy := config.Default()
+	return admission.New(func() *config.Policy { return policy }, corelisters.NewConfigMapLister(indexer), g)
 }
 
 // checkAllowed fails a response that is not an allowed AdmissionReview.
@@ -217,7 +258,11 @@ func BenchmarkValidate(b *testing.B) {
 	stalls := MeasureStalls(2 * time.Second)
 	type row struct{ ours, floor []Result }
 	results := map[string]*row{}
-	bodies := validateBodies(b)
+	bodies := map[string][][]byte{}
+	for name, body := range validateBodies(b) {
+		bodies[name+" (repeated)"] = [][]byte{body}
+	}
+	bodies["ConfigMap update (4 KiB config, new content each time)"] = uniqueConfigMapUpdates(b, 4*kubeletconfig.DefaultCheckerEntries)
 	names := slices.Sorted(func(yield func(string) bool) {
 		for k := range bodies {
 			if !yield(k) {
@@ -235,7 +280,7 @@ func BenchmarkValidate(b *testing.B) {
 				client := NewClient(HTTP2, roots, concurrency)
 				var last Result
 				b.Run(fmt.Sprintf("%s/%s/round%d", strings.ReplaceAll(name, " ", "-"), target.label, round), func(b *testing.B) {
-					res, err := Load{Client: client, URL: target.url, Bodies: [][]byte{bodies[name]}, Concurrency: concurrency,
+					res, err := Load{Client: client, URL: target.url, Bodies: bodies[name], Concurrency: concurrency,
 						Requests: max(b.N, 2000), Check: checkAllowed}.Run(context.Background())
 					if err != nil {
 						b.Fatal(err)

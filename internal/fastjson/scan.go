@@ -1,0 +1,316 @@
+package fastjson
+
+import "encoding/binary"
+
+// maxNesting bounds the scanner's recursion. Kubernetes objects nest a few
+// dozen levels at most; deeper documents go to the reflective decoder,
+// which has its own limit.
+const maxNesting = 256
+
+// indexDepth is how deep the scanner records object fields: the root's and
+// its children's, which is where a review's request lives. Walking an
+// indexed object costs nothing per byte; walking any other re-reads it.
+const indexDepth = 1
+
+// field is one member of an indexed object: its key (a view into the
+// document) and the position of its value.
+type field struct {
+	key        string
+	keyEscaped bool
+	start, end int
+}
+
+// scanner validates a whole document in one pass (RFC 8259, as strictly as
+// encoding/json) and records, on the way, where the fields of the objects
+// at depth <= indexDepth are, so that the review's top levels are never
+// read twice. A review's bulk is the raw objects it carries; with the
+// index, reading the request skips them by position instead of scanning.
+type scanner struct {
+	data []byte
+	text string // data viewed as a string, for keys
+	pos  int
+	ok   bool
+	// objects maps an indexed object's start offset to its fields.
+	objects map[int][]field
+}
+
+// scan validates data and indexes its top levels; ok is false for
+// anything encoding/json would not accept as exactly one JSON value.
+func scan(data []byte, text string) (objects map[int][]field, ok bool) {
+	s := scanner{data: data, text: text, ok: true}
+	s.skipSpace()
+	s.value(0)
+	s.skipSpace()
+	if !s.ok || s.pos != len(s.data) {
+		return nil, false
+	}
+	return s.objects, true
+}
+
+func (s *scanner) fail() { s.ok = false }
+
+func (s *scanner) skipSpace() {
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) value(depth int) {
+	if s.pos >= len(s.data) {
+		s.fail()
+		return
+	}
+	switch c := s.data[s.pos]; {
+	case c == '{':
+		s.object(depth)
+	case c == '[':
+		s.array(depth)
+	case c == '"':
+		s.string()
+	case c == '-' || (c >= '0' && c <= '9'):
+		s.number()
+	case c == 't':
+		s.literal("true")
+	case c == 'f':
+		s.literal("false")
+	case c == 'n':
+		s.literal("null")
+	default:
+		s.fail()
+	}
+}
+
+func (s *scanner) object(depth int) {
+	if depth >= maxNesting {
+		s.fail()
+		return
+	}
+	start := s.pos
+	s.pos++ // {
+	var fields []field
+	record := depth <= indexDepth
+	s.skipSpace()
+	if s.pos < len(s.data) && s.data[s.pos] == '}' {
+		s.pos++
+		s.index(record, start, fields)
+		return
+	}
+	for s.ok {
+		if s.pos >= len(s.data) || s.data[s.pos] != '"' {
+			s.fail()
+			return
+		}
+		keyStart := s.pos + 1
+		escaped := s.string()
+		keyEnd := s.pos - 1
+		s.skipSpace()
+		if !s.ok || s.pos >= len(s.data) || s.data[s.pos] != ':' {
+			s.fail()
+			return
+		}
+		s.pos++
+		s.skipSpace()
+		valueStart := s.pos
+		s.value(depth + 1)
+		if record && s.ok {
+			fields = append(fields, field{key: s.text[keyStart:keyEnd], keyEscaped: escaped, start: valueStart, end: s.pos})
+		}
+		s.skipSpace()
+		if s.pos >= len(s.data) {
+			s.fail()
+			return
+		}
+		switch s.data[s.pos] {
+		case ',':
+			s.pos++
+			s.skipSpace()
+		case '}':
+			s.pos++
+			s.index(record, start, fields)
+			return
+		default:
+			s.fail()
+			return
+		}
+	}
+}
+
+func (s *scanner) index(record bool, start int, fields []field) {
+	if !record {
+		return
+	}
+	if s.objects == nil {
+		s.objects = make(map[int][]field, 2)
+	}
+	s.objects[start] = fields
+}
+
+func (s *scanner) array(depth int) {
+	if depth >= maxNesting {
+		s.fail()
+		return
+	}
+	s.pos++ // [
+	s.skipSpace()
+	if s.pos < len(s.data) && s.data[s.pos] == ']' {
+		s.pos++
+		return
+	}
+	for s.ok {
+		s.value(depth + 1)
+		s.skipSpace()
+		if !s.ok || s.pos >= len(s.data) {
+			s.fail()
+			return
+		}
+		switch s.data[s.pos] {
+		case ',':
+			s.pos++
+			s.skipSpace()
+		case ']':
+			s.pos++
+			return
+		default:
+			s.fail()
+			return
+		}
+	}
+}
+
+// SWAR constants: one in every byte, and the top bit of every byte.
+const (
+	ones = 0x0101010101010101
+	tops = 0x8080808080808080
+)
+
+// plain8 reports whether none of eight bytes ends or escapes a string or
+// is a control character, eight bytes per step: most of a review is long
+// strings (image names, digests, managed fields). Each test is the classic
+// "has a byte below n", (v-ones*n)&^v&tops: a borrow only starts in a byte
+// that matches, so the word-wide answer is exact.
+func plain8(x uint64) bool {
+	quote := x ^ (ones * '"')
+	backslash := x ^ (ones * '\\')
+	special := (quote - ones) &^ quote
+	special |= (backslash - ones) &^ backslash
+	special |= (x - ones*0x20) &^ x // a byte below 0x20
+	return special&tops == 0
+}
+
+// string reads a string from its opening quote and reports whether it
+// held escapes. Invalid UTF-8 is accepted, as encoding/json accepts it;
+// Reader.String refuses it later.
+func (s *scanner) string() (escaped bool) {
+	data, i := s.data, s.pos+1 // past the opening quote
+	for {
+		// Locals, not fields: the loop stays in registers.
+		for i+8 <= len(data) && plain8(binary.LittleEndian.Uint64(data[i:])) {
+			i += 8
+		}
+		for i < len(data) && data[i] >= 0x20 && data[i] != '"' && data[i] != '\\' {
+			i++
+		}
+		if i >= len(data) {
+			s.pos = i
+			s.fail()
+			return escaped
+		}
+		switch data[i] {
+		case '"':
+			s.pos = i + 1
+			return escaped
+		case '\\':
+			escaped = true
+			s.pos = i
+			if !s.escape() {
+				s.fail()
+				return escaped
+			}
+			i = s.pos
+		default: // a control character
+			s.pos = i
+			s.fail()
+			return escaped
+		}
+	}
+}
+
+// escape reads one escape sequence from its backslash.
+func (s *scanner) escape() bool {
+	if s.pos+1 >= len(s.data) {
+		return false
+	}
+	switch s.data[s.pos+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		s.pos += 2
+		return true
+	case 'u':
+		if s.pos+6 > len(s.data) {
+			return false
+		}
+		for _, h := range s.data[s.pos+2 : s.pos+6] {
+			if !isHex(h) {
+				return false
+			}
+		}
+		s.pos += 6
+		return true
+	}
+	return false
+}
+
+func isHex(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+func (s *scanner) number() {
+	if s.data[s.pos] == '-' {
+		s.pos++
+	}
+	switch {
+	case s.pos < len(s.data) && s.data[s.pos] == '0':
+		s.pos++
+	case s.pos < len(s.data) && s.data[s.pos] >= '1' && s.data[s.pos] <= '9':
+		s.digits()
+	default:
+		s.fail()
+		return
+	}
+	if s.pos < len(s.data) && s.data[s.pos] == '.' {
+		s.pos++
+		if s.digits() == 0 {
+			s.fail()
+			return
+		}
+	}
+	if s.pos < len(s.data) && (s.data[s.pos] == 'e' || s.data[s.pos] == 'E') {
+		s.pos++
+		if s.pos < len(s.data) && (s.data[s.pos] == '+' || s.data[s.pos] == '-') {
+			s.pos++
+		}
+		if s.digits() == 0 {
+			s.fail()
+		}
+	}
+}
+
+func (s *scanner) digits() int {
+	start := s.pos
+	for s.pos < len(s.data) && s.data[s.pos] >= '0' && s.data[s.pos] <= '9' {
+		s.pos++
+	}
+	return s.pos - start
+}
+
+func (s *scanner) literal(word string) {
+	if len(s.data)-s.pos < len(word) || string(s.data[s.pos:s.pos+len(word)]) != word {
+		s.fail()
+		return
+	}
+	s.pos += len(word)
+}

@@ -1,0 +1,107 @@
+package fastjson
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+)
+
+func TestScanAgreesWithEncodingJSON(t *testing.T) {
+	for _, doc := range scanSeeds() {
+		t.Run(doc, func(t *testing.T) { checkScan(t, []byte(doc)) })
+	}
+}
+
+// FuzzScan checks that the scanner accepts exactly what encoding/json
+// accepts, and that its index lists the same fields gjson finds.
+func FuzzScan(f *testing.F) {
+	for _, doc := range scanSeeds() {
+		f.Add([]byte(doc))
+	}
+	f.Fuzz(checkScan)
+}
+
+func scanSeeds() []string {
+	return []string{
+		``, ` `, `{}`, `[]`, `null`, `true`, `false`, `0`, `-0`, `1.5e+10`, `-12.25E-3`,
+		`{"a":1}`, ` { "a" : [ 1 , 2 ] , "b" : { "c" : "d" } } `, `{"request":{"uid":"x","object":{"metadata":{"name":"n"}}}}`,
+		`"plain string longer than eight bytes"`, `"esc \" \\ \/ \b \f \n \r \t \u00e9 done"`, `"\u12"`, `"\x"`, "\"tab\there\"",
+		`"` + strings.Repeat("abcdefgh", 20) + `"`, "\"\xff\xfe invalid utf-8 is accepted\"",
+		`01`, `1.`, `.5`, `1e`, `-`, `+1`, `tru`, `nul`, `{"a"}`, `{"a":}`, `{,}`, `[1,]`, `{"a":1,}`, `{"a":1}x`, `[[[[`, `]`,
+		strings.Repeat("[", maxNesting+1) + strings.Repeat("]", maxNesting+1),
+		strings.Repeat(`{"a":`, 10) + `1` + strings.Repeat(`}`, 10),
+		`{"dup":1,"dup":2}`, `{"k\"ey":1}`,
+	}
+}
+
+func checkScan(t *testing.T, data []byte) {
+	text := unsafe.String(unsafe.SliceData(data), len(data))
+	objects, ok := scan(data, text)
+	nested := strings.Count(text, "[")+strings.Count(text, "{") > maxNesting
+	if want := json.Valid(data); ok != want && !(want && nested) {
+		t.Fatalf("scan(%q) ok = %v, encoding/json.Valid = %v", data, ok, want)
+	}
+	if !ok {
+		return
+	}
+	// Every indexed object lists the fields gjson walks, in order, with
+	// the same raw keys and values.
+	for start, fields := range objects {
+		var want []string
+		gjson.Parse(text[start:]).ForEach(func(key, value gjson.Result) bool {
+			want = append(want, key.Raw+":"+value.Raw)
+			return true
+		})
+		var got []string
+		for _, f := range fields {
+			got = append(got, `"`+f.key+`":`+text[f.start:f.end])
+			if f.keyEscaped != strings.Contains(f.key, `\`) {
+				t.Fatalf("object at %d of %q: key %q escaped = %v", start, data, f.key, f.keyEscaped)
+			}
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("object at %d of %q: indexed %q, gjson walks %q", start, data, got, want)
+		}
+	}
+}
+
+func TestPlain8(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{"abcdefgh", true}, {"\xff\xfe\x80\x7f !#~", true}, {`abc"efgh`, false}, {`abcdefg\`, false},
+		{"abc\x1fefgh", false}, {"\x00bcdefgh", false}, {"abcdefg\x20", true}, {"\x21\x21\x21\x21\x21\x21\x21\x21", true},
+	} {
+		b := []byte(tc.in)
+		x := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 | uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+		if got := plain8(x); got != tc.want {
+			t.Errorf("plain8(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func BenchmarkScan(b *testing.B) {
+	doc := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","object":{"metadata":{"name":"n","managedFields":[` +
+		strings.Repeat(`{"manager":"kubelet","fieldsV1":{"f:status":{"f:images":{}}}},`, 50) + `{}]},"status":{"images":[` +
+		strings.Repeat(`{"names":["registry.example.com/team/app@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"],"sizeBytes":123456},`, 40) + `{}]}}}}`)
+	b.SetBytes(int64(len(doc)))
+	b.Run("scan", func(b *testing.B) {
+		text := unsafe.String(unsafe.SliceData(doc), len(doc))
+		for b.Loop() {
+			if _, ok := scan(doc, text); !ok {
+				b.Fatal("invalid")
+			}
+		}
+	})
+	b.Run("gjson.ValidBytes", func(b *testing.B) {
+		for b.Loop() {
+			if !gjson.ValidBytes(doc) {
+				b.Fatal("invalid")
+			}
+		}
+	})
+}
