@@ -45,6 +45,7 @@ FUZZ_TARGETS := \
 	./internal/fastjson:FuzzScan \
 	./pkg/authz:FuzzDecodeReview \
 	./pkg/kubeletconfig:FuzzDecode \
+	./pkg/kubeletconfig:FuzzDecodeJSONAgreesWithSerializer \
 	./pkg/config:FuzzParse \
 	./pkg/nodeagent/checkpoint:FuzzDecodeEnvelope
 
