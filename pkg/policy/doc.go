@@ -44,8 +44,14 @@
 // makes, so the engine renders only the parts of an input some policy can
 // reference (projection.go), decodes embedded objects with gjson straight
 // from the review's bytes, converts them to AST lazily, and asks OPA's rule
-// index whether any rule could match before evaluating (prefilter.go).
-// None of this is visible to policies.
+// index whether any rule could match before evaluating (prefilter.go). The
+// prefilter also checks the conditions rules state on a node's labels
+// through nodeguard.node against the graph, found by reading the compiled
+// rules (guards.go), and answers authorization reviews from the review
+// itself (resolver.go). Admission verdicts that read nothing
+// non-deterministic are remembered per projected input (memo.go), and
+// decoded configurations are rendered once (configcache.go). None of this
+// is visible to policies.
 //
 // Built-ins: nodeguard.reachable(node, "configmap", namespace, name) and
 // nodeguard.node(name) read the graph through GraphReader. Capabilities
@@ -55,6 +61,7 @@
 //
 // Files: engine.go (loading, readiness), load.go (reading, checks),
 // eval.go (queries, results, failure policies), input.go (input
-// documents), projection.go, prefilter.go, builtins.go, nodecache.go,
-// capabilities.go, metrics.go.
+// documents), projection.go, prefilter.go, guards.go, resolver.go,
+// memo.go, configcache.go, builtins.go, nodecache.go, capabilities.go,
+// metrics.go.
 package policy

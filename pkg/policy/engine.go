@@ -76,6 +76,7 @@ type Engine struct {
 	displayRoot  string // prefix of file names in errors
 	graph        GraphReader
 	nodes        *nodeValueCache
+	configs      *configDocCache
 	store        storage.Store
 	caps         *ast.Capabilities
 	timeout      time.Duration
@@ -104,6 +105,8 @@ type preparedSet struct {
 	projection *projection
 	// admissionFilter and authzFilter skip evaluations no rule can match.
 	admissionFilter, authzFilter *prefilter
+	// admissionMemo remembers admission verdicts for this set.
+	admissionMemo *verdictMemo
 }
 
 // New builds an engine and loads its policies once. A set that does not
@@ -116,6 +119,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	e := &Engine{
 		graph:        opts.Graph,
 		nodes:        &nodeValueCache{},
+		configs:      &configDocCache{},
 		caps:         Capabilities(),
 		timeout:      cmp.Or(opts.Timeout, DefaultTimeout),
 		pollInterval: cmp.Or(opts.PollInterval, DefaultPollInterval),
@@ -350,8 +354,9 @@ func (e *Engine) compile(ctx context.Context, snap snapshot) (*preparedSet, []Pr
 		hash:            snap.hash,
 		files:           files,
 		projection:      inputProjection(compiler.Modules),
-		admissionFilter: newPrefilter(compiler, admissionDenyRef, admissionWarnRef),
-		authzFilter:     newPrefilter(compiler, authzDenyRef, authzAllowRef),
+		admissionFilter: newPrefilter(compiler, e.graph, admissionDenyRef, admissionWarnRef),
+		authzFilter:     newPrefilter(compiler, e.graph, authzDenyRef, authzAllowRef),
+		admissionMemo:   newVerdictMemo(),
 	}
 	for _, q := range []struct {
 		query string

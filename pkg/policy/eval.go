@@ -13,6 +13,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/topdown"
+	opabuiltins "github.com/open-policy-agent/opa/v1/topdown/builtins"
 )
 
 // Package names as they appear in Violation.Package.
@@ -98,24 +99,37 @@ func (e *Engine) EvalAdmission(ctx context.Context, in *AdmissionInput) (Admissi
 	if !set.hasAdmission {
 		return AdmissionResult{}, nil
 	}
-	input, err := in.value(set.projection)
+	doc, err := in.doc(set.projection, e.configs)
 	if err != nil {
 		return AdmissionResult{}, &EvalError{Package: PackageAdmission, Err: fmt.Errorf("building input: %w", err)}
 	}
-	if !set.admissionFilter.mayMatch(input) {
+	input := ast.LazyObject(doc.input)
+	if !set.admissionFilter.mayMatch(inputResolver{input: input}) {
 		e.metrics.skipped(PackageAdmission)
 		return AdmissionResult{}, nil
 	}
+	key := doc.memoKey(in)
+	hash, memoizable := set.admissionMemo.hash(key)
+	if result, ok := set.admissionMemo.get(key, hash, memoizable); ok {
+		e.metrics.remembered(PackageAdmission)
+		return result, nil
+	}
 	var result AdmissionResult
+	// Records the calls of non-deterministic built-ins: a verdict that
+	// depended on one is not remembered.
+	nondeterministic := opabuiltins.NDBCache{}
 	err = e.eval(ctx, set.admission, input, PackageAdmission, func(bindings rego.Vars) (err error) {
 		if result.Deny, err = violations(bindings["deny"], PackageAdmission, "deny"); err != nil {
 			return err
 		}
 		result.Warn, err = violations(bindings["warn"], PackageAdmission, "warn")
 		return err
-	})
+	}, rego.EvalNDBuiltinCache(nondeterministic))
 	if err != nil {
 		return AdmissionResult{}, err
+	}
+	if memoizable && len(nondeterministic) == 0 {
+		set.admissionMemo.put(key, hash, result)
 	}
 	return result, nil
 }
@@ -130,13 +144,19 @@ func (e *Engine) EvalAuthz(ctx context.Context, in *AuthzInput) (AuthzResult, er
 	if !set.hasAuthz {
 		return AuthzResult{}, nil
 	}
-	input, err := in.value(set.projection)
-	if err != nil {
-		return AuthzResult{}, &EvalError{Package: PackageAuthz, Err: fmt.Errorf("building input: %w", err)}
+	if in == nil || in.Spec == nil {
+		return AuthzResult{}, &EvalError{Package: PackageAuthz, Err: fmt.Errorf("building input: %w", errNoSpec)}
 	}
-	if !set.authzFilter.mayMatch(input) {
+	// The prefilter reads the review directly; the input is rendered only
+	// for an evaluation (or a question the review cannot answer).
+	resolver := &authzResolver{in: in, p: set.projection, filter: set.authzFilter}
+	if !set.authzFilter.mayMatch(resolver) {
 		e.metrics.skipped(PackageAuthz)
 		return AuthzResult{}, nil
+	}
+	input, err := resolver.value()
+	if err != nil {
+		return AuthzResult{}, &EvalError{Package: PackageAuthz, Err: fmt.Errorf("building input: %w", err)}
 	}
 	var result AuthzResult
 	err = e.eval(ctx, set.authz, input, PackageAuthz, func(bindings rego.Vars) (err error) {
@@ -170,7 +190,7 @@ var noMetrics = metrics.NoOp()
 // Cancellation goes through a timer and context.AfterFunc rather than a
 // derived context: given a context that can be done, OPA starts a goroutine
 // per evaluation to watch it, and a timer with a callback costs less.
-func (e *Engine) eval(ctx context.Context, q rego.PreparedEvalQuery, input ast.Value, pkg string, convert func(rego.Vars) error) (err error) {
+func (e *Engine) eval(ctx context.Context, q rego.PreparedEvalQuery, input ast.Value, pkg string, convert func(rego.Vars) error, opts ...rego.EvalOption) (err error) {
 	start := time.Now()
 	defer func() { e.metrics.evaluated(pkg, start, outcomeOf(err)) }()
 	if ctxErr := ctx.Err(); ctxErr != nil {
@@ -182,7 +202,8 @@ func (e *Engine) eval(ctx context.Context, q rego.PreparedEvalQuery, input ast.V
 	stop := context.AfterFunc(ctx, cancel.Cancel)
 	defer stop()
 
-	rs, err := q.Eval(ctx, rego.EvalParsedInput(input), rego.EvalMetrics(noMetrics), rego.EvalExternalCancel(cancel))
+	opts = append(opts, rego.EvalParsedInput(input), rego.EvalMetrics(noMetrics), rego.EvalExternalCancel(cancel))
+	rs, err := q.Eval(ctx, opts...)
 	switch {
 	case err != nil:
 		timeout := cancel.Cancelled() || topdown.IsCancel(err) || errors.Is(err, context.DeadlineExceeded)

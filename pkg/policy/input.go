@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -75,11 +76,32 @@ func NodeOf(user string, groups []string, g GraphReader) (node, kubeletVersion s
 // images and managed fields), and converting all of it would cost as much
 // again as decoding it. A lazy value must not be shared between
 // evaluations; each call returns a fresh one.
-func (in *AdmissionInput) Value() (ast.Value, error) { return in.value(everything) }
+func (in *AdmissionInput) Value() (ast.Value, error) { return in.value(everything, nil) }
 
 // value renders the parts of the input that p keeps; the envelope is always
-// whole, being small.
-func (in *AdmissionInput) value(p *projection) (ast.Value, error) {
+// whole, being small. configs, when not nil, caches the configurations'
+// renderings.
+func (in *AdmissionInput) value(p *projection, configs *configDocCache) (ast.Value, error) {
+	doc, err := in.doc(p, configs)
+	if err != nil {
+		return nil, err
+	}
+	return ast.LazyObject(doc.input), nil
+}
+
+// renderedAdmission is an admission input rendered as the Go values
+// ast.LazyObject converts, with what identifies its configurations.
+type renderedAdmission struct {
+	input map[string]any
+	// request is input's request member.
+	request map[string]any
+	// config and oldConfig identify the configurations' renderings when
+	// they came from the cache.
+	config, oldConfig *configDoc
+}
+
+// doc renders the input.
+func (in *AdmissionInput) doc(p *projection, configs *configDocCache) (*renderedAdmission, error) {
 	if in == nil || in.Request == nil {
 		return nil, fmt.Errorf("admission input has no request")
 	}
@@ -88,24 +110,44 @@ func (in *AdmissionInput) value(p *projection) (ast.Value, error) {
 		return nil, err
 	}
 	nodeguard := p.child("nodeguard")
-	config, err := kubeletConfigDoc(in.KubeletConfig, nodeguard.child("kubeletConfig"))
+	config, configEntry, err := configs.doc(in.KubeletConfig, nodeguard.child("kubeletConfig"))
 	if err != nil {
 		return nil, fmt.Errorf("rendering kubeletConfig: %w", err)
 	}
-	oldConfig, err := kubeletConfigDoc(in.OldKubeletConfig, nodeguard.child("oldKubeletConfig"))
+	oldConfig, oldConfigEntry, err := configs.doc(in.OldKubeletConfig, nodeguard.child("oldKubeletConfig"))
 	if err != nil {
 		return nil, fmt.Errorf("rendering oldKubeletConfig: %w", err)
 	}
-	return ast.LazyObject(map[string]any{
-		"request": request,
-		"nodeguard": map[string]any{
-			"node":             in.Node,
-			"kubeletVersion":   in.KubeletVersion,
-			"kubeletConfig":    config,
-			"oldKubeletConfig": oldConfig,
+	return &renderedAdmission{
+		input: map[string]any{
+			"request": request,
+			"nodeguard": map[string]any{
+				"node":             in.Node,
+				"kubeletVersion":   in.KubeletVersion,
+				"kubeletConfig":    config,
+				"oldKubeletConfig": oldConfig,
+			},
 		},
-	}), nil
+		request: request, config: configEntry, oldConfig: oldConfigEntry,
+	}, nil
 }
+
+// memoKey is what verdictMemo digests: the input, with each cached
+// configuration standing for itself by identity rather than content.
+func (r *renderedAdmission) memoKey(in *AdmissionInput) any {
+	nodeguard := r.input["nodeguard"].(map[string]any)
+	config, oldConfig := nodeguard["kubeletConfig"], nodeguard["oldKubeletConfig"]
+	if r.config != nil {
+		config = r.config
+	}
+	if r.oldConfig != nil {
+		oldConfig = r.oldConfig
+	}
+	return []any{r.request, in.Node, in.KubeletVersion, config, oldConfig}
+}
+
+// errNoSpec is an authorization input without its review.
+var errNoSpec = errors.New("authorization input has no spec")
 
 // Value renders the input as the single ast.Value the evaluation takes.
 func (in *AuthzInput) Value() (ast.Value, error) { return in.value(everything) }
@@ -115,7 +157,7 @@ func (in *AuthzInput) Value() (ast.Value, error) { return in.value(everything) }
 // groups, extra, selectors) is usually read by no policy.
 func (in *AuthzInput) value(p *projection) (ast.Value, error) {
 	if in == nil || in.Spec == nil {
-		return nil, fmt.Errorf("authorization input has no spec")
+		return nil, errNoSpec
 	}
 	top := make(fields, 0, 2)
 	if spec := p.child("spec"); spec != nil {
@@ -227,28 +269,46 @@ func extraValue[V ~[]string](extra map[string]V) ast.Value {
 // admissionRequestDoc renders the request as encoding/json would, as the
 // Go values ast.LazyObject converts on demand.
 func admissionRequestDoc(r *admissionv1.AdmissionRequest, p *projection) (map[string]any, error) {
-	doc := make(map[string]any, 15)
-	doc["uid"] = string(r.UID)
-	doc["kind"] = gvkDoc(r.Kind)
-	doc["resource"] = gvrDoc(r.Resource)
-	setNonEmpty(doc, "subResource", r.SubResource)
+	// Members no policy can read are left out, so that reviews that differ
+	// only there (the uid of every review) render alike for verdictMemo,
+	// and nothing is built for them. With no projection (nothing reads the
+	// request) everything is kept, as before projections.
+	keep := func(key string) bool { return p == nil || p.child(key) != nil }
+	doc := make(map[string]any, 8)
+	set := func(key string, v func() any) {
+		if keep(key) {
+			doc[key] = v()
+		}
+	}
+	setString := func(key, v string) {
+		if v != "" && keep(key) {
+			doc[key] = v
+		}
+	}
+	set("uid", func() any { return string(r.UID) })
+	set("kind", func() any { return gvkDoc(r.Kind) })
+	set("resource", func() any { return gvrDoc(r.Resource) })
+	setString("subResource", r.SubResource)
 	if r.RequestKind != nil {
-		doc["requestKind"] = gvkDoc(*r.RequestKind)
+		set("requestKind", func() any { return gvkDoc(*r.RequestKind) })
 	}
 	if r.RequestResource != nil {
-		doc["requestResource"] = gvrDoc(*r.RequestResource)
+		set("requestResource", func() any { return gvrDoc(*r.RequestResource) })
 	}
-	setNonEmpty(doc, "requestSubResource", r.RequestSubResource)
-	setNonEmpty(doc, "name", r.Name)
-	setNonEmpty(doc, "namespace", r.Namespace)
-	doc["operation"] = string(r.Operation)
-	doc["userInfo"] = userInfoDoc(&r.UserInfo)
+	setString("requestSubResource", r.RequestSubResource)
+	setString("name", r.Name)
+	setString("namespace", r.Namespace)
+	set("operation", func() any { return string(r.Operation) })
+	set("userInfo", func() any { return userInfoDoc(&r.UserInfo) })
 	// encoding/json ignores omitempty on struct fields, so RawExtension
 	// fields are always present, null when empty.
 	for _, raw := range []struct {
 		key string
 		ext *runtime.RawExtension
 	}{{"object", &r.Object}, {"oldObject", &r.OldObject}, {"options", &r.Options}} {
+		if !keep(raw.key) {
+			continue
+		}
 		v, err := rawExtensionDoc(raw.ext, p.child(raw.key))
 		if err != nil {
 			return nil, fmt.Errorf("decoding request.%s: %w", raw.key, err)
@@ -256,7 +316,7 @@ func admissionRequestDoc(r *admissionv1.AdmissionRequest, p *projection) (map[st
 		doc[raw.key] = v
 	}
 	if r.DryRun != nil {
-		doc["dryRun"] = *r.DryRun
+		set("dryRun", func() any { return *r.DryRun })
 	}
 	return doc, nil
 }

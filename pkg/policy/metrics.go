@@ -15,6 +15,9 @@ const (
 	// outcomeSkipped is a review no rule could match, answered without
 	// evaluating (see prefilter).
 	outcomeSkipped = "skipped"
+	// outcomeRemembered is a review answered with the verdict an earlier
+	// evaluation reached for the same projected input (see verdictMemo).
+	outcomeRemembered = "remembered"
 )
 
 // Metrics are the policy engine's Prometheus metrics. A nil *Metrics
@@ -89,5 +92,11 @@ func (m *Metrics) evaluated(pkg string, start time.Time, outcome string) {
 func (m *Metrics) skipped(pkg string) {
 	if m != nil {
 		m.evaluations.WithLabelValues(pkg, outcomeSkipped).Inc()
+	}
+}
+
+func (m *Metrics) remembered(pkg string) {
+	if m != nil {
+		m.evaluations.WithLabelValues(pkg, outcomeRemembered).Inc()
 	}
 }

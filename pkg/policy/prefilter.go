@@ -1,6 +1,8 @@
 package policy
 
-import "github.com/open-policy-agent/opa/v1/ast"
+import (
+	"github.com/open-policy-agent/opa/v1/ast"
+)
 
 // prefilter asks the rule indexes OPA builds for the queried rules whether
 // any rule could match an input, before paying for an evaluation. It is the
@@ -8,16 +10,29 @@ import "github.com/open-policy-agent/opa/v1/ast"
 // would come out empty and allow at its default. Most of a node's requests
 // (leases, pods, events) match no rule of a policy about ConfigMaps, and
 // the lookup costs a fraction of the evaluation it spares.
+//
+// The rules the index keeps are then checked against their label guards
+// (see labelGuard) in the graph: a rule whose guard fails cannot match
+// either. The graph is read a moment before the evaluation would have read
+// it, as if the request had come a moment earlier.
 type prefilter struct {
 	indexes []ast.RuleIndex
+	guards  map[*ast.Rule][]labelGuard
+	graph   GraphReader
+	// definedOnly are the input references the indexes only test for
+	// definedness (see definednessOnly).
+	definedOnly []ast.Ref
 }
 
-// newPrefilter indexes the rules behind refs. It returns nil, and every
-// input is evaluated, when a ref with rules has no index.
-func newPrefilter(c *ast.Compiler, refs ...ast.Ref) *prefilter {
-	p := &prefilter{}
+// newPrefilter indexes the rules behind refs and reads their guards. It
+// returns nil, and every input is evaluated, when a ref with rules has no
+// index.
+func newPrefilter(c *ast.Compiler, g GraphReader, refs ...ast.Ref) *prefilter {
+	p := &prefilter{graph: g}
+	var all []*ast.Rule
 	for _, ref := range refs {
-		if len(c.GetRulesWithPrefix(ref)) == 0 {
+		rules := c.GetRulesWithPrefix(ref)
+		if len(rules) == 0 {
 			continue
 		}
 		idx := c.RuleIndex(ref)
@@ -25,29 +40,89 @@ func newPrefilter(c *ast.Compiler, refs ...ast.Ref) *prefilter {
 			return nil
 		}
 		p.indexes = append(p.indexes, idx)
+		all = append(all, rules...)
+		for r, guards := range ruleGuards(c, rules) {
+			if p.guards == nil {
+				p.guards = make(map[*ast.Rule][]labelGuard)
+			}
+			p.guards[r] = guards
+		}
 	}
+	p.definedOnly = definednessOnly(all)
 	return p
 }
 
-// mayMatch reports whether some rule, or a default, could apply to input.
-// A lookup error answers yes, leaving the decision to the evaluation.
-func (p *prefilter) mayMatch(input ast.Value) bool {
+// onlyDefinedness reports whether the indexes ask for ref only to learn
+// whether it is defined.
+func (p *prefilter) onlyDefinedness(ref ast.Ref) bool {
+	if p == nil {
+		return false
+	}
+	for _, r := range p.definedOnly {
+		if r.Equal(ref) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayMatch reports whether some rule, or a default, could apply to the
+// input resolver answers for. A lookup error answers yes, leaving the
+// decision to the evaluation.
+func (p *prefilter) mayMatch(resolver ast.ValueResolver) bool {
 	if p == nil {
 		return true
 	}
-	resolver := inputResolver{input: input}
 	for _, idx := range p.indexes {
 		res, err := idx.Lookup(resolver)
 		if err != nil {
 			return true
 		}
-		candidates := len(res.Rules) > 0 || res.Default != nil
+		candidates := res.Default != nil || len(res.Else) > 0
+		for _, r := range res.Rules {
+			if candidates {
+				break
+			}
+			candidates = p.guardsHold(r, resolver)
+		}
 		ast.IndexResultPool.Put(res)
 		if candidates {
 			return true
 		}
 	}
 	return false
+}
+
+// guardsHold reports whether every label guard of r may hold: false only
+// when the input names a node (a string) that the graph does not know, or
+// knows without the label value.
+func (p *prefilter) guardsHold(r *ast.Rule, resolver ast.ValueResolver) bool {
+	for _, g := range p.guards[r] {
+		v, err := resolver.Resolve(g.nodeName)
+		if err != nil {
+			return true
+		}
+		if v == nil {
+			// An absent name leaves nodeguard.node's argument undefined.
+			return false
+		}
+		name, ok := v.(ast.String)
+		if !ok {
+			// nodeguard.node fails on a non-string; let evaluation say so.
+			return true
+		}
+		if p.graph == nil {
+			return false
+		}
+		info, ok := p.graph.Node(string(name))
+		if !ok || info == nil {
+			return false
+		}
+		if value, ok := info.Labels[g.key]; !ok || value != g.value {
+			return false
+		}
+	}
+	return true
 }
 
 // inputResolver answers the index's questions about input the way

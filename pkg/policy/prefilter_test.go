@@ -31,14 +31,78 @@ allow := false if input.spec.resourceAttributes.resource == "secrets"
 
 deny contains "verb" if input.spec.resourceAttributes.verb in {"delete", "deletecollection"}
 `,
+		// Label guards the prefilter reads, and forms it must not read.
+		"label guard": `package nodeguard.authz
+
+frozen_label := "example.com/frozen"
+
+deny contains "frozen" if {
+	n := nodeguard.node(input.nodeguard.node)
+	n.labels[frozen_label] == "yes"
+}
+
+deny contains "pool" if {
+	name := input.nodeguard.node
+	info := nodeguard.node(name)
+	info.labels["nodeguard.dev/maintenance"] = "true"
+	input.spec.resourceAttributes.resource == "secrets"
+}
+`,
+		"negated label": `package nodeguard.authz
+
+deny contains "not in maintenance" if {
+	input.spec.resourceAttributes.resource == "configmaps"
+	n := nodeguard.node(input.nodeguard.node)
+	not n.labels["nodeguard.dev/maintenance"] == "true"
+}
+`,
+		"label in a helper": `package nodeguard.authz
+
+frozen(name) if nodeguard.node(name).labels["nodeguard.dev/maintenance"] == "true"
+
+deny contains "helper" if frozen(input.nodeguard.node)
+`,
+		"label under else": `package nodeguard.authz
+
+verdict := "frozen" if {
+	nodeguard.node(input.nodeguard.node).labels["nodeguard.dev/maintenance"] == "true"
+} else := "free"
+
+deny contains verdict
+`,
+		// The whole attributes object compared: the index needs its value.
+		"whole object": `package nodeguard.authz
+
+deny contains "exact" if {
+	attrs := input.spec.resourceAttributes
+	attrs == {"namespace": "kube-system", "verb": "get", "version": "v1", "resource": "configmaps", "name": "other"}
+}
+`,
+		"whole object bound": `package nodeguard.authz
+
+deny contains "bound" if {
+	attrs := input.spec.resourceAttributes
+	object.get(attrs, "name", "") == "other"
+	attrs.verb == "get"
+}
+`,
 	}
 	g := &fakeGraph{nodes: map[string]*graph.NodeInfo{
 		"node-1": nodeInfo("node-1", map[string]string{"nodeguard.dev/maintenance": "true"}, "kube-system/kubelet-gpu"),
+		"node-2": nodeInfo("node-2", nil, "kube-system/kubelet-gpu"),
+		"node-3": nodeInfo("node-3", map[string]string{"nodeguard.dev/maintenance": "false", "example.com/frozen": "yes"}, "kube-system/kubelet-gpu"),
 	}}
 	nodeGroups := []string{"system:nodes", "system:authenticated"}
 	reviews := []*authorizationv1.SubjectAccessReviewSpec{
 		configMapRead("system:node:node-1", nodeGroups, "kube-system", "kubelet-gpu"),
 		configMapRead("system:node:node-1", nodeGroups, "kube-system", "other"),
+		configMapRead("system:node:node-2", nodeGroups, "kube-system", "kubelet-gpu"),
+		configMapRead("system:node:node-3", nodeGroups, "kube-system", "kubelet-gpu"),
+		configMapRead("system:node:node-9", nodeGroups, "kube-system", "kubelet-gpu"),
+		{User: "system:node:node-1", Groups: nodeGroups, ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: "default", Verb: "get", Version: "v1", Resource: "secrets", Name: "s"}},
+		{User: "system:node:node-3", Groups: nodeGroups, ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: "default", Verb: "get", Version: "v1", Resource: "secrets", Name: "s"}},
 		configMapRead("admin", []string{"system:masters"}, "kube-system", "kubelet-gpu"),
 		{User: "system:node:node-1", Groups: nodeGroups, ResourceAttributes: &authorizationv1.ResourceAttributes{
 			Namespace: "kube-node-lease", Verb: "update", Group: "coordination.k8s.io", Version: "v1", Resource: "leases", Name: "node-1"}},
@@ -102,15 +166,43 @@ func TestPrefilterSkipsUnmatchedReviews(t *testing.T) {
 	if got := testutil.ToFloat64(metrics.evaluations.WithLabelValues(PackageAuthz, outcomeSkipped)); got != 1 {
 		t.Errorf("skipped evaluations = %v, want 1", got)
 	}
-	read := configMapRead("system:node:node-1", []string{"system:nodes"}, "kube-system", "kubelet-gpu")
-	if _, err := e.EvalAuthz(context.Background(), &AuthzInput{Spec: read, Node: "node-1"}); err != nil {
-		t.Fatal(err)
+	// A ConfigMap read matches maintenance_window's index entry, but its
+	// guard on the node's label decides it from the graph: evaluated only
+	// for a node in maintenance.
+	for _, tc := range []struct {
+		node    string
+		labels  map[string]string
+		skipped bool
+	}{
+		{"unknown", nil, true},
+		{"node-1", nil, true},
+		{"node-2", map[string]string{"nodeguard.dev/maintenance": "false"}, true},
+		{"node-3", map[string]string{"nodeguard.dev/maintenance": "true"}, false},
+	} {
+		g.mu.Lock()
+		if tc.node != "unknown" {
+			if g.nodes == nil {
+				g.nodes = map[string]*graph.NodeInfo{}
+			}
+			g.nodes[tc.node] = nodeInfo(tc.node, tc.labels, "kube-system/kubelet-gpu")
+		}
+		g.mu.Unlock()
+		skippedBefore := testutil.ToFloat64(metrics.evaluations.WithLabelValues(PackageAuthz, outcomeSkipped))
+		read := configMapRead("system:node:"+tc.node, []string{"system:nodes"}, "kube-system", "kubelet-gpu")
+		res, err := e.EvalAuthz(context.Background(), &AuthzInput{Spec: read, Node: tc.node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		skipped := testutil.ToFloat64(metrics.evaluations.WithLabelValues(PackageAuthz, outcomeSkipped)) > skippedBefore
+		if skipped != tc.skipped {
+			t.Errorf("%s %v: skipped = %v, want %v", tc.node, tc.labels, skipped, tc.skipped)
+		}
+		if res.Denied() == tc.skipped {
+			t.Errorf("%s %v: denied = %v", tc.node, tc.labels, res.Denied())
+		}
 	}
 	if got := testutil.ToFloat64(metrics.evaluations.WithLabelValues(PackageAuthz, outcomeOK)); got != 1 {
-		t.Errorf("evaluations = %v, want 1 for the ConfigMap read", got)
-	}
-	if g.callCount() != 1 {
-		t.Errorf("graph calls = %d, want 1 (only the ConfigMap read reaches nodeguard.node)", g.callCount())
+		t.Errorf("evaluations = %v, want 1 (the node in maintenance)", got)
 	}
 }
 

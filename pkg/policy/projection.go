@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"unsafe"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -160,12 +161,44 @@ func projectResult(value gjson.Result, p *projection) (any, error) {
 		}
 		// A repeated key overwrites, as encoding/json decodes it.
 		doc[key.Str], err = projectResult(member, child)
-		return err == nil
+		if err != nil {
+			return false
+		}
+		// Once every kept member is found, the walk may stop where the
+		// rest cannot repeat one: a kubelet's Node keeps its large status
+		// after the metadata policies read.
+		return len(doc) < len(p.children) || p.mayRepeat(value.Raw[end(value.Raw, member.Raw):])
 	})
 	if err != nil {
 		return nil, err
 	}
 	return doc, nil
+}
+
+// end is the offset in outer just past inner, a substring of it (gjson
+// hands out members as substrings of their object's text).
+func end(outer, inner string) int {
+	return int(uintptr(unsafe.Pointer(unsafe.StringData(inner)))-uintptr(unsafe.Pointer(unsafe.StringData(outer)))) + len(inner)
+}
+
+// mayRepeat reports whether JSON text could hold a key p keeps: it
+// contains one of them as a quoted string, or an escape that could spell
+// one. A key that would need escaping itself always may.
+func (p *projection) mayRepeat(rest string) bool {
+	if strings.Contains(rest, `\u`) {
+		return true
+	}
+	for key := range p.children {
+		if strings.ContainsAny(key, "\"\\") || strings.Contains(rest, `"`+key+`"`) {
+			return true
+		}
+		for _, r := range key {
+			if r < 0x20 || r >= 0x80 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // convertJSON validates a JSON value and converts it to the Go values OPA

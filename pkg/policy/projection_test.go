@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"encoding/json"
 	"reflect"
 	"slices"
 	"strings"
@@ -162,7 +163,7 @@ func TestProjectionIsInvisible(t *testing.T) {
 		configMapWrite(t, admissionv1.Create, "kube-system", "kubelet-gpu", map[string]string{"nodeguard.dev/allow-dangerous-fields": "true"}, anonymous),
 	}
 	for i, in := range inputs {
-		projected, err := in.value(set.projection)
+		projected, err := in.value(set.projection, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,4 +197,34 @@ func jsonNumber(s string) any {
 		panic(err)
 	}
 	return x
+}
+
+// TestProjectionStopsEarlyOnlyWhenExact: the walk stops once every kept
+// member is found, unless the rest could repeat one, which encoding/json
+// would let overwrite the first.
+func TestProjectionStopsEarlyOnlyWhenExact(t *testing.T) {
+	p := &projection{}
+	p.add([]string{"metadata", "name"})
+	for _, tc := range []struct{ raw, want string }{
+		{`{"metadata":{"name":"a"},"status":{"images":["x"]}}`, "a"},
+		{`{"metadata":{"name":"a"},"status":{},"metadata":{"name":"b"}}`, "b"},
+		{`{"metadata":{"name":"a"},"status":{},"\u006detadata":{"name":"c"}}`, "c"},
+		{`{"metadata":{"name":"a","uid":"u","name":"d"},"status":{}}`, "d"},
+		{`{"metadata":{"name":"a"},"status":{"metadata":{"name":"nested"}}}`, "a"},
+	} {
+		got, err := projectJSON([]byte(tc.raw), p)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.raw, err)
+		}
+		name := got.(map[string]any)["metadata"].(map[string]any)["name"]
+		var decoded struct {
+			Metadata struct{ Name string } `json:"metadata"`
+		}
+		if err := json.Unmarshal([]byte(tc.raw), &decoded); err != nil {
+			t.Fatal(err)
+		}
+		if name != tc.want || name != decoded.Metadata.Name {
+			t.Errorf("%s: name %v, want %s (encoding/json: %s)", tc.raw, name, tc.want, decoded.Metadata.Name)
+		}
+	}
 }

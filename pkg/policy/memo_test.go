@@ -1,0 +1,150 @@
+package policy
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/nodeguard/nodeguard/pkg/graph"
+)
+
+// TestVerdictMemo checks when an admission verdict is remembered, and that
+// a remembered verdict is the one an evaluation gives.
+func TestVerdictMemo(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	metrics, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &fakeGraph{nodes: map[string]*graph.NodeInfo{"node-1": nodeInfo("node-1", map[string]string{"frozen": "false"}, "")}}
+	e, _ := newEngine(t, map[string]string{"p.rego": `package nodeguard.admission
+
+deny contains "namespace" if {
+	input.request.resource.resource == "configmaps"
+	input.request.namespace == "forbidden"
+}
+
+deny contains "frozen" if {
+	input.request.resource.resource == "pods"
+	nodeguard.node(input.nodeguard.node).labels.frozen == "true"
+}
+`}, Options{Graph: g, Metrics: metrics})
+	count := func(outcome string) float64 {
+		return testutil.ToFloat64(metrics.evaluations.WithLabelValues(PackageAdmission, outcome))
+	}
+	eval := func(in *AdmissionInput) AdmissionResult {
+		t.Helper()
+		res, err := e.EvalAdmission(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+
+	forbidden := &AdmissionInput{Request: configMapRequest("CREATE", "forbidden", "a", `{"metadata":{"name":"a"}}`)}
+	first := eval(forbidden)
+	if !first.Denied() || count(outcomeOK) != 1 || count(outcomeRemembered) != 0 {
+		t.Fatalf("first evaluation: %+v, evaluated %v, remembered %v", first, count(outcomeOK), count(outcomeRemembered))
+	}
+	// The same review with another uid, and an object differing in what no
+	// policy reads, project alike: remembered.
+	again := &AdmissionInput{Request: configMapRequest("CREATE", "forbidden", "a", `{"metadata":{"name":"a","resourceVersion":"7"},"data":{"x":"y"}}`)}
+	again.Request.UID = "uid-2"
+	if res := eval(again); !reflect.DeepEqual(res, first) || count(outcomeRemembered) != 1 {
+		t.Errorf("same projected input: %+v (want %+v), remembered %v", res, first, count(outcomeRemembered))
+	}
+	// A remembered verdict is the caller's own to change.
+	res := eval(again)
+	res.Deny[0].Message = "changed"
+	if res := eval(again); res.Deny[0].Message != "namespace" {
+		t.Errorf("a caller's change reached the memo: %+v", res)
+	}
+	remembered := count(outcomeRemembered)
+	// A field policies read differs: not remembered.
+	allowed := &AdmissionInput{Request: configMapRequest("CREATE", "fine", "a", `{"metadata":{"name":"a"}}`)}
+	if res := eval(allowed); res.Denied() || count(outcomeRemembered) != remembered {
+		t.Errorf("another namespace: %+v, remembered %v", res, count(outcomeRemembered))
+	}
+
+	// A verdict that read the graph is never remembered: it follows the
+	// graph.
+	pod := configMapRequest("CREATE", "default", "p", `{"metadata":{"name":"p"}}`)
+	pod.Resource.Resource, pod.Kind.Kind = "pods", "Pod"
+	in := &AdmissionInput{Request: pod, Node: "node-1"}
+	remembered = count(outcomeRemembered)
+	if eval(in).Denied() || eval(in).Denied() {
+		t.Fatal("denied before the label was set")
+	}
+	g.mu.Lock()
+	g.nodes["node-1"] = nodeInfo("node-1", map[string]string{"frozen": "true"}, "")
+	g.mu.Unlock()
+	if !eval(in).Denied() {
+		t.Error("a verdict that read the graph was remembered past a graph change")
+	}
+	if count(outcomeRemembered) != remembered {
+		t.Errorf("remembered %v verdicts that read the graph", count(outcomeRemembered)-remembered)
+	}
+}
+
+func TestHashDoc(t *testing.T) {
+	m := newVerdictMemo()
+	cd := &configDoc{}
+	docs := []any{
+		nil, true, false, "", "a", []string{"a"}, []any{"a"}, []any{}, map[string]any{},
+		map[string]any{"a": "b"}, map[string]any{"a": []any{"b"}}, map[string]any{"ab": ""}, map[string]any{"a": "b", "c": nil},
+		cd, &configDoc{},
+	}
+	for i, a := range docs {
+		ha, ok := m.hash(a)
+		if !ok {
+			t.Fatalf("doc %d not hashable", i)
+		}
+		if hb, _ := m.hash(copyDoc(a)); hb != ha || !equalDoc(a, copyDoc(a)) {
+			t.Errorf("doc %d: a copy hashes or compares differently", i)
+		}
+		for j, b := range docs {
+			if i != j && equalDoc(a, b) {
+				t.Errorf("docs %d and %d compare equal", i, j)
+			}
+		}
+	}
+	if _, ok := m.hash(map[string]any{"a": 1.5}); ok {
+		t.Error("a type the renderers never produce was hashed")
+	}
+}
+
+// BenchmarkVerdictMemo: a kubelet's Node status update judged by the
+// shipped policies, with its verdict remembered from an earlier identical
+// projection, and evaluated every time (the memo off), which is what the
+// first update of each node costs.
+func BenchmarkVerdictMemo(b *testing.B) {
+	e, err := New(context.Background(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	t := &testing.T{}
+	in := nodeWrite(t, "node-1", map[string]string{"nodeguard.dev/pool": "gpu"},
+		map[string]string{"nodeguard.dev/config-source": "kubelet-configs/kubelet-gpu"}, nil)
+	in.Request.OldObject = in.Request.Object
+	set := e.active.Load()
+	for _, bc := range []struct {
+		name string
+		memo *verdictMemo
+	}{{"remembered", set.admissionMemo}, {"evaluated", nil}} {
+		b.Run(bc.name, func(b *testing.B) {
+			variant := *set
+			variant.admissionMemo = bc.memo
+			e.active.Store(&variant)
+			defer e.active.Store(set)
+			b.ReportAllocs()
+			for b.Loop() {
+				if res, err := e.EvalAdmission(context.Background(), in); err != nil || res.Denied() {
+					b.Fatal(err, res)
+				}
+			}
+		})
+	}
+}
