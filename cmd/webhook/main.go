@@ -89,7 +89,15 @@ func run(ctx context.Context, opts *Options) error {
 	}
 
 	g := graph.New(graphMetrics)
-	informers, err := graph.NewInformers(client, metaClient, opts.Resync)
+	// Without a bound (--graph-stale-after=0) freshness stays nil: the
+	// informers are not monitored and the graph is never stale.
+	var freshness *graph.Freshness
+	if opts.GraphStaleAfter > 0 {
+		if freshness, err = graph.NewFreshness(g, opts.GraphStaleAfter, nil); err != nil {
+			return err
+		}
+	}
+	informers, err := graph.NewInformers(client, metaClient, opts.Resync, freshness)
 	if err != nil {
 		return err
 	}
@@ -136,6 +144,9 @@ func run(ctx context.Context, opts *Options) error {
 				}
 				return nil
 			}),
+			// Fails while the graph's watches have been cut for longer than
+			// --graph-stale-after, naming the informers and the error.
+			healthz.NamedCheck(freshness.Name(), func(*http.Request) error { return freshness.Check() }),
 			healthz.NamedCheck("configmaps-synced", func(*http.Request) error {
 				if !configMaps.HasSynced() {
 					return errors.New("eligible ConfigMaps have not synced")
@@ -145,7 +156,8 @@ func run(ctx context.Context, opts *Options) error {
 			// Not ready until a first policy set has compiled.
 			policies.engine.HealthChecker(),
 		},
-		Degraded:        []server.Degradable{policyConfig, policyLoadStatus{policies.engine}},
+		// freshness adds the stale graph's detail, which /readyz withholds.
+		Degraded:        []server.Degradable{policyConfig, policyLoadStatus{policies.engine}, freshness},
 		DrainDuration:   opts.DrainDuration,
 		ShutdownTimeout: opts.ShutdownTimeout,
 	})
@@ -153,10 +165,20 @@ func run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	decisionLog := opts.decisionLog()
-	srv.HandleReview("/authorize", server.ReviewHandler("authorize", opts.MaxAuthorizeBodyBytes,
-		authz.ReviewFunc(authorizer, authzMetrics, authz.WithPolicies(policies.authz), authz.WithDecisionLog(decisionLog))))
-	srv.HandleReview("/validate", server.ReviewHandler("validate", opts.MaxValidateBodyBytes,
-		admission.ReviewFunc(admitter, admissionMetrics, admission.WithPolicies(policies.admission), admission.WithDecisionLog(decisionLog))))
+	authorize, err := srv.LimitInFlight("/authorize", opts.inFlightLimit(opts.MaxAuthorizeInFlight, server.ShedSubjectAccessReview),
+		server.ReviewHandler("authorize", opts.MaxAuthorizeBodyBytes,
+			authz.ReviewFunc(authorizer, authzMetrics, authz.WithPolicies(policies.authz), authz.WithDecisionLog(decisionLog))))
+	if err != nil {
+		return err
+	}
+	validate, err := srv.LimitInFlight("/validate", opts.inFlightLimit(opts.MaxValidateInFlight, server.ShedAdmissionReview),
+		server.ReviewHandler("validate", opts.MaxValidateBodyBytes,
+			admission.ReviewFunc(admitter, admissionMetrics, admission.WithPolicies(policies.admission), admission.WithDecisionLog(decisionLog))))
+	if err != nil {
+		return err
+	}
+	srv.HandleReview("/authorize", authorize)
+	srv.HandleReview("/validate", validate)
 
 	dynamicTLS.Run(ctx)
 	go policyConfig.Run(ctx)

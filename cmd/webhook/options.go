@@ -27,6 +27,9 @@ type Options struct {
 	KubeAPIQPS   float32
 	KubeAPIBurst int
 	Resync       time.Duration
+	// GraphStaleAfter is how long the graph may go without a working list
+	// or watch before it stops allowing; 0 disables the check.
+	GraphStaleAfter time.Duration
 
 	MinKubeletVersion    string
 	PolicyConfig         string
@@ -42,9 +45,21 @@ type Options struct {
 
 	MaxAuthorizeBodyBytes int64
 	MaxValidateBodyBytes  int64
+	MaxAuthorizeInFlight  int
+	MaxValidateInFlight   int
+	MaxQueuedReviews      int
+	MaxQueueWait          time.Duration
 	DrainDuration         time.Duration
 	ShutdownTimeout       time.Duration
 }
+
+const (
+	// defaultGraphStaleAfter: watches are re-established in milliseconds
+	// in normal operation, and the apiserver's own authorizedTTL (10s as
+	// shipped) already lets a revoked read through that long.
+	defaultGraphStaleAfter = 30 * time.Second
+	minGraphStaleAfter     = time.Second
+)
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
@@ -53,6 +68,7 @@ func NewOptions() *Options {
 		SecurePort:           8443,
 		KubeAPIQPS:           50,
 		KubeAPIBurst:         100,
+		GraphStaleAfter:      defaultGraphStaleAfter,
 		PolicyReloadInterval: 2 * time.Second,
 		PolicyEvalTimeout:    policy.DefaultTimeout,
 		// Admission fails closed as its webhook does (failurePolicy: Fail);
@@ -66,6 +82,14 @@ func NewOptions() *Options {
 		// An AdmissionReview carries the object and the old object, each
 		// up to the apiserver's 3 MiB request limit.
 		MaxValidateBodyBytes: 7 << 20,
+		// Decisions are CPU-bound and take microseconds (/authorize) to a
+		// millisecond (/validate of a large config): more in flight only
+		// adds memory, at most MaxValidateInFlight bodies of
+		// MaxValidateBodyBytes for /validate.
+		MaxAuthorizeInFlight: 64,
+		MaxValidateInFlight:  16,
+		MaxQueuedReviews:     256,
+		MaxQueueWait:         time.Second,
 		DrainDuration:        5 * time.Second,
 		ShutdownTimeout:      30 * time.Second,
 	}
@@ -82,6 +106,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side QPS limit towards the kube-apiserver.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst towards the kube-apiserver.")
 	fs.DurationVar(&o.Resync, "resync-period", o.Resync, "Informer resync period; 0 disables resyncs (the graph does not need them).")
+	fs.DurationVar(&o.GraphStaleAfter, "graph-stale-after", o.GraphStaleAfter, "How long the graph may go without a working list or watch on the kube-apiserver (for any of Nodes, Pods, eligible ConfigMaps) before it is stale. While stale, node ConfigMap reads get no opinion instead of an allow (denials still apply), /readyz fails its graph-fresh check and nodeguard_graph_stale is 1; a relist or a resumed watch makes it fresh again. At least 1s; 0 disables the check and trusts the graph however long it has been cut off.")
 	fs.StringVar(&o.MinKubeletVersion, "min-kubelet-version", o.MinKubeletVersion, "Minimum kubelet version (e.g. 1.35.0) when no --policy-config is given. A node reporting an older or unparseable version may not register, and is denied everything except reading and updating its own Node. The version is self-reported: this is a compatibility gate, not a security boundary. Empty disables the check.")
 	fs.StringVar(&o.PolicyConfig, "policy-config", o.PolicyConfig, "NodeguardPolicy file (config.nodeguard.dev/v1alpha1): minimum kubelet version, node self-assignment, fields that may not change dynamically, exempt users. Reloaded when it changes; a file that does not parse keeps the last good policy. Empty means the built-in defaults.")
 	fs.DurationVar(&o.PolicyReloadInterval, "policy-reload-interval", o.PolicyReloadInterval, "How often --policy-config and --policy-dir are checked for changes.")
@@ -94,6 +119,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.DecisionLogSample, "decision-log-sample", o.DecisionLogSample, "With --decision-log=all, the fraction (0 to 1) of decisions that are not denials to log; denials are always logged.")
 	fs.Int64Var(&o.MaxValidateBodyBytes, "max-validate-body-bytes", o.MaxValidateBodyBytes, "Largest AdmissionReview body accepted on /validate.")
 	fs.Int64Var(&o.MaxAuthorizeBodyBytes, "max-authorize-body-bytes", o.MaxAuthorizeBodyBytes, "Largest SubjectAccessReview body accepted on /authorize.")
+	fs.IntVar(&o.MaxAuthorizeInFlight, "max-authorize-in-flight", o.MaxAuthorizeInFlight, "Most SubjectAccessReviews decided at once on /authorize. Beyond it requests wait (see --max-queued-reviews and --max-queue-wait), then are shed: answered with no opinion and an evaluationError saying the webhook is overloaded (which the apiserver caches for the webhook's unauthorizedTTL, as any no opinion), counted in nodeguard_http_requests_shed_total.")
+	fs.IntVar(&o.MaxValidateInFlight, "max-validate-in-flight", o.MaxValidateInFlight, "Most AdmissionReviews decided at once on /validate; it bounds memory too (at most this many bodies of --max-validate-body-bytes). Requests shed beyond it are refused with a 429 status the apiserver passes on to the client, or HTTP 429 with Retry-After when the request's UID cannot be read.")
+	fs.IntVar(&o.MaxQueuedReviews, "max-queued-reviews", o.MaxQueuedReviews, "Per endpoint, how many requests beyond the in-flight limit may wait for a free slot, their bodies unread; more are shed at once. 0 sheds every request beyond the limit.")
+	fs.DurationVar(&o.MaxQueueWait, "max-queue-wait", o.MaxQueueWait, "Longest a request waits for a free slot before it is shed. A request never waits more than half the timeout the apiserver sends (?timeout=), so that its answer still arrives in time.")
 	fs.DurationVar(&o.DrainDuration, "shutdown-drain-duration", o.DrainDuration, "On SIGTERM, keep serving this long with /readyz failing, so that traffic moves away before the listener closes.")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "After the drain, how long to wait for in-flight requests.")
 
@@ -129,13 +158,34 @@ func (o *Options) Validate() []error {
 	if o.MaxAuthorizeBodyBytes < 4096 {
 		errs = append(errs, fmt.Errorf("--max-authorize-body-bytes %d: must be at least 4096", o.MaxAuthorizeBodyBytes))
 	}
+	if o.MaxAuthorizeInFlight < 1 {
+		errs = append(errs, fmt.Errorf("--max-authorize-in-flight %d: must be at least 1", o.MaxAuthorizeInFlight))
+	}
+	if o.MaxValidateInFlight < 1 {
+		errs = append(errs, fmt.Errorf("--max-validate-in-flight %d: must be at least 1", o.MaxValidateInFlight))
+	}
+	if o.MaxQueuedReviews < 0 {
+		errs = append(errs, fmt.Errorf("--max-queued-reviews %d: must not be negative", o.MaxQueuedReviews))
+	}
+	if o.MaxQueueWait < 0 || o.MaxQueueWait > 30*time.Second {
+		errs = append(errs, fmt.Errorf("--max-queue-wait %v: must be between 0 and 30s (the apiserver's longest webhook timeout)", o.MaxQueueWait))
+	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	if o.GraphStaleAfter != 0 && o.GraphStaleAfter < minGraphStaleAfter {
+		errs = append(errs, fmt.Errorf("--graph-stale-after %v: must be 0 (off) or at least %v, above the blink of a watch being re-established", o.GraphStaleAfter, minGraphStaleAfter))
 	}
 	if o.Resync < 0 || o.DrainDuration < 0 || o.ShutdownTimeout < 0 {
 		errs = append(errs, errors.New("durations must not be negative"))
 	}
 	return errs
+}
+
+// inFlightLimit is the limit of an endpoint that decides maxInFlight
+// reviews at once and answers the ones it sheds with shed.
+func (o *Options) inFlightLimit(maxInFlight int, shed server.ShedFunc) server.InFlightLimit {
+	return server.InFlightLimit{MaxInFlight: maxInFlight, MaxQueued: o.MaxQueuedReviews, MaxWait: o.MaxQueueWait, Shed: shed}
 }
 
 // fallbackPolicy is the policy when no --policy-config is given.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/nodeguard/nodeguard/pkg/server"
 )
 
 func validOptions() *Options {
@@ -59,6 +61,94 @@ func TestValidatePolicyOptions(t *testing.T) {
 				if !found {
 					t.Errorf("Validate() = %v, want an error mentioning %q", errs, want)
 				}
+			}
+		})
+	}
+}
+
+func TestValidateInFlightOptions(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		errors []string // each must appear in some error; none means valid
+	}{
+		{"defaults", nil, nil},
+		{"every value", []string{"--max-authorize-in-flight=1", "--max-validate-in-flight=2", "--max-queued-reviews=0", "--max-queue-wait=0s"}, nil},
+		{"longest wait", []string{"--max-queue-wait=30s"}, nil},
+		{"no authorize slot", []string{"--max-authorize-in-flight=0"}, []string{"--max-authorize-in-flight 0: must be at least 1"}},
+		{"no validate slot", []string{"--max-validate-in-flight=-1"}, []string{"--max-validate-in-flight -1: must be at least 1"}},
+		{"negative queue", []string{"--max-queued-reviews=-1"}, []string{"--max-queued-reviews -1"}},
+		{"negative wait", []string{"--max-queue-wait=-1s"}, []string{"--max-queue-wait -1s"}},
+		{"wait past any apiserver timeout", []string{"--max-queue-wait=31s"}, []string{"--max-queue-wait 31s: must be between 0 and 30s"}},
+		{"every problem at once", []string{"--max-authorize-in-flight=0", "--max-validate-in-flight=0", "--max-queued-reviews=-5", "--max-queue-wait=1m"},
+			[]string{"--max-authorize-in-flight", "--max-validate-in-flight", "--max-queued-reviews", "--max-queue-wait"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := validOptions()
+			fs := pflag.NewFlagSet("webhook", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			errs := o.Validate()
+			if len(errs) != len(tt.errors) {
+				t.Errorf("Validate() = %v, want %d errors", errs, len(tt.errors))
+			}
+			for _, want := range tt.errors {
+				found := false
+				for _, err := range errs {
+					found = found || strings.Contains(err.Error(), want)
+				}
+				if !found {
+					t.Errorf("Validate() = %v, want an error mentioning %q", errs, want)
+				}
+			}
+		})
+	}
+}
+
+func TestInFlightDefaultsAreUsable(t *testing.T) {
+	o := NewOptions()
+	for _, limit := range []server.InFlightLimit{
+		o.inFlightLimit(o.MaxAuthorizeInFlight, server.ShedSubjectAccessReview),
+		o.inFlightLimit(o.MaxValidateInFlight, server.ShedAdmissionReview),
+	} {
+		if err := limit.Validate(); err != nil || limit.MaxQueued == 0 || limit.MaxWait == 0 {
+			t.Fatalf("default limit %+v: %v, want a usable limit that queues", limit, err)
+		}
+	}
+}
+
+func TestValidateGraphStaleAfter(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		args    []string
+		want    time.Duration
+		wantErr string
+	}{
+		{"default", nil, 30 * time.Second, ""},
+		{"off", []string{"--graph-stale-after=0s"}, 0, ""},
+		{"shortest", []string{"--graph-stale-after=1s"}, time.Second, ""},
+		{"long", []string{"--graph-stale-after=10m"}, 10 * time.Minute, ""},
+		{"below a watch re-establishing", []string{"--graph-stale-after=500ms"}, 0, "--graph-stale-after 500ms: must be 0 (off) or at least 1s"},
+		{"negative", []string{"--graph-stale-after=-1s"}, 0, "--graph-stale-after -1s"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := validOptions()
+			fs := pflag.NewFlagSet("webhook", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			errs := o.Validate()
+			if tt.wantErr == "" {
+				if len(errs) > 0 || o.GraphStaleAfter != tt.want {
+					t.Fatalf("GraphStaleAfter = %v, Validate() = %v; want %v and no errors", o.GraphStaleAfter, errs, tt.want)
+				}
+				return
+			}
+			if len(errs) != 1 || !strings.Contains(errs[0].Error(), tt.wantErr) {
+				t.Fatalf("Validate() = %v, want one error mentioning %q", errs, tt.wantErr)
 			}
 		})
 	}

@@ -46,6 +46,7 @@ const (
 	ReasonNotANode          = "user is not a node (system:node:<name> in group system:nodes)"
 	ReasonUnknownNode       = "user is in system:nodes but its name does not name a node"
 	ReasonGraphNotSynced    = "the graph has not synced yet"
+	ReasonGraphStale        = "the graph is stale: its watches on the apiserver have been cut for longer than --graph-stale-after, so a path it holds may have been revoked; left to other authorizers"
 	ReasonKubeletTooOld     = "node's kubelet is older than the minimum kubelet version; only reading and updating its own Node is left to other authorizers"
 	ReasonKubeletUnknown    = "node's kubelet version is missing or unparseable and a minimum kubelet version is set; only reading and updating its own Node is left to other authorizers"
 	ReasonOwnNodeWhileOld   = "node's kubelet is below the minimum version, but it may still read and update its own Node"
@@ -61,6 +62,9 @@ const (
 // GraphReader is what the authorizer needs of the graph.
 type GraphReader interface {
 	Synced() bool
+	// Stale reports that the graph may have missed changes, so that its
+	// paths may no longer hold.
+	Stale() bool
 	// Lookup returns the node's Node object (nil when none) and whether a
 	// path leads from the ConfigMap to the node, in one walk.
 	Lookup(node, namespace, name string) (*graph.NodeInfo, bool)
@@ -155,6 +159,12 @@ func (a *Authorizer) Authorize(spec *authorizationv1.SubjectAccessReviewSpec) Re
 		// metadata.name field selector; without one the request covers
 		// every ConfigMap in the namespace, which no path can justify.
 		return Result{NoOpinion, ReasonUnnamedConfigMap}
+	case a.graph.Stale():
+		// Refusals above still stand: a stale graph can only have missed
+		// a revocation or a grant, and a missed grant merely delays a
+		// read. Its own reason also keeps policies from turning it into
+		// an Allow (they act on ReasonNoPath alone).
+		return Result{NoOpinion, ReasonGraphStale}
 	case canRead:
 		return Result{Allow, ReasonConfigMapReadable}
 	}

@@ -135,6 +135,47 @@ func TestAuthorize(t *testing.T) {
 	}
 }
 
+// staleGraph is a synced graph whose watches have been cut for longer
+// than the staleness bound.
+type staleGraph struct{ *graph.Graph }
+
+func (staleGraph) Stale() bool { return true }
+
+func TestAuthorizeStaleGraph(t *testing.T) {
+	minVersion := version.MustParseGeneric("1.35.0")
+	tests := []struct {
+		name   string
+		min    *version.Version
+		spec   *authorizationv1.SubjectAccessReviewSpec
+		want   Decision
+		reason string
+	}{
+		{"assigned ConfigMap is not allowed from a stale graph", nil, nodeSpec("n1", cmRead("get", "ns", "assigned")), NoOpinion, ReasonGraphStale},
+		{"named watch is not allowed from a stale graph", nil, nodeSpec("n1", cmRead("watch", "ns", "assigned")), NoOpinion, ReasonGraphStale},
+		{"pod's ConfigMap is not allowed from a stale graph", nil, nodeSpec("n1", cmRead("get", "ns", "podcm")), NoOpinion, ReasonGraphStale},
+		{"no path is still no opinion, with the stale reason", nil, nodeSpec("n1", cmRead("get", "ns", "other")), NoOpinion, ReasonGraphStale},
+		{"unnamed list keeps its own reason", nil, nodeSpec("n1", cmRead("list", "ns", "")), NoOpinion, ReasonUnnamedConfigMap},
+		{"other resources keep their reason", nil, nodeSpec("n1", nodeAccess("get", "n1", "")), NoOpinion, ReasonNotConfigMapRead},
+		{"non-nodes keep their reason", nil, &authorizationv1.SubjectAccessReviewSpec{User: "admin", ResourceAttributes: cmRead("get", "ns", "assigned")}, NoOpinion, ReasonNotANode},
+		{"old kubelet is still denied", minVersion, nodeSpec("n2", cmRead("get", "ns", "other")), Deny, ReasonKubeletTooOld},
+		{"old kubelet may still update its own Node", minVersion, nodeSpec("n2", nodeAccess("update", "n2", "")), NoOpinion, ReasonOwnNodeWhileOld},
+	}
+	g := staleGraph{newGraph(true)}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := New(g, tt.min).Authorize(tt.spec)
+			if got.Decision != tt.want || got.Reason != tt.reason {
+				t.Errorf("Authorize() = %v %q, want %v %q", got.Decision, got.Reason, tt.want, tt.reason)
+			}
+		})
+	}
+	// The same reviews against the same graph, fresh, are allowed: the
+	// stale answer comes from staleness alone.
+	if got := New(g.Graph, nil).Authorize(nodeSpec("n1", cmRead("get", "ns", "assigned"))); got.Decision != Allow {
+		t.Fatalf("fresh graph: %v", got)
+	}
+}
+
 func TestSetMinKubeletVersionTakesEffect(t *testing.T) {
 	a := New(newGraph(true), nil)
 	spec := nodeSpec("n2", cmRead("get", "ns", "other"))
@@ -196,6 +237,7 @@ func TestReviewFunc(t *testing.T) {
 type panicky struct{}
 
 func (panicky) Synced() bool                                          { return true }
+func (panicky) Stale() bool                                           { return false }
 func (panicky) CanReadConfigMap(string, string, string) bool          { panic("boom") }
 func (panicky) Node(string) (*graph.NodeInfo, bool)                   { return nil, false }
 func (panicky) Lookup(string, string, string) (*graph.NodeInfo, bool) { panic("boom") }

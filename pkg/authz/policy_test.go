@@ -150,6 +150,30 @@ func reasonMatches(got, want string) bool {
 	return got == want
 }
 
+func TestPoliciesOnAStaleGraph(t *testing.T) {
+	g := newGraph(true)
+	engine := newTestEngine(t, g, testPolicies)
+	p := &Policies{Engine: engine, Graph: g, FailurePolicy: policy.NoOpinion}
+	a := New(staleGraph{g}, nil)
+	_, ctx := ktesting.NewTestContext(t)
+	for _, tt := range []struct {
+		name   string
+		spec   *authorizationv1.SubjectAccessReviewSpec
+		want   Decision
+		reason string
+	}{
+		{"policy allow cannot grant from a stale graph", nodeSpec("n1", cmRead("get", "ns", "shared")), NoOpinion, ReasonGraphStale},
+		{"policy deny still refuses", nodeSpec("n1", cmRead("get", "ns", "assigned")), Deny, "nodeguard policy nodeguard.authz/frozen: ..."},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := p.decide(ctx, tt.spec, a.Authorize(tt.spec))
+			if got.Decision != tt.want || !reasonMatches(got.Reason, tt.reason) {
+				t.Errorf("decision = %v %q, want %v %q", got.Decision, got.Reason, tt.want, tt.reason)
+			}
+		})
+	}
+}
+
 func TestPolicyEvaluationFailure(t *testing.T) {
 	g := newGraph(true)
 	a := New(g, nil)

@@ -20,6 +20,15 @@
 // readers see nothing at all, so population pays no copying and nothing is
 // ever answered from a half-built graph.
 //
+// Informers keep serving their last state when their watches are cut, so
+// a graph fed by them could go on allowing reads revoked during the cut.
+// Freshness watches every list and watch the informers make and marks the
+// graph stale once one has been cut for longer than a bound; the
+// authorizer then gives no opinion where it would have needed the graph to
+// allow. Deletes that only a relist reveals arrive as tombstones, which the
+// handlers unwrap.
+//
 // Files: graph.go (read side), write.go (write side), objects.go (what is
-// taken from API objects), populator.go (informer wiring), metrics.go.
+// taken from API objects), populator.go (informer wiring), freshness.go and
+// monitor.go (staleness), metrics.go.
 package graph

@@ -69,6 +69,9 @@ type Graph struct {
 	seed      maphash.Seed
 	shards    [nodeShards]atomic.Pointer[nodeTable]
 	published atomic.Bool
+	// stale is set by Freshness while an informer has been cut from the
+	// apiserver for longer than its bound.
+	stale atomic.Bool
 
 	// mu serialises writers. Readers never take it.
 	mu sync.Mutex
@@ -108,6 +111,11 @@ func New(metrics *Metrics) *Graph {
 // Synced reports whether the initial lists are in. Until then every read
 // answers as if the graph were empty.
 func (g *Graph) Synced() bool { return g.published.Load() }
+
+// Stale reports whether the graph may have missed changes: an informer
+// feeding it has had no working list or watch for longer than the bound
+// given to NewFreshness. A graph without a Freshness is never stale.
+func (g *Graph) Stale() bool { return g.stale.Load() }
 
 func (g *Graph) shard(node string) *atomic.Pointer[nodeTable] {
 	return &g.shards[maphash.String(g.seed, node)%nodeShards]

@@ -11,6 +11,9 @@ import (
 // nothing, which is what benchmarks and most tests want.
 type Metrics struct {
 	synced        prometheus.Gauge
+	stale         prometheus.Gauge
+	connected     *prometheus.GaugeVec
+	tombstones    *prometheus.CounterVec
 	nodes         prometheus.Gauge
 	pods          prometheus.Gauge
 	eligible      prometheus.Gauge
@@ -24,6 +27,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: "nodeguard", Subsystem: "graph", Name: "synced",
 			Help: "1 once the graph holds the initial lists of Nodes, Pods and eligible ConfigMaps; until then nothing is allowed.",
 		}),
+		stale: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "nodeguard", Subsystem: "graph", Name: "stale",
+			Help: "1 while an informer feeding the graph has had no working list or watch for longer than --graph-stale-after; node ConfigMap reads then get no opinion instead of an allow.",
+		}),
+		connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "nodeguard", Subsystem: "graph", Name: "informer_connected",
+			Help: "1 while the informer's last list or watch works, 0 while it is cut from the apiserver, by informer (nodes, pods, configmaps).",
+		}, []string{"informer"}),
+		tombstones: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nodeguard", Subsystem: "graph", Name: "tombstones_total",
+			Help: "Deletes the graph learnt only from a relist (DeletedFinalStateUnknown), by informer: the watch missed them, typically during a cut or an apiserver restart.",
+		}, []string{"informer"}),
 		nodes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "nodeguard", Subsystem: "graph", Name: "nodes",
 			Help: "Node names the graph holds: registered Nodes and names that bound pods refer to.",
@@ -42,7 +57,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 10),
 		}, []string{"action"}),
 	}
-	for _, c := range []prometheus.Collector{m.synced, m.nodes, m.pods, m.eligible, m.writeDuration} {
+	for _, c := range []prometheus.Collector{m.synced, m.stale, m.connected, m.tombstones, m.nodes, m.pods, m.eligible, m.writeDuration} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering graph metrics: %w", err)
 		}
@@ -54,11 +69,32 @@ func (m *Metrics) setSynced(synced bool) {
 	if m == nil {
 		return
 	}
-	v := 0.0
-	if synced {
-		v = 1
+	m.synced.Set(boolValue(synced))
+}
+
+func (m *Metrics) setStale(stale bool) {
+	if m != nil {
+		m.stale.Set(boolValue(stale))
 	}
-	m.synced.Set(v)
+}
+
+func (m *Metrics) setConnected(informer string, connected bool) {
+	if m != nil {
+		m.connected.WithLabelValues(informer).Set(boolValue(connected))
+	}
+}
+
+func (m *Metrics) countTombstone(informer string) {
+	if m != nil {
+		m.tombstones.WithLabelValues(informer).Inc()
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (m *Metrics) addNodes(delta int) {

@@ -9,11 +9,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -31,18 +31,46 @@ type Informers struct {
 
 // NewInformers builds the informers with the narrowest watches that still
 // see every change the graph needs: bound pods only, eligible ConfigMaps'
-// metadata only, and transforms that drop what the graph never reads.
-func NewInformers(client kubernetes.Interface, meta metadata.Interface, resync time.Duration) (Informers, error) {
-	nodes := coreinformers.NewNodeInformer(client, resync, cache.Indexers{})
-	pods := coreinformers.NewFilteredPodInformer(client, metav1.NamespaceAll, resync, cache.Indexers{},
-		func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermNotEqualSelector("spec.nodeName", "").String()
-		})
-	configMaps := metadatainformer.NewFilteredMetadataInformer(meta,
-		schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, metav1.NamespaceAll, resync,
-		cache.Indexers{}, func(o *metav1.ListOptions) {
-			o.LabelSelector = labels.SelectorFromSet(labels.Set{contract.EligibleLabel: contract.EligibleLabelValue}).String()
-		}).Informer()
+// metadata only, and transforms that drop what the graph never reads. When
+// freshness is not nil it sees every list and watch they make, to tell when
+// the graph stops following the apiserver; nil leaves them unmonitored.
+func NewInformers(client kubernetes.Interface, meta metadata.Interface, resync time.Duration, freshness *Freshness) (Informers, error) {
+	boundPods := func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermNotEqualSelector("spec.nodeName", "").String()
+	}
+	eligibleOnly := func(o *metav1.ListOptions) {
+		o.LabelSelector = labels.SelectorFromSet(labels.Set{contract.EligibleLabel: contract.EligibleLabelValue}).String()
+	}
+	configMapResource := meta.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(metav1.NamespaceAll)
+
+	nodes := cache.NewSharedIndexInformer(freshness.monitor("nodes", cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return client.CoreV1().Nodes().List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return client.CoreV1().Nodes().Watch(ctx, o)
+		},
+	}, client)), &corev1.Node{}, resync, cache.Indexers{})
+	pods := cache.NewSharedIndexInformer(freshness.monitor("pods", cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			boundPods(&o)
+			return client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			boundPods(&o)
+			return client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
+		},
+	}, client)), &corev1.Pod{}, resync, cache.Indexers{})
+	configMaps := cache.NewSharedIndexInformer(freshness.monitor("configmaps", cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			eligibleOnly(&o)
+			return configMapResource.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			eligibleOnly(&o)
+			return configMapResource.Watch(ctx, o)
+		},
+	}, meta)), &metav1.PartialObjectMetadata{}, resync, cache.Indexers{})
 	if err := nodes.SetTransform(TrimNode); err != nil {
 		return Informers{}, fmt.Errorf("node informer transform: %w", err)
 	}
@@ -120,9 +148,10 @@ func (p *Populator) Run(ctx context.Context) {
 }
 
 // unwrap returns the object inside a tombstone, and the tombstone's key for
-// when the object itself is unusable.
-func unwrap(obj any) (any, string) {
+// when the object itself is unusable, counting the tombstone for informer.
+func (p *Populator) unwrap(informer string, obj any) (any, string) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		p.graph.metrics.countTombstone(informer)
 		return tombstone.Obj, tombstone.Key
 	}
 	return obj, ""
@@ -137,7 +166,7 @@ func (p *Populator) upsertNode(obj any) {
 }
 
 func (p *Populator) deleteNode(obj any) {
-	obj, key := unwrap(obj)
+	obj, key := p.unwrap("nodes", obj)
 	name := key
 	if node, ok := obj.(*corev1.Node); ok {
 		name = node.Name
@@ -170,7 +199,7 @@ func (p *Populator) updatePod(oldObj, obj any) {
 }
 
 func (p *Populator) deletePod(obj any) {
-	obj, key := unwrap(obj)
+	obj, key := p.unwrap("pods", obj)
 	if pod, ok := obj.(*corev1.Pod); ok {
 		p.graph.DeletePod(pod.Namespace, pod.Name)
 		return
@@ -191,7 +220,7 @@ func (p *Populator) upsertConfigMap(obj any) {
 }
 
 func (p *Populator) deleteConfigMap(obj any) {
-	obj, key := unwrap(obj)
+	obj, key := p.unwrap("configmaps", obj)
 	if cm, ok := obj.(metav1.Object); ok {
 		p.graph.DeleteConfigMap(cm.GetNamespace(), cm.GetName())
 		return

@@ -16,6 +16,9 @@ type httpMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inFlight prometheus.Gauge
+	// shed and waiting belong to the in-flight limits (LimitInFlight).
+	shed    *prometheus.CounterVec
+	waiting *prometheus.GaugeVec
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
@@ -33,8 +36,16 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 			Namespace: "nodeguard", Subsystem: "http", Name: "requests_in_flight",
 			Help: "Requests being served.",
 		}),
+		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nodeguard", Subsystem: "http", Name: "requests_shed_total",
+			Help: "Review requests answered without a decision because the endpoint was at its in-flight limit, by endpoint and reason (queue_full, wait_timeout, canceled).",
+		}, []string{"endpoint", "reason"}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "nodeguard", Subsystem: "http", Name: "requests_waiting",
+			Help: "Review requests waiting for a free slot under the endpoint's in-flight limit.",
+		}, []string{"endpoint"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.inFlight} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.inFlight, m.shed, m.waiting} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering HTTP metrics: %w", err)
 		}

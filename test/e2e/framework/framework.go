@@ -46,6 +46,10 @@ type Options struct {
 	// PolicyData, when set, is written to a file and passed as
 	// --policy-data (an object policies read as data.nodeguard.config).
 	PolicyData string
+	// APIServerForWebhook, when set, is given the apiserver's URL once it
+	// runs and returns the URL the webhook's kubeconfig points at instead,
+	// e.g. a proxy (see Proxy) that a test can cut.
+	APIServerForWebhook func(apiserverURL string) (string, error)
 }
 
 // Env is a running environment.
@@ -145,6 +149,11 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	webhookConfig, err := e.CP.UserConfig(WebhookServiceAccount, "system:serviceaccounts", "system:serviceaccounts:nodeguard")
 	if err != nil {
 		return nil, err
+	}
+	if opts.APIServerForWebhook != nil {
+		if webhookConfig.Host, err = opts.APIServerForWebhook(webhookConfig.Host); err != nil {
+			return nil, fmt.Errorf("apiserver address for the webhook: %w", err)
+		}
 	}
 	kubeconfig := filepath.Join(opts.WorkDir, "webhook.kubeconfig")
 	if err := controlplane.WriteKubeconfig(kubeconfig, webhookConfig); err != nil {
