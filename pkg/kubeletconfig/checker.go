@@ -12,7 +12,7 @@ import (
 // DefaultCheckerEntries is how many outcomes a Checker keeps by default:
 // far more distinct configurations than a cluster has pools, at a few
 // kilobytes each.
-const DefaultCheckerEntries = 256
+const DefaultCheckerEntries = 64
 
 // Checked is the outcome of decoding and validating one configuration.
 // It is shared by everyone who checks the same content: read it, never

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeguard/nodeguard/pkg/graph"
 )
@@ -27,8 +28,14 @@ deny contains "namespace" if {
 	input.request.namespace == "forbidden"
 }
 
+deny contains "pool" if {
+	input.request.resource.resource == "nodes"
+	input.request.object.metadata.labels.pool == "forbidden"
+}
+
 deny contains "frozen" if {
-	input.request.resource.resource == "pods"
+	input.request.resource.resource == "nodes"
+	input.request.object.metadata.labels.pool == "graph"
 	nodeguard.node(input.nodeguard.node).labels.frozen == "true"
 }
 `}, Options{Graph: g, Metrics: metrics})
@@ -44,36 +51,44 @@ deny contains "frozen" if {
 		return res
 	}
 
-	forbidden := &AdmissionInput{Request: configMapRequest("CREATE", "forbidden", "a", `{"metadata":{"name":"a"}}`)}
+	// A kubelet's status update: the stream that repeats.
+	statusUpdate := func(uid, object string) *AdmissionInput {
+		req := configMapRequest("UPDATE", "", "node-1", object)
+		req.UID, req.Resource.Resource, req.Kind.Kind, req.SubResource = types.UID(uid), "nodes", "Node", "status"
+		return &AdmissionInput{Request: req, Node: "node-1"}
+	}
+	forbidden := statusUpdate("uid-1", `{"metadata":{"name":"node-1","labels":{"pool":"forbidden"}}}`)
 	first := eval(forbidden)
 	if !first.Denied() || count(outcomeOK) != 1 || count(outcomeRemembered) != 0 {
 		t.Fatalf("first evaluation: %+v, evaluated %v, remembered %v", first, count(outcomeOK), count(outcomeRemembered))
 	}
 	// The same review with another uid, and an object differing in what no
 	// policy reads, project alike: remembered.
-	again := &AdmissionInput{Request: configMapRequest("CREATE", "forbidden", "a", `{"metadata":{"name":"a","resourceVersion":"7"},"data":{"x":"y"}}`)}
-	again.Request.UID = "uid-2"
+	again := statusUpdate("uid-2", `{"metadata":{"name":"node-1","resourceVersion":"7","labels":{"pool":"forbidden"}},"status":{"images":[]}}`)
 	if res := eval(again); !reflect.DeepEqual(res, first) || count(outcomeRemembered) != 1 {
 		t.Errorf("same projected input: %+v (want %+v), remembered %v", res, first, count(outcomeRemembered))
 	}
 	// A remembered verdict is the caller's own to change.
 	res := eval(again)
 	res.Deny[0].Message = "changed"
-	if res := eval(again); res.Deny[0].Message != "namespace" {
+	if res := eval(again); res.Deny[0].Message != "pool" {
 		t.Errorf("a caller's change reached the memo: %+v", res)
 	}
 	remembered := count(outcomeRemembered)
 	// A field policies read differs: not remembered.
-	allowed := &AdmissionInput{Request: configMapRequest("CREATE", "fine", "a", `{"metadata":{"name":"a"}}`)}
-	if res := eval(allowed); res.Denied() || count(outcomeRemembered) != remembered {
-		t.Errorf("another namespace: %+v, remembered %v", res, count(outcomeRemembered))
+	if res := eval(statusUpdate("uid-3", `{"metadata":{"name":"node-1","labels":{"pool":"fine"}}}`)); res.Denied() || count(outcomeRemembered) != remembered {
+		t.Errorf("another pool: %+v, remembered %v", res, count(outcomeRemembered))
+	}
+	// Reviews that seldom repeat (here a ConfigMap edit) are never
+	// remembered: they would only fill the memo.
+	edit := &AdmissionInput{Request: configMapRequest("CREATE", "forbidden", "a", `{"metadata":{"name":"a"}}`)}
+	if !eval(edit).Denied() || !eval(edit).Denied() || count(outcomeRemembered) != remembered {
+		t.Errorf("a ConfigMap edit was remembered: %v", count(outcomeRemembered)-remembered)
 	}
 
 	// A verdict that read the graph is never remembered: it follows the
 	// graph.
-	pod := configMapRequest("CREATE", "default", "p", `{"metadata":{"name":"p"}}`)
-	pod.Resource.Resource, pod.Kind.Kind = "pods", "Pod"
-	in := &AdmissionInput{Request: pod, Node: "node-1"}
+	in := statusUpdate("uid-4", `{"metadata":{"name":"node-1","labels":{"pool":"graph"}}}`)
 	remembered = count(outcomeRemembered)
 	if eval(in).Denied() || eval(in).Denied() {
 		t.Fatal("denied before the label was set")

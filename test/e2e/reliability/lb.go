@@ -49,8 +49,12 @@ type LoadBalancer struct {
 	next     atomic.Uint64
 
 	requests, failures atomic.Int64
-	mu                 sync.Mutex
-	failureLog         []string
+	// abandoned counts requests their caller gave up on before their own
+	// ?timeout= passed: a client's deadline on a loaded machine, not a
+	// replica failing (the callers count their own failures).
+	abandoned  atomic.Int64
+	mu         sync.Mutex
+	failureLog []string
 }
 
 // LoadBalancerConfig is what NewLoadBalancer needs.
@@ -88,8 +92,8 @@ func NewLoadBalancer(cfg LoadBalancerConfig) (*LoadBalancer, error) {
 	lb.probe = &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: cfg.BackendTLS.Clone(), DisableKeepAlives: true}}
 	lb.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			b := pr.In.Context().Value(backendKey{}).(*Backend)
-			pr.SetURL(b.URL)
+			route := pr.In.Context().Value(routeKey{}).(route)
+			pr.SetURL(route.backend.URL)
 		},
 		Transport: transport,
 		ModifyResponse: func(resp *http.Response) error {
@@ -99,6 +103,11 @@ func NewLoadBalancer(cfg LoadBalancerConfig) (*LoadBalancer, error) {
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() != nil && time.Since(r.Context().Value(routeKey{}).(route).start) < reviewTimeout(r) {
+				lb.abandoned.Add(1)
+				w.WriteHeader(http.StatusBadGateway)
+				return
+			}
 			lb.fail(fmt.Sprintf("%s %s: %v", r.Method, r.URL, err))
 			w.WriteHeader(http.StatusBadGateway)
 		},
@@ -111,7 +120,23 @@ func NewLoadBalancer(cfg LoadBalancerConfig) (*LoadBalancer, error) {
 	return lb, nil
 }
 
-type backendKey struct{}
+// route is where serve sent a request, and when.
+type route struct {
+	backend *Backend
+	start   time.Time
+}
+
+type routeKey struct{}
+
+// reviewTimeout is the ?timeout= the apiserver gives a review; a request
+// without one is never counted as abandoned.
+func reviewTimeout(r *http.Request) time.Duration {
+	d, err := time.ParseDuration(r.URL.Query().Get("timeout"))
+	if err != nil {
+		return 0
+	}
+	return d
+}
 
 func (lb *LoadBalancer) serve(w http.ResponseWriter, r *http.Request) {
 	lb.requests.Add(1)
@@ -122,7 +147,7 @@ func (lb *LoadBalancer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b.Served.Add(1)
-	lb.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), backendKey{}, b)))
+	lb.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, route{backend: b, start: time.Now()})))
 }
 
 // pick returns the next ready backend, round-robin, or nil.
@@ -199,3 +224,6 @@ func (lb *LoadBalancer) Counts() (requests, failures int64, firstFailures []stri
 	defer lb.mu.Unlock()
 	return lb.requests.Load(), lb.failures.Load(), append([]string(nil), lb.failureLog...)
 }
+
+// Abandoned is how many requests their callers gave up on early.
+func (lb *LoadBalancer) Abandoned() int64 { return lb.abandoned.Load() }

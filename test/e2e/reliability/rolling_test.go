@@ -272,8 +272,8 @@ func TestRollingRestartUnderLoad(t *testing.T) {
 	tr.stop()
 	ok, failed := tr.totals()
 	lbRequests, lbFailures, lbFirst := lb.Counts()
-	t.Logf("%d rolling restart round(s) of 2 replicas (drain %s, readiness polled every %v)\n%s\nload balancer: %d requests, %d failed; a served %d, b served %d",
-		rounds, replicaDrain, reliability.ReadyPollInterval, tr.table(), lbRequests, lbFailures, backends["a"].Served.Load(), backends["b"].Served.Load())
+	t.Logf("%d rolling restart round(s) of 2 replicas (drain %s, readiness polled every %v)\n%s\nload balancer: %d requests, %d failed, %d given up by their caller before their timeout; a served %d, b served %d",
+		rounds, replicaDrain, reliability.ReadyPollInterval, tr.table(), lbRequests, lbFailures, lb.Abandoned(), backends["a"].Served.Load(), backends["b"].Served.Load())
 	if failed != 0 || lbFailures != 0 {
 		t.Fatalf("%d of %d requests failed at the clients (%s); %d of %d at the load balancer: %v",
 			failed, ok+failed, tr.failureSummary(), lbFailures, lbRequests, lbFirst)
