@@ -11,10 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apiserver/pkg/server/healthz"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -46,6 +42,8 @@ type agent struct {
 
 	// online is set once the watches and the reporter exist.
 	online atomic.Pointer[onlineParts]
+	// credentials says what the agent waits for before it can connect.
+	credentials kubeclient.Status
 	// lastPass is when the worker last finished a pass (Unix nanoseconds).
 	lastPass atomic.Int64
 	// pendingEvents waits for the reporter; only the worker touches it.
@@ -53,7 +51,7 @@ type agent struct {
 
 	// newClient builds the client once the kubelet's credentials exist;
 	// tests replace it.
-	newClient func(ctx context.Context) (kubernetes.Interface, error)
+	newClient func(ctx context.Context) (kubeclient.Interface, error)
 }
 
 type onlineParts struct {
@@ -68,7 +66,7 @@ func Run(ctx context.Context, cfg Config) error {
 	return run(ctx, cfg, nil)
 }
 
-func run(ctx context.Context, cfg Config, newClient func(context.Context) (kubernetes.Interface, error)) error {
+func run(ctx context.Context, cfg Config, newClient func(context.Context) (kubeclient.Interface, error)) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("agent configuration: %w", err)
 	}
@@ -131,7 +129,10 @@ func run(ctx context.Context, cfg Config, newClient func(context.Context) (kuber
 		cancel()
 	}
 	if cfg.ListenAddress != "" {
-		srv, err := httpserver.New(cfg.ListenAddress, registry, healthz.NamedCheck("sync-loop", a.checkSyncLoop))
+		srv, err := httpserver.New(cfg.ListenAddress, registry, httpserver.Checks{
+			Liveness:  []httpserver.Check{httpserver.NamedCheck("sync-loop", a.checkSyncLoop)},
+			Readiness: []httpserver.Check{httpserver.NamedCheck("apiserver-connection", a.checkConnected)},
+		})
 		if err != nil {
 			return err
 		}
@@ -162,19 +163,17 @@ func run(ctx context.Context, cfg Config, newClient func(context.Context) (kuber
 
 // clientFromKubeconfig waits for the kubelet's credentials and builds a
 // client from them.
-func (a *agent) clientFromKubeconfig(ctx context.Context) (kubernetes.Interface, error) {
-	restConfig, err := kubeclient.WaitForConfig(ctx, a.cfg.Kubeconfig, kubeclient.DefaultBackoff)
+func (a *agent) clientFromKubeconfig(ctx context.Context) (kubeclient.Interface, error) {
+	restConfig, err := kubeclient.WaitForConfig(ctx, a.cfg.Kubeconfig, kubeclient.DefaultBackoff, &a.credentials)
 	if err != nil {
 		return nil, err
 	}
 	kubeclient.CheckIdentity(ctx, restConfig, a.cfg.NodeName)
 	restConfig.QPS, restConfig.Burst = a.cfg.KubeAPIQPS, a.cfg.KubeAPIBurst
 	restConfig.UserAgent = "nodeguard-agent/" + a.cfg.NodeName
-	client, err := kubernetes.NewForConfig(restConfig)
-	if err != nil {
-		return nil, fmt.Errorf("building the API client: %w", err)
-	}
-	return client, nil
+	// The client follows the kubelet's certificate rotation until the
+	// agent stops.
+	return kubeclient.New(ctx, restConfig, kubeclient.Options{})
 }
 
 // connect starts the watches and the reporter once there is a client, and
@@ -192,10 +191,14 @@ func (a *agent) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	scheme, err := kubeclient.NewScheme()
+	if err != nil {
+		return err
+	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(kubeclient.NewEventSink(ctx, client))
 	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodeguard-agent", Host: a.cfg.NodeName})
+	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "nodeguard-agent", Host: a.cfg.NodeName})
 	reporter := status.NewReporter(client, a.cfg.NodeName, src.Node, recorder)
 
 	var wg sync.WaitGroup
@@ -275,6 +278,15 @@ func (a *agent) pass(ctx context.Context) {
 	if result.RequeueAfter > 0 {
 		a.queue.AddAfter(queueKey, result.RequeueAfter)
 	}
+}
+
+// checkConnected fails /readyz until the watches run, saying what the
+// agent waits for (typically the kubelet's TLS bootstrap).
+func (a *agent) checkConnected(r *http.Request) error {
+	if a.online.Load() != nil {
+		return nil
+	}
+	return a.credentials.Check(r)
 }
 
 // checkSyncLoop fails /healthz when the worker has not finished a pass for

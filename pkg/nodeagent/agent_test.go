@@ -14,11 +14,12 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient/kubeclienttest"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/trial"
@@ -76,7 +77,7 @@ func TestAgentWithFakeAPI(t *testing.T) {
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.Discard()))
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, cfg, func(context.Context) (kubernetes.Interface, error) { return client, nil })
+		done <- run(ctx, cfg, func(context.Context) (kubeclient.Interface, error) { return kubeclienttest.Wrap(client), nil })
 	}()
 
 	deadline := time.Now().Add(30 * time.Second)

@@ -12,7 +12,7 @@
 //	bootclock    time since boot and the boot ID
 //	status       the Node annotation, condition and Events
 //	metrics      Prometheus metrics
-//	httpserver   the agent's own /healthz and /metrics
+//	httpserver   the agent's own /healthz, /readyz and /metrics
 //
 // One worker runs the controller, fed by a client-go work queue with a
 // single key: every watch event, every retry and every trial probe adds

@@ -1,7 +1,7 @@
 // Command kubeletstub stands in for the kubelet in nodeguard's agent tests,
 // where there is no container runtime and no real kubelet.
 //
-//	kubeletstub serve --config FILE --healthz-port PORT --pid-file FILE [--restart-log FILE] [--startup-delay D]
+//	kubeletstub serve --config FILE [--config-dir DIR] --healthz-port PORT --pid-file FILE [--restart-log FILE] [--startup-delay D]
 //	kubeletstub restart --pid-file FILE
 //
 // "serve" reads the kubelet configuration file the agent writes and serves
@@ -17,9 +17,17 @@
 //	http://kubeletstub.invalid/crash       never serves: connections are refused (a crash loop)
 //	http://kubeletstub.invalid/hang        accepts connections and never answers (a hung kubelet)
 //	http://kubeletstub.invalid/unhealthy   answers 500 (a kubelet whose health checks fail)
+//	http://kubeletstub.invalid/crashloop?up=300ms&down=500ms
+//	                                       serves for up, refuses connections for down, and so
+//	                                       on (a kubelet that crashes and is restarted by systemd)
 //
 // Any other value, or none, is healthy. A file that is missing or not a YAML
 // mapping behaves as a crash, like a kubelet that cannot start.
+//
+// POST /stub/fail-next?count=N, on the /healthz port, makes the next N
+// /healthz requests answer 500 whatever the configuration: a brief blip
+// that has nothing to do with it. GET (or the POST) answers how many are
+// still to fail.
 //
 // Each restart appends a JSON line to --restart-log: the time, the file's
 // SHA-256 and the behaviour, so tests and benchmarks can see what the
@@ -36,11 +44,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -53,6 +63,7 @@ const (
 	crash     = "crash"
 	hang      = "hang"
 	unhealthy = "unhealthy"
+	crashLoop = "crashloop"
 
 	triggerPrefix = "http://kubeletstub.invalid/"
 )
@@ -100,21 +111,27 @@ func restartCommand(args []string) error {
 // stub is the running fake kubelet.
 type stub struct {
 	configPath   string
+	configDir    string
 	port         int
 	restartLog   string
 	startupDelay time.Duration
 
-	mu       sync.Mutex
-	server   *http.Server
-	behavior string
-	// release unblocks hanging handlers at the next restart.
+	// failNext is how many /healthz requests still answer 500, whatever
+	// the behaviour: a brief blip, set through /stub/fail-next.
+	failNext atomic.Int64
+
+	mu sync.Mutex
+	// release ends the current run; done is closed once it has stopped
+	// serving.
 	release chan struct{}
+	done    chan struct{}
 }
 
 func serveCommand(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	s := &stub{}
 	fs.StringVar(&s.configPath, "config", "", "kubelet configuration file to read")
+	fs.StringVar(&s.configDir, "config-dir", "", "drop-in directory merged over --config, as the kubelet's --config-dir (configdir.go)")
 	fs.IntVar(&s.port, "healthz-port", 0, "port for /healthz on 127.0.0.1")
 	pidFile := fs.String("pid-file", "", "where to write this process's PID")
 	fs.StringVar(&s.restartLog, "restart-log", "", "file to append one JSON line per restart to")
@@ -153,27 +170,82 @@ func serveCommand(args []string) error {
 // file, up after a delay.
 func (s *stub) restart() error {
 	s.down()
-	data, readErr := os.ReadFile(s.configPath)
-	behavior := behaviorOf(data, readErr)
-	if err := s.logRestart(data, behavior); err != nil {
+	data, readErr := s.readConfig()
+	b := behaviorOf(data, readErr)
+	if err := s.logRestart(data, b.name); err != nil {
 		return err
 	}
 	time.Sleep(s.startupDelay)
+	var listener net.Listener
+	if b.name != crash {
+		var err error
+		if listener, err = s.listen(); err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.behavior = behavior
-	s.release = make(chan struct{})
-	if behavior == crash {
-		return nil
-	}
+	s.release, s.done = make(chan struct{}), make(chan struct{})
+	go s.run(b, listener, s.release, s.done)
+	return nil
+}
+
+func (s *stub) listen() (net.Listener, error) {
 	listener, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)))
 	if err != nil {
-		return fmt.Errorf("listening on port %d: %w", s.port, err)
+		return nil, fmt.Errorf("listening on port %d: %w", s.port, err)
 	}
-	release := s.release
+	return listener, nil
+}
+
+// run serves as b says until release is closed, then closes done. A
+// crash loop serves for b.up, stops for b.down, and starts again.
+func (s *stub) run(b behavior, listener net.Listener, release, done chan struct{}) {
+	defer close(done)
+	if listener == nil {
+		<-release
+		return
+	}
+	for {
+		server := s.server(b.name, release)
+		go func() { _ = server.Serve(listener) }()
+		if b.name != crashLoop {
+			<-release
+			_ = server.Close()
+			return
+		}
+		select {
+		case <-release:
+			_ = server.Close()
+			return
+		case <-time.After(b.up):
+		}
+		_ = server.Close()
+		select {
+		case <-release:
+			return
+		case <-time.After(b.down):
+		}
+		var err error
+		for listener, err = s.listen(); err != nil; listener, err = s.listen() {
+			fmt.Fprintln(os.Stderr, "kubeletstub: crash loop:", err)
+			select {
+			case <-release:
+				return
+			case <-time.After(b.down):
+			}
+		}
+	}
+}
+
+func (s *stub) server(name string, release chan struct{}) *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		switch behavior {
+		if n := s.failNext.Load(); n > 0 && s.failNext.CompareAndSwap(n, n-1) {
+			http.Error(w, "[-]syncloop failed: kubeletstub told to fail this probe", http.StatusInternalServerError)
+			return
+		}
+		switch name {
 		case hang:
 			select {
 			case <-r.Context().Done():
@@ -185,44 +257,69 @@ func (s *stub) restart() error {
 			_, _ = w.Write([]byte("ok"))
 		}
 	})
-	server := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	s.server = server
-	go func() { _ = server.Serve(listener) }()
-	return nil
+	mux.HandleFunc("/stub/fail-next", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			count, err := strconv.ParseInt(r.URL.Query().Get("count"), 10, 64)
+			if err != nil || count < 0 {
+				http.Error(w, "want ?count=N, N >= 0", http.StatusBadRequest)
+				return
+			}
+			s.failNext.Store(count)
+		}
+		_, _ = fmt.Fprintln(w, s.failNext.Load())
+	})
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 }
 
 // down stops serving at once, as a killed process would.
 func (s *stub) down() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.release != nil {
-		close(s.release)
-		s.release = nil
-	}
-	if s.server != nil {
-		_ = s.server.Close()
-		s.server = nil
+	release, done := s.release, s.done
+	s.release, s.done = nil, nil
+	s.mu.Unlock()
+	if release != nil {
+		close(release)
+		<-done
 	}
 }
 
-func behaviorOf(data []byte, readErr error) string {
+// behavior is what a configuration makes the stub do.
+type behavior struct {
+	name string
+	// up and down time a crash loop.
+	up, down time.Duration
+}
+
+func behaviorOf(data []byte, readErr error) behavior {
 	if readErr != nil {
-		return crash
+		return behavior{name: crash}
 	}
 	var fields map[string]any
 	if err := yaml.Unmarshal(data, &fields); err != nil || fields == nil {
-		return crash
+		return behavior{name: crash}
 	}
-	url, _ := fields["staticPodURL"].(string)
-	switch strings.TrimPrefix(url, triggerPrefix) {
-	case crash:
-		return crash
-	case hang:
-		return hang
-	case unhealthy:
-		return unhealthy
+	raw, _ := fields["staticPodURL"].(string)
+	if !strings.HasPrefix(raw, triggerPrefix) {
+		return behavior{name: healthy}
 	}
-	return healthy
+	u, err := url.Parse(raw)
+	if err != nil {
+		return behavior{name: healthy}
+	}
+	switch name := strings.TrimPrefix(u.Path, "/"); name {
+	case crash, hang, unhealthy:
+		return behavior{name: name}
+	case crashLoop:
+		b := behavior{name: crashLoop, up: 300 * time.Millisecond, down: 500 * time.Millisecond}
+		if d, err := time.ParseDuration(u.Query().Get("up")); err == nil && d > 0 {
+			b.up = d
+		}
+		if d, err := time.ParseDuration(u.Query().Get("down")); err == nil && d > 0 {
+			b.down = d
+		}
+		return b
+	}
+	return behavior{name: healthy}
 }
 
 // restartRecord is one line of the restart log.

@@ -104,6 +104,25 @@ func TestStub(t *testing.T) {
 		restart()
 		await(step.want)
 	}
+	// A brief blip: the next two probes fail, whatever the configuration.
+	resp, err := http.Post("http://127.0.0.1:"+strconv.Itoa(port)+"/stub/fail-next?count=2", "", nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("fail-next: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	for i, want := range []string{"500", "500", "ok"} {
+		if got := probe(port); got != want {
+			t.Fatalf("probe %d after fail-next: %q, want %q", i, got, want)
+		}
+	}
+
+	// A crash loop: up, down, up again, without a restart in between.
+	writeConfig("http://kubeletstub.invalid/crashloop?up=400ms&down=400ms")
+	restart()
+	await("ok")
+	await("refused")
+	await("ok")
+
 	if err := os.WriteFile(config, []byte("- not a mapping"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +143,7 @@ func TestStub(t *testing.T) {
 		}
 		behaviors = append(behaviors, r.Behavior)
 	}
-	want := []string{healthy, unhealthy, crash, hang, healthy, crash}
+	want := []string{healthy, unhealthy, crash, hang, healthy, crashLoop, crash}
 	if len(behaviors) != len(want) {
 		t.Fatalf("restart log %v, want %v", behaviors, want)
 	}

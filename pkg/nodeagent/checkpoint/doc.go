@@ -12,6 +12,7 @@
 //	  active                                     what the kubelet was last restarted with
 //	  trial                                      the config on trial, its boot ID and start
 //	  bad                                        configs that failed their trial
+//	  kubelet-version                            the kubelet version the Node last reported
 //	  corrupt/                                   files that failed their checks, moved aside
 //
 // Every file is an envelope: a JSON object whose "body" is covered by a
@@ -33,6 +34,10 @@
 //
 // File names never come from ConfigMap keys or names: a checkpoint is named by
 // UID and resourceVersion, both checked against a narrow alphabet first.
+//
+// Inspect reads a state directory without changing anything (no file moved
+// aside, no temporary file removed) and names every problem it finds: for
+// tests that kill the agent, and for post-mortems.
 //
 // Tests inject failures between the steps of a write through
 // Options.Failpoint; ErrSimulatedCrash makes the store stop as a killed

@@ -106,18 +106,42 @@ func (s *Store) requireCheckpoint(name recordName, ref *contract.ObjectRef) erro
 	return nil
 }
 
-func checkOptionalRef(ref *contract.ObjectRef) func() error {
-	return func() error {
-		if ref == nil {
-			return nil
-		}
-		return ValidateRef(*ref)
+// The checks below are what a decoded record must also satisfy; the store's
+// readers and Inspect share them.
+
+func checkOptionalRef(ref *contract.ObjectRef) error {
+	if ref == nil {
+		return nil
 	}
+	return ValidateRef(*ref)
+}
+
+func (p pointer) check() error { return checkOptionalRef(p.Ref) }
+
+func (a Active) check() error { return checkOptionalRef(a.Ref) }
+
+func (t Trial) check() error {
+	if err := ValidateRef(t.Ref); err != nil {
+		return err
+	}
+	if t.BootID == "" || t.StartedSinceBoot < 0 {
+		return errors.New("trial without a boot ID or with a negative start")
+	}
+	return nil
+}
+
+func (l badList) check() error {
+	for _, e := range l.Entries {
+		if err := ValidateRef(e.Ref); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Store) readPointer(name recordName) (*contract.ObjectRef, error) {
 	var p pointer
-	if _, err := s.readRecord(name, &p, func() error { return checkOptionalRef(p.Ref)() }); err != nil {
+	if _, err := s.readRecord(name, &p, func() error { return p.check() }); err != nil {
 		return nil, err
 	}
 	return p.Ref, nil
@@ -155,7 +179,7 @@ func (s *Store) SetLastKnownGood(ref *contract.ObjectRef) error {
 // unknown (never recorded, or corrupt).
 func (s *Store) Active() (*Active, error) {
 	var a Active
-	found, err := s.readRecord(recordActive, &a, func() error { return checkOptionalRef(a.Ref)() })
+	found, err := s.readRecord(recordActive, &a, func() error { return a.check() })
 	if err != nil || !found {
 		return nil, err
 	}
@@ -173,15 +197,7 @@ func (s *Store) SetActive(a Active) error {
 // Trial returns the trial in progress, or nil.
 func (s *Store) Trial() (*Trial, error) {
 	var t Trial
-	found, err := s.readRecord(recordTrial, &t, func() error {
-		if err := ValidateRef(t.Ref); err != nil {
-			return err
-		}
-		if t.BootID == "" || t.StartedSinceBoot < 0 {
-			return errors.New("trial without a boot ID or with a negative start")
-		}
-		return nil
-	})
+	found, err := s.readRecord(recordTrial, &t, func() error { return t.check() })
 	if err != nil || !found {
 		return nil, err
 	}
@@ -205,14 +221,7 @@ func (s *Store) ClearTrial() error { return s.removeFile(s.recordPath(recordTria
 // Bad returns the configurations that failed their trial.
 func (s *Store) Bad() ([]BadEntry, error) {
 	var list badList
-	_, err := s.readRecord(recordBad, &list, func() error {
-		for _, e := range list.Entries {
-			if err := ValidateRef(e.Ref); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	_, err := s.readRecord(recordBad, &list, func() error { return list.check() })
 	return list.Entries, err
 }
 

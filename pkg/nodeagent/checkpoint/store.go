@@ -150,19 +150,25 @@ func (s *Store) LoadCheckpoint(ref contract.ObjectRef) (Checkpoint, error) {
 		return Checkpoint{}, fmt.Errorf("loading checkpoint: %w", err)
 	}
 	var cp Checkpoint
-	err = s.readEnvelope(path, checkpointKind, &cp, func() error {
-		if cp.Ref != ref {
-			return fmt.Errorf("holds %s, not %s: wrongly placed", refString(cp.Ref), refString(ref))
-		}
-		if !cp.HasKey && cp.Config != "" {
-			return errors.New("carries a config but says its key was missing")
-		}
-		return nil
-	})
+	err = s.readEnvelope(path, checkpointKind, &cp, func() error { return cp.checkNamed(checkpointFileName(ref)) })
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("checkpoint %s: %w", refString(ref), err)
 	}
 	return cp, nil
+}
+
+// checkNamed checks a decoded checkpoint found under the file name name.
+func (cp Checkpoint) checkNamed(name string) error {
+	if err := ValidateRef(cp.Ref); err != nil {
+		return err
+	}
+	if checkpointFileName(cp.Ref) != name {
+		return fmt.Errorf("holds %s, not what %s names: wrongly placed", refString(cp.Ref), name)
+	}
+	if !cp.HasKey && cp.Config != "" {
+		return errors.New("carries a config but says its key was missing")
+	}
+	return nil
 }
 
 // HasCheckpoint reports whether a checkpoint file exists, without checking

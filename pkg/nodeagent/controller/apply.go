@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -65,6 +66,7 @@ func (c *Controller) apply(ctx context.Context, ch chosen, out kubelet.Rendered,
 		c.state.active = &want
 		// The kubelet's grace period starts at its restart.
 		c.tracker = nil
+		c.justRestarted = ch.onTrial
 		p.pruneAfter = true
 		message := "Restarted the kubelet with " + describe(ch.ref)
 		if ch.onTrial {
@@ -105,12 +107,21 @@ func (c *Controller) judgeTrial(ctx context.Context, ch chosen, p *pass) (again 
 		c.tracker = nil
 		klog.FromContext(ctx).Info("New boot during a trial; the trial starts over", "config", describe(ch.ref))
 	}
+	now := clock.SinceBoot()
 	if c.tracker == nil || c.trackedRef != t.Ref || c.trackedBoot != t.BootID {
-		c.tracker = trial.NewTracker(c.cfg.Policy, clock.SinceBoot())
+		c.tracker = trial.NewTracker(c.cfg.Policy, now)
 		c.trackedRef, c.trackedBoot = t.Ref, t.BootID
+		c.nextProbe = now
+		if c.justRestarted {
+			c.nextProbe = now + c.cfg.ProbePeriod
+		}
 	}
-	c.tracker.Observe(c.deps.Prober.Probe(ctx))
-	verdict := c.tracker.Verdict(t.StartedSinceBoot, clock.SinceBoot())
+	c.justRestarted = false
+	if now >= c.nextProbe {
+		c.tracker.Observe(c.deps.Prober.Probe(ctx))
+		c.nextProbe = now + c.cfg.ProbePeriod
+	}
+	verdict := c.tracker.Verdict(t.StartedSinceBoot, now)
 
 	switch verdict.Outcome {
 	case trial.Pass:
@@ -146,7 +157,7 @@ func (c *Controller) judgeTrial(ctx context.Context, ch chosen, p *pass) (again 
 	default:
 		p.onTrial = true
 		p.trialLeft = verdict.Remaining
-		p.requeue = c.cfg.ProbePeriod
+		p.requeue = max(c.nextProbe-now, time.Millisecond)
 		if verdict.Remaining > 0 && verdict.Remaining < p.requeue {
 			p.requeue = verdict.Remaining
 		}

@@ -114,9 +114,22 @@ type Controller struct {
 	tracker     *trial.Tracker
 	trackedRef  contract.ObjectRef
 	trackedBoot string
+	// nextProbe is when (time since boot) the kubelet is probed next.
+	// Probes are ProbePeriod apart however often Sync runs (every watch
+	// event runs it), so that the failure threshold counts probe periods,
+	// not passes.
+	nextProbe time.Duration
+	// justRestarted delays the first probe of a new tracker by a period: a
+	// restart command may return before the old kubelet stops answering,
+	// and a healthy answer from it would arm the failure count early.
+	justRestarted bool
 
-	// lastKubeletVersion remembers the Node's version for offline passes.
+	// lastKubeletVersion remembers the Node's version for offline passes;
+	// it is recorded in the state directory, so that a restart while the
+	// apiserver is away keeps it.
 	lastKubeletVersion *version.Version
+	// recordedKubeletVersion is the version the state directory holds.
+	recordedKubeletVersion string
 	// validated caches verdicts by reference and kubelet version.
 	validated map[validationKey]error
 	// lastProblem dedupes warning events.
@@ -208,6 +221,13 @@ func (c *Controller) Sync(ctx context.Context, obs Observation) (Result, error) 
 	}
 	if obs.Online && obs.KubeletVersion != nil {
 		c.lastKubeletVersion = obs.KubeletVersion
+		if v := obs.KubeletVersion.String(); v != c.recordedKubeletVersion {
+			if err := c.deps.Store.SetKubeletVersion(v); err != nil {
+				logger.Error(err, "Recording the kubelet version failed; a start without the apiserver cannot check feature gates")
+			} else {
+				c.recordedKubeletVersion = v
+			}
+		}
 	}
 	err := c.syncAssignment(obs, p)
 	if err == nil {
@@ -268,6 +288,11 @@ func (c *Controller) load(p *pass) {
 	corrupt(err)
 	c.state.bad, err = s.Bad()
 	corrupt(err)
+	recorded, err := s.KubeletVersion()
+	corrupt(err)
+	if v, parseErr := version.ParseGeneric(recorded); recorded != "" && parseErr == nil {
+		c.lastKubeletVersion, c.recordedKubeletVersion = v, recorded
+	}
 }
 
 func (c *Controller) kubeletVersion() *version.Version {

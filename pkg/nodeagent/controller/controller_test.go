@@ -154,8 +154,11 @@ func TestRepeatedFailuresRollBackToLastKnownGood(t *testing.T) {
 	e.sync(assigned(cmA))
 	e.passTrial(assigned(cmA))
 
-	r := e.sync(assigned(cmB)) // healthy at first
+	r := e.sync(assigned(cmB))
 	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refB, active: refB, lkg: refA, restarts: 3})
+	// Healthy at first (probed a period after the restart).
+	e.clock.Step(testProbePeriod)
+	e.sync(assigned(cmB))
 	for i := range testPolicy.FailureThreshold {
 		e.prober.err = errUnhealthy
 		if i%2 == 1 {

@@ -26,7 +26,9 @@
 //     trial is recorded, the file written, the kubelet restarted and the
 //     active record written, in that order: a crash anywhere repeats the
 //     restart, it never skips it.
-//  4. Trial. The kubelet is probed; a pass moves last-known-good, a failure
+//  4. Trial. The kubelet is probed, at most once a probe period however
+//     often Sync runs, and not before a period has passed since a restart
+//     (the old kubelet may still answer); a pass moves last-known-good, a failure
 //     records the configuration bad (by UID and resourceVersion) and goes
 //     back to 2, which now picks last-known-good.
 //

@@ -77,6 +77,8 @@ type env struct {
 	prober     *fakeProber
 	failpoint  func(checkpoint.Step, string) error
 	c          *Controller
+	// lastResult is what the last sync returned.
+	lastResult Result
 }
 
 func newEnv(t *testing.T) *env {
@@ -133,6 +135,7 @@ func (e *env) sync(obs Observation) Result {
 	if err != nil {
 		e.t.Fatalf("Sync: %v", err)
 	}
+	e.lastResult = r
 	return r
 }
 

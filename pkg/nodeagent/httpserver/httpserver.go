@@ -6,32 +6,41 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/klog/v2"
 )
 
 // shutdownTimeout bounds how long in-flight requests may take at exit.
 const shutdownTimeout = 5 * time.Second
 
-// Server serves /healthz and /metrics.
+// Server serves /healthz, /readyz and /metrics.
 type Server struct {
 	listener net.Listener
 	server   *http.Server
 }
 
+// Checks are the server's health checks. /healthz runs ping and Liveness;
+// /readyz runs those and Readiness.
+type Checks struct {
+	Liveness  []Check
+	Readiness []Check
+}
+
 // New listens on address right away, so that a taken port is an error at
 // start-up rather than later.
-func New(address string, gatherer prometheus.Gatherer, checks ...healthz.HealthChecker) (*Server, error) {
+func New(address string, gatherer prometheus.Gatherer, checks Checks) (*Server, error) {
 	listener, err := net.Listen("tcp", address)
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", address, err)
 	}
 	mux := http.NewServeMux()
-	healthz.InstallHandler(mux, append([]healthz.HealthChecker{healthz.PingHealthz}, checks...)...)
+	live := append([]Check{pingCheck}, checks.Liveness...)
+	installChecks(mux, "/healthz", live)
+	installChecks(mux, "/readyz", slices.Concat(live, checks.Readiness))
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	return &Server{
 		listener: listener,

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apiserver/pkg/server/healthz"
 )
 
 func TestServer(t *testing.T) {
@@ -18,15 +17,20 @@ func TestServer(t *testing.T) {
 	counter := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_total", Help: "x"})
 	registry.MustRegister(counter)
 	counter.Inc()
-	var healthy atomic.Bool
+	var healthy, ready atomic.Bool
 	healthy.Store(true)
-	check := healthz.NamedCheck("sync-loop", func(*http.Request) error {
-		if !healthy.Load() {
-			return errors.New("stuck")
+	failWhen := func(ok *atomic.Bool, reason string) func(*http.Request) error {
+		return func(*http.Request) error {
+			if !ok.Load() {
+				return errors.New(reason)
+			}
+			return nil
 		}
-		return nil
+	}
+	srv, err := New("127.0.0.1:0", registry, Checks{
+		Liveness:  []Check{NamedCheck("sync-loop", failWhen(&healthy, "stuck"))},
+		Readiness: []Check{NamedCheck("credentials", failWhen(&ready, "no certificate yet"))},
 	})
-	srv, err := New("127.0.0.1:0", registry, check)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,20 +49,38 @@ func TestServer(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	if code, body := get("/healthz"); code != 200 || body != "ok" {
-		t.Fatalf("/healthz = %d %q", code, body)
+	tests := []struct {
+		name           string
+		healthy, ready bool
+		path           string
+		wantCode       int
+		wantBody       string // exact when it does not start with "~", else a substring
+	}{
+		{"alive, not ready: /healthz", true, false, "/healthz", 200, "ok"},
+		{"alive, not ready: /healthz?verbose", true, false, "/healthz?verbose", 200, "[+]ping ok\n[+]sync-loop ok\nhealthz check passed\n"},
+		{"alive, not ready: /readyz says why", true, false, "/readyz", 500, "[+]ping ok\n[+]sync-loop ok\n[-]credentials failed: no certificate yet\nreadyz check failed\n"},
+		{"alive, not ready: /readyz/credentials", true, false, "/readyz/credentials", 500, "~no certificate yet"},
+		{"alive, not ready: /readyz/ping", true, false, "/readyz/ping", 200, "ok"},
+		{"ready", true, true, "/readyz", 200, "ok"},
+		{"stuck: /healthz", false, true, "/healthz", 500, "~[-]sync-loop failed: stuck\n"},
+		{"stuck: /healthz/ping", false, true, "/healthz/ping", 200, "ok"},
+		{"stuck: /healthz/sync-loop", false, true, "/healthz/sync-loop", 500, "~stuck"},
+		{"stuck: /readyz", false, true, "/readyz", 500, "~[-]sync-loop failed: stuck\n"},
+		{"unknown check", true, true, "/healthz/nope", 404, "~not found"},
+	}
+	for _, tc := range tests {
+		healthy.Store(tc.healthy)
+		ready.Store(tc.ready)
+		code, body := get(tc.path)
+		want, partial := strings.CutPrefix(tc.wantBody, "~")
+		if code != tc.wantCode || (partial && !strings.Contains(body, want)) || (!partial && body != want) {
+			t.Errorf("%s: GET %s = %d %q, want %d %q", tc.name, tc.path, code, body, tc.wantCode, tc.wantBody)
+		}
 	}
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "test_total 1") {
 		t.Fatalf("/metrics = %d %q", code, body)
 	}
-	healthy.Store(false)
-	if code, _ := get("/healthz"); code != http.StatusInternalServerError {
-		t.Fatalf("/healthz with a failing check = %d", code)
-	}
-	if code, _ := get("/healthz/ping"); code != 200 {
-		t.Fatalf("/healthz/ping = %d", code)
-	}
-	if _, err := New(srv.Addr().String(), registry); err == nil {
+	if _, err := New(srv.Addr().String(), registry, Checks{}); err == nil {
 		t.Fatal("a taken port was accepted")
 	}
 	cancel()

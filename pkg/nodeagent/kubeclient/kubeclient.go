@@ -71,7 +71,8 @@ func Load(kubeconfig string) (*rest.Config, error) {
 
 // WaitForConfig loads the kubeconfig, waiting with backoff while the
 // kubelet's credentials are not there yet. Other errors end the wait.
-func WaitForConfig(ctx context.Context, kubeconfig string, backoff wait.Backoff) (*rest.Config, error) {
+// status, when not nil, tells /readyz what it waits for.
+func WaitForConfig(ctx context.Context, kubeconfig string, backoff wait.Backoff, status *Status) (*rest.Config, error) {
 	logger := klog.FromContext(ctx)
 	var cfg *rest.Config
 	var lastErr error
@@ -79,8 +80,10 @@ func WaitForConfig(ctx context.Context, kubeconfig string, backoff wait.Backoff)
 		cfg, lastErr = Load(kubeconfig)
 		switch {
 		case lastErr == nil:
+			status.setLoaded()
 			return true, nil
 		case errors.Is(lastErr, ErrNotReady):
+			status.setWaiting(lastErr)
 			logger.Info("Waiting for the kubelet's credentials (TLS bootstrap not finished?); running from checkpoints meanwhile", "reason", lastErr.Error())
 			return false, nil
 		default:

@@ -94,7 +94,7 @@ func TestWaitsForBootstrapThenFollowsRotation(t *testing.T) {
 	defer cancel()
 	fast := wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 1 << 30, Cap: 50 * time.Millisecond}
 	go func() {
-		cfg, err := WaitForConfig(ctx, kubeconfig, fast)
+		cfg, err := WaitForConfig(ctx, kubeconfig, fast, nil)
 		done <- result{cfg, err}
 	}()
 	if _, err := Load(kubeconfig); !errors.Is(err, ErrNotReady) {
@@ -167,13 +167,13 @@ func TestLoadErrors(t *testing.T) {
 	// A broken kubeconfig ends the wait at once.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := WaitForConfig(ctx, garbage, DefaultBackoff); err == nil || ctx.Err() != nil {
+	if _, err := WaitForConfig(ctx, garbage, DefaultBackoff, nil); err == nil || ctx.Err() != nil {
 		t.Fatalf("WaitForConfig on a broken kubeconfig: %v (ctx %v)", err, ctx.Err())
 	}
 	// A cancelled wait says what it was waiting for.
 	ctx, cancel = context.WithCancel(context.Background())
 	cancel()
-	if _, err := WaitForConfig(ctx, filepath.Join(dir, "missing"), DefaultBackoff); err == nil {
+	if _, err := WaitForConfig(ctx, filepath.Join(dir, "missing"), DefaultBackoff, nil); err == nil {
 		t.Fatal("a cancelled wait succeeded")
 	}
 }

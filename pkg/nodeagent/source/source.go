@@ -13,17 +13,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/controller"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient"
 )
 
 // Source holds the agent's two watches.
 type Source struct {
-	client   kubernetes.Interface
+	client   kubeclient.Interface
 	nodeName string
 	onChange func()
 
@@ -39,7 +39,7 @@ type Source struct {
 
 // New prepares the watches; Run starts them. onChange is called on every
 // event and must not block.
-func New(client kubernetes.Interface, nodeName string, onChange func()) (*Source, error) {
+func New(client kubeclient.Interface, nodeName string, onChange func()) (*Source, error) {
 	if nodeName == "" {
 		return nil, errors.New("source: no node name")
 	}
@@ -60,26 +60,26 @@ type namedLister struct {
 	watch  func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
-func nodeLister(client kubernetes.Interface) namedLister {
+func nodeLister(client kubeclient.Interface) namedLister {
 	return namedLister{
 		client: client,
 		list: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return client.CoreV1().Nodes().List(ctx, opts)
+			return client.Nodes().List(ctx, opts)
 		},
 		watch: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return client.CoreV1().Nodes().Watch(ctx, opts)
+			return client.Nodes().Watch(ctx, opts)
 		},
 	}
 }
 
-func configMapLister(client kubernetes.Interface, namespace string) namedLister {
+func configMapLister(client kubeclient.Interface, namespace string) namedLister {
 	return namedLister{
 		client: client,
 		list: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return client.CoreV1().ConfigMaps(namespace).List(ctx, opts)
+			return client.ConfigMaps(namespace).List(ctx, opts)
 		},
 		watch: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return client.CoreV1().ConfigMaps(namespace).Watch(ctx, opts)
+			return client.ConfigMaps(namespace).Watch(ctx, opts)
 		},
 	}
 }

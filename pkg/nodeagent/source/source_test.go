@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/controller"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient/kubeclienttest"
 )
 
 func node(assignment string) *corev1.Node {
@@ -73,7 +74,7 @@ func hasConfigMap(name string) func(controller.Observation) bool {
 func TestSourceFollowsTheAssignment(t *testing.T) {
 	client := fake.NewClientset(node("ns-a/kubelet-a"), configMap("ns-a", "kubelet-a"), configMap("ns-b", "kubelet-b"))
 	var changes atomic.Int64
-	s, err := New(client, "node-1", func() { changes.Add(1) })
+	s, err := New(kubeclienttest.Wrap(client), "node-1", func() { changes.Add(1) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestSourceFollowsTheAssignment(t *testing.T) {
 
 func TestRapidReassignmentsLeakNothing(t *testing.T) {
 	client := fake.NewClientset(node(""), configMap("ns-a", "kubelet-a"), configMap("ns-b", "kubelet-b"))
-	s, err := New(client, "node-1", func() {})
+	s, err := New(kubeclienttest.Wrap(client), "node-1", func() {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,13 +12,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient"
 )
 
 // writeTimeout bounds one write to the apiserver.
@@ -27,7 +27,7 @@ const writeTimeout = 15 * time.Second
 // Reporter writes Reports to the Node and Events about it. It keeps only the
 // latest Report: a status that could not be written is replaced, not queued.
 type Reporter struct {
-	client   kubernetes.Interface
+	client   kubeclient.Interface
 	nodeName string
 	// cachedNode returns the Node as last seen, to skip writes that change
 	// nothing; it may return nil.
@@ -45,7 +45,7 @@ const reportKey = "status"
 
 // NewReporter returns a reporter for nodeName. recorder may be nil (events
 // are then only logged).
-func NewReporter(client kubernetes.Interface, nodeName string, cachedNode func() *corev1.Node, recorder record.EventRecorder) *Reporter {
+func NewReporter(client kubeclient.Interface, nodeName string, cachedNode func() *corev1.Node, recorder record.EventRecorder) *Reporter {
 	return &Reporter{
 		client:     client,
 		nodeName:   nodeName,
@@ -144,7 +144,7 @@ func (r *Reporter) patchAnnotation(ctx context.Context, value string) error {
 	err = retry.OnError(retry.DefaultBackoff, retriable, func() error {
 		ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 		defer cancel()
-		_, err := r.client.CoreV1().Nodes().Patch(ctx, r.nodeName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "nodeguard-agent"})
+		_, err := r.client.Nodes().Patch(ctx, r.nodeName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "nodeguard-agent"})
 		return err
 	})
 	if err != nil {
@@ -176,7 +176,7 @@ func (r *Reporter) patchCondition(ctx context.Context, current *corev1.NodeCondi
 	err = retry.OnError(retry.DefaultBackoff, retriable, func() error {
 		ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 		defer cancel()
-		_, err := r.client.CoreV1().Nodes().Patch(ctx, r.nodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: "nodeguard-agent"}, "status")
+		_, err := r.client.Nodes().Patch(ctx, r.nodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: "nodeguard-agent"}, "status")
 		return err
 	})
 	if err != nil {

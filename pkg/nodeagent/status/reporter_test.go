@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient/kubeclienttest"
 )
 
 func newNode() *corev1.Node {
@@ -49,7 +50,7 @@ func countPatches(client *fake.Clientset) int {
 func TestReporterWritesAnnotationAndCondition(t *testing.T) {
 	client := fake.NewClientset(newNode())
 	cached := func() *corev1.Node { return getNode(t, client) }
-	r := NewReporter(client, "node-1", cached, nil)
+	r := NewReporter(kubeclienttest.Wrap(client), "node-1", cached, nil)
 	clock := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	r.now = func() time.Time { return clock }
 
@@ -116,7 +117,7 @@ func TestReporterRetriesConflicts(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	r := NewReporter(client, "node-1", func() *corev1.Node { return nil }, nil)
+	r := NewReporter(kubeclienttest.Wrap(client), "node-1", func() *corev1.Node { return nil }, nil)
 	err := r.Write(context.Background(), Report{Condition: Condition{Status: corev1.ConditionTrue, Reason: ReasonLocalConfig}})
 	if err != nil {
 		t.Fatalf("conflicts were not retried: %v", err)
@@ -131,7 +132,7 @@ func TestReporterReportsOtherErrors(t *testing.T) {
 	client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "node-1", nil)
 	})
-	r := NewReporter(client, "node-1", func() *corev1.Node { return nil }, nil)
+	r := NewReporter(kubeclienttest.Wrap(client), "node-1", func() *corev1.Node { return nil }, nil)
 	if err := r.Write(context.Background(), Report{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("got %v, want the Forbidden error", err)
 	}
@@ -139,7 +140,7 @@ func TestReporterReportsOtherErrors(t *testing.T) {
 
 func TestReporterEvents(t *testing.T) {
 	recorder := record.NewFakeRecorder(10)
-	r := NewReporter(fake.NewClientset(), "node-1", func() *corev1.Node { return nil }, recorder)
+	r := NewReporter(kubeclienttest.Wrap(fake.NewClientset()), "node-1", func() *corev1.Node { return nil }, recorder)
 	r.Event(context.Background(), Event{Type: corev1.EventTypeWarning, Reason: ReasonRolledBack, Message: "kubelet unhealthy"})
 	if got := <-recorder.Events; got != "Warning RolledBack kubelet unhealthy" {
 		t.Fatalf("event %q", got)
@@ -151,7 +152,7 @@ func TestReporterEvents(t *testing.T) {
 
 func TestReporterRunWritesTheLatest(t *testing.T) {
 	client := fake.NewClientset(newNode())
-	r := NewReporter(client, "node-1", func() *corev1.Node { return nil }, nil)
+	r := NewReporter(kubeclienttest.Wrap(client), "node-1", func() *corev1.Node { return nil }, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()

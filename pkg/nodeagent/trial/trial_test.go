@@ -60,6 +60,12 @@ func TestVerdict(t *testing.T) {
 		now:    11 * time.Minute,
 		want:   Pass,
 	}, {
+		name: "an admin restart (one refused probe between healthy ones) passes",
+		probes: []probe{{5 * time.Second, nil}, {2 * time.Minute, nil}, {2*time.Minute + 5*time.Second, errDown},
+			{2*time.Minute + 10*time.Second, nil}, {10 * time.Minute, nil}},
+		now:  10 * time.Minute,
+		want: Pass,
+	}, {
 		name:    "unhealthy when the period ends keeps the trial open",
 		probes:  []probe{{5 * time.Second, nil}, {10 * time.Minute, errDown}},
 		now:     10 * time.Minute,

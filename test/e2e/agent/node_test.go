@@ -38,6 +38,10 @@ type nodeOptions struct {
 	// stubStartupDelay is how long a stub restart keeps /healthz down;
 	// zero means 100ms.
 	stubStartupDelay time.Duration
+	// dir holds the node's files; empty means a new temporary directory.
+	dir string
+	// kubeletArgs are added to the stub kubelet's flags.
+	kubeletArgs []string
 }
 
 // newNode registers a Node and starts its stub kubelet and agent; all of it
@@ -54,10 +58,14 @@ func newNode(t testing.TB, opts nodeOptions) *node {
 		_ = admin.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
 		_ = admin.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 	})
+	if opts.dir == "" {
+		opts.dir = t.TempDir()
+	}
 	started, err := framework.StartNode(t.Context(), env, framework.NodeOptions{
 		Name:               name,
 		Binaries:           binaries,
-		Dir:                t.TempDir(),
+		Dir:                opts.dir,
+		KubeletArgs:        opts.kubeletArgs,
 		WithoutCertificate: opts.withoutCertificate,
 		AgentArgs:          opts.agentArgs,
 		StubStartupDelay:   opts.stubStartupDelay,

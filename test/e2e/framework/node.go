@@ -66,6 +66,9 @@ type NodeOptions struct {
 	// AgentArgs are added to the agent's flags; later flags win, so they
 	// override the ones StartNode sets.
 	AgentArgs []string
+	// KubeletArgs are added to the stub kubelet's flags (for example
+	// --config-dir).
+	KubeletArgs []string
 }
 
 // Node is a simulated node: a Node object registered with the node's own
@@ -98,6 +101,7 @@ type Node struct {
 	certLink         string
 	kubeconfig       string
 	agentArgs        []string
+	kubeletArgs      []string
 
 	mu    sync.Mutex
 	stub  *child
@@ -118,7 +122,7 @@ func StartNode(ctx context.Context, env *Env, opts NodeOptions) (node *Node, err
 		return nil, errors.New("starting a node needs the agent and kubelet stub binaries (BuildNodeBinaries)")
 	}
 	n := &Node{Name: opts.Name, Dir: opts.Dir, TrialPeriod: opts.TrialPeriod, env: env, binaries: opts.Binaries,
-		stubStartupDelay: opts.StubStartupDelay}
+		stubStartupDelay: opts.StubStartupDelay, kubeletArgs: opts.KubeletArgs}
 	if n.Dir == "" {
 		n.Dir = filepath.Join(env.dir, "nodes", opts.Name)
 	}
@@ -279,9 +283,10 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 		return fmt.Errorf("node %s: the kubelet is already running", n.Name)
 	}
 	_ = os.Remove(n.pidFile)
-	stub, err := startChild("kubelet stub", n.kubeletLog(), n.binaries.KubeletStub, "serve",
+	args := append([]string{n.binaries.KubeletStub, "serve",
 		"--config", n.KubeletConfigFile, "--healthz-port", strconv.Itoa(n.KubeletHealthzPort), "--pid-file", n.pidFile,
-		"--restart-log", n.restartLog, "--startup-delay", n.stubStartupDelay.String())
+		"--restart-log", n.restartLog, "--startup-delay", n.stubStartupDelay.String()}, n.kubeletArgs...)
+	stub, err := startChild("kubelet stub", n.kubeletLog(), args...)
 	if err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}

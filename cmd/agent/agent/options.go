@@ -1,0 +1,206 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/klog/v2"
+
+	"github.com/nodeguard/nodeguard/pkg/nodeagent"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/trial"
+)
+
+// Options are the agent's command-line settings.
+type Options struct {
+	NodeName     string
+	Kubeconfig   string
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+
+	StateDir string
+
+	KubeletConfigMode string
+	KubeletConfigFile string
+	LocalConfigFile   string
+	LocalFields       []string
+
+	RestartCommand string
+	RestartTimeout time.Duration
+
+	HealthzURL            string
+	ProbePeriod           time.Duration
+	ProbeTimeout          time.Duration
+	TrialPeriod           time.Duration
+	TrialGracePeriod      time.Duration
+	TrialFailureThreshold int
+	KubeletVersion        string
+
+	ListenAddress string
+	ResyncPeriod  time.Duration
+}
+
+// NewOptions returns the defaults, laid out for a kubeadm node.
+func NewOptions() *Options {
+	hostname, _ := os.Hostname()
+	return &Options{
+		NodeName:              strings.ToLower(hostname),
+		Kubeconfig:            "/etc/kubernetes/kubelet.conf",
+		KubeAPIQPS:            5,
+		KubeAPIBurst:          10,
+		StateDir:              "/var/lib/nodeguard",
+		KubeletConfigMode:     string(kubelet.ModeConfig),
+		KubeletConfigFile:     "/var/lib/kubelet/config.yaml",
+		LocalConfigFile:       "/etc/nodeguard/kubelet-local.yaml",
+		LocalFields:           append([]string(nil), kubelet.DefaultLocalFields...),
+		RestartCommand:        "systemctl restart kubelet",
+		RestartTimeout:        2 * time.Minute,
+		HealthzURL:            "http://127.0.0.1:10248/healthz",
+		ProbePeriod:           5 * time.Second,
+		ProbeTimeout:          3 * time.Second,
+		TrialPeriod:           10 * time.Minute,
+		TrialGracePeriod:      2 * time.Minute,
+		TrialFailureThreshold: 6,
+		ListenAddress:         "127.0.0.1:10266",
+		ResyncPeriod:          time.Minute,
+	}
+}
+
+// AddFlags registers the options, and klog's, on fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Name of this node's Node object; the kubeconfig's identity must be system:node:<node-name>. Defaults to the lower-cased hostname, as the kubelet's does.")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "The kubelet's kubeconfig. The agent uses the kubelet's own credentials; a client certificate named by path (e.g. /var/lib/kubelet/pki/kubelet-client-current.pem) is reloaded when the kubelet rotates it. Until the file and its certificate exist (TLS bootstrap), the agent waits with backoff and runs from its checkpoints.")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side QPS limit towards the kube-apiserver.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst towards the kube-apiserver.")
+
+	fs.StringVar(&o.StateDir, "state-dir", o.StateDir, "Directory for checkpoints and the assigned, last-known-good, active, trial and bad records (created with mode 0700). Must survive reboots.")
+
+	fs.StringVar(&o.KubeletConfigMode, "kubelet-config-mode", o.KubeletConfigMode, `Which kubelet file the agent owns. "config": the kubelet's --config file, rendered from the ConfigMap with node-local fields taken from --local-config-file, or a copy of that file when nothing is assigned. "drop-in": one drop-in in the kubelet's --config-dir (its name must end in .conf), holding the ConfigMap minus the node-local fields, and removed when nothing is assigned.`)
+	fs.StringVar(&o.KubeletConfigFile, "kubelet-config-file", o.KubeletConfigFile, "The file the agent writes (atomically): the kubelet's --config file in config mode, e.g. /etc/kubernetes/kubelet.conf.d/90-nodeguard.conf in drop-in mode.")
+	fs.StringVar(&o.LocalConfigFile, "local-config-file", o.LocalConfigFile, "Config mode only: this node's own KubeletConfiguration. Written as-is when nothing is assigned, and the source of the node-local fields otherwise. Must differ from --kubelet-config-file.")
+	fs.StringSliceVar(&o.LocalFields, "local-fields", o.LocalFields, "Top-level KubeletConfiguration fields that are node-specific and never taken from a ConfigMap: in config mode copied from --local-config-file (or dropped when it does not set them), in drop-in mode left out of the drop-in.")
+
+	fs.StringVar(&o.RestartCommand, "kubelet-restart-command", o.RestartCommand, `Command that restarts the kubelet, split into words without a shell (quotes and backslashes group words; no variables, globs or pipes: write sh -c '...' for those). Must exit 0 once the restart is issued.`)
+	fs.DurationVar(&o.RestartTimeout, "kubelet-restart-timeout", o.RestartTimeout, "How long the restart command may run before it is killed and the apply retried.")
+
+	fs.StringVar(&o.HealthzURL, "kubelet-healthz-url", o.HealthzURL, "The kubelet's health endpoint (healthzBindAddress:healthzPort, kept node-local for this reason), probed during trials.")
+	fs.DurationVar(&o.ProbePeriod, "health-probe-period", o.ProbePeriod, "How often the kubelet is probed during a trial.")
+	fs.DurationVar(&o.ProbeTimeout, "health-probe-timeout", o.ProbeTimeout, "How long one probe may take; a slower answer counts as a failure (a hung kubelet). Must be shorter than --health-probe-period.")
+	fs.DurationVar(&o.TrialPeriod, "trial-period", o.TrialPeriod, "How long a newly applied configuration is on trial before it becomes last-known-good. Measured as time since boot on one boot; a reboot starts the trial over.")
+	fs.DurationVar(&o.TrialGracePeriod, "trial-grace-period", o.TrialGracePeriod, "How long the kubelet has to answer /healthz after a restart (or after the agent starts during a trial) before the configuration is rolled back.")
+	fs.IntVar(&o.TrialFailureThreshold, "trial-failure-threshold", o.TrialFailureThreshold, "Failed probes, after the kubelet was first healthy, that roll a configuration on trial back. Only probes made by the running agent, on this boot, count.")
+	fs.StringVar(&o.KubeletVersion, "kubelet-version", o.KubeletVersion, "The kubelet's version (e.g. 1.37.2) for the feature-gate check. Empty means the Node's status.nodeInfo.kubeletVersion.")
+
+	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "host:port for the agent's own /healthz, /readyz and /metrics (plain HTTP). Empty disables. Keep it on loopback unless a scraper needs it.")
+	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often to look again without an event, e.g. to notice an edited --local-config-file or an overwritten kubelet file.")
+
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
+}
+
+// Validate reports every problem with the options at once.
+func (o *Options) Validate() []error {
+	var errs []error
+	if msgs := validation.IsDNS1123Subdomain(o.NodeName); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--node-name %q: %s", o.NodeName, strings.Join(msgs, "; ")))
+	}
+	for flagName, value := range map[string]string{"--kubeconfig": o.Kubeconfig, "--state-dir": o.StateDir, "--kubelet-config-file": o.KubeletConfigFile} {
+		if value == "" {
+			errs = append(errs, fmt.Errorf("%s is required", flagName))
+		}
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
+		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	switch kubelet.Mode(o.KubeletConfigMode) {
+	case kubelet.ModeConfig:
+		switch {
+		case o.LocalConfigFile == "":
+			errs = append(errs, errors.New("--local-config-file is required in config mode"))
+		case filepath.Clean(o.LocalConfigFile) == filepath.Clean(o.KubeletConfigFile):
+			errs = append(errs, errors.New("--local-config-file must differ from --kubelet-config-file: the agent overwrites the latter"))
+		}
+	case kubelet.ModeDropIn:
+		if !strings.HasSuffix(o.KubeletConfigFile, ".conf") {
+			errs = append(errs, fmt.Errorf("--kubelet-config-file %q: a drop-in must end in .conf, or the kubelet ignores it", o.KubeletConfigFile))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--kubelet-config-mode %q: want %q or %q", o.KubeletConfigMode, kubelet.ModeConfig, kubelet.ModeDropIn))
+	}
+	if err := kubelet.CheckLocalFields(o.LocalFields); err != nil {
+		errs = append(errs, fmt.Errorf("--local-fields: %w", err))
+	}
+	if _, err := kubelet.ParseCommand(o.RestartCommand); err != nil {
+		errs = append(errs, fmt.Errorf("--kubelet-restart-command: %w", err))
+	}
+	if u, err := url.Parse(o.HealthzURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("--kubelet-healthz-url %q: want an http(s) URL", o.HealthzURL))
+	}
+	for flagName, d := range map[string]time.Duration{
+		"--kubelet-restart-timeout": o.RestartTimeout, "--health-probe-period": o.ProbePeriod, "--health-probe-timeout": o.ProbeTimeout,
+		"--trial-period": o.TrialPeriod, "--trial-grace-period": o.TrialGracePeriod, "--resync-period": o.ResyncPeriod,
+	} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s %v: must be positive", flagName, d))
+		}
+	}
+	if o.ProbeTimeout >= o.ProbePeriod {
+		errs = append(errs, errors.New("--health-probe-timeout must be shorter than --health-probe-period"))
+	}
+	if o.TrialFailureThreshold < 1 {
+		errs = append(errs, fmt.Errorf("--trial-failure-threshold %d: must be at least 1", o.TrialFailureThreshold))
+	}
+	if o.KubeletVersion != "" {
+		if _, err := version.ParseGeneric(o.KubeletVersion); err != nil {
+			errs = append(errs, fmt.Errorf("--kubelet-version %q: %w", o.KubeletVersion, err))
+		}
+	}
+	if o.ListenAddress != "" {
+		if _, _, err := net.SplitHostPort(o.ListenAddress); err != nil {
+			errs = append(errs, fmt.Errorf("--listen-address %q: %w", o.ListenAddress, err))
+		}
+	}
+	return errs
+}
+
+// Config turns validated options into the agent's configuration.
+func (o *Options) Config() nodeagent.Config {
+	argv, _ := kubelet.ParseCommand(o.RestartCommand)
+	var kubeletVersion *version.Version
+	if o.KubeletVersion != "" {
+		kubeletVersion, _ = version.ParseGeneric(o.KubeletVersion)
+	}
+	renderer := kubelet.Renderer{Mode: kubelet.Mode(o.KubeletConfigMode), LocalFields: o.LocalFields}
+	if renderer.Mode == kubelet.ModeConfig {
+		renderer.LocalConfigFile = o.LocalConfigFile
+	}
+	return nodeagent.Config{
+		NodeName:          o.NodeName,
+		Kubeconfig:        o.Kubeconfig,
+		KubeAPIQPS:        o.KubeAPIQPS,
+		KubeAPIBurst:      o.KubeAPIBurst,
+		StateDir:          o.StateDir,
+		Renderer:          renderer,
+		KubeletConfigFile: o.KubeletConfigFile,
+		RestartCommand:    argv,
+		RestartTimeout:    o.RestartTimeout,
+		HealthzURL:        o.HealthzURL,
+		ProbePeriod:       o.ProbePeriod,
+		ProbeTimeout:      o.ProbeTimeout,
+		Trial:             trial.Policy{Period: o.TrialPeriod, Grace: o.TrialGracePeriod, FailureThreshold: o.TrialFailureThreshold},
+		KubeletVersion:    kubeletVersion,
+		ListenAddress:     o.ListenAddress,
+		ResyncPeriod:      o.ResyncPeriod,
+	}
+}

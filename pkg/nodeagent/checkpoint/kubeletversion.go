@@ -1,0 +1,40 @@
+package checkpoint
+
+import "errors"
+
+// recordKubeletVersion remembers the kubelet version the Node last reported,
+// so that an agent starting while the apiserver is away can still check an
+// assigned configuration's feature gates instead of refusing it.
+const recordKubeletVersion recordName = "kubelet-version"
+
+type kubeletVersionRecord struct {
+	Version string `json:"version"`
+}
+
+// The version is parsed by its user; here it only has to be there.
+func (r kubeletVersionRecord) check() error {
+	if r.Version == "" {
+		return errors.New("empty kubelet version")
+	}
+	return nil
+}
+
+// KubeletVersion returns the kubelet version last recorded, or "" when none
+// was (or the record is corrupt; the error says so).
+func (s *Store) KubeletVersion() (string, error) {
+	var r kubeletVersionRecord
+	found, err := s.readRecord(recordKubeletVersion, &r, func() error { return r.check() })
+	if err != nil || !found {
+		return "", err
+	}
+	return r.Version, nil
+}
+
+// SetKubeletVersion records the kubelet's version.
+func (s *Store) SetKubeletVersion(v string) error {
+	r := kubeletVersionRecord{Version: v}
+	if err := r.check(); err != nil {
+		return err
+	}
+	return s.writeRecord(recordKubeletVersion, r)
+}
