@@ -101,7 +101,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.TrialFailureThreshold, "trial-failure-threshold", o.TrialFailureThreshold, "Failed probes, after the kubelet was first healthy, that roll a configuration on trial back. Only probes made by the running agent, on this boot, count.")
 	fs.StringVar(&o.KubeletVersion, "kubelet-version", o.KubeletVersion, "The kubelet's version (e.g. 1.37.2) for the feature-gate check. Empty means the Node's status.nodeInfo.kubeletVersion.")
 
-	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "host:port for the agent's own /healthz and /metrics (plain HTTP). Empty disables. Keep it on loopback unless a scraper needs it.")
+	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "host:port for the agent's own /healthz, /readyz and /metrics (plain HTTP). Empty disables. Keep it on loopback unless a scraper needs it.")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often to look again without an event, e.g. to notice an edited --local-config-file or an overwritten kubelet file.")
 
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
