@@ -19,7 +19,7 @@ ARGS ?=
 # `./...` in the root does not reach.
 NESTED_MODULES := $(sort $(patsubst %/go.mod,%,$(shell find hack -mindepth 2 -name go.mod -not -path '*/testdata/*')))
 
-.PHONY: build test testbin bench fuzz run lint generate certs clean help
+.PHONY: build test testbin bench soak fuzz run lint generate certs clean help
 
 ## build: compile every command under cmd/ into bin/.
 build:
@@ -62,14 +62,27 @@ testbin:
 	hack/testbin.sh >/dev/null
 
 ## bench: nodeguard's authorizer against the in-tree Node authorizer's graph (hack/bench, its own
-## module), then HTTPS load on /authorize, then the Go benchmarks of the hot paths; each prints
-## figures against the targets in docs/benchmarks.md. About 5 minutes on two cores once built.
-## BENCH_ARGS go to the comparison, e.g. BENCH_ARGS=--fail-on-miss.
+## module), the shipped policies beside a stock OPA server (hack/bench/cmd/opacompare; builds opa
+## from the module proxy into ~/.cache/nodeguard/opa once), HTTPS load on /authorize and /validate,
+## then the Go benchmarks of the hot paths; each prints figures against the targets in
+## docs/benchmarks.md. About 15 minutes on two cores once built. BENCH_ARGS go to the graph
+## comparison and OPA_BENCH_ARGS to the OPA one, e.g. BENCH_ARGS=--fail-on-miss.
 BENCH_ARGS ?=
+OPA_BENCH_ARGS ?=
 bench:
 	cd hack/bench && GOWORK=off $(GO) run ./cmd/compare $(BENCH_ARGS)
-	$(GO) test -run '^$$' -bench Authorize -timeout $(TEST_TIMEOUT) ./test/loadtest
+	cd hack/bench && GOWORK=off $(GO) run ./cmd/opacompare $(OPA_BENCH_ARGS)
+	$(GO) test -run '^$$' -bench 'Authorize|Validate' -timeout $(TEST_TIMEOUT) ./test/loadtest
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/graph ./pkg/authz ./pkg/admission ./pkg/kubeletconfig ./pkg/policy
+
+## soak: the long versions of the reliability tests (NODEGUARD_SOAK=1, docs/reliability.md): 10
+## minutes of traffic and cluster churn with heap and goroutines bounded, 1000 SIGKILLs of the
+## agent, 20 rolling restarts, a long overload and certificate rotations. About 30 minutes.
+soak: testbin
+	NODEGUARD_SOAK=1 $(GO) test -count=1 -timeout 60m -v -run 'TestSoak' ./test/e2e/faults/
+	NODEGUARD_SOAK=1 $(GO) test -count=1 -timeout 60m -v -run 'TestPowerLoss' ./test/e2e/agent/
+	NODEGUARD_SOAK=1 $(GO) test -count=1 -timeout 60m -v -run 'TestRollingRestartUnderLoad|TestCertificateRotationUnderLoad' ./test/e2e/reliability/
+	NODEGUARD_SOAK=1 $(GO) test -count=1 -timeout 60m -v -run 'TestOverload' ./test/loadtest/
 
 ## run: start a local control plane with nodeguard installed (see hack/localup).
 run: testbin

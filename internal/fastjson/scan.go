@@ -120,24 +120,34 @@ func (s *scanner) object(depth int) {
 		if record && s.ok {
 			fields = append(fields, field{key: s.text[keyStart:keyEnd], keyEscaped: escaped, start: valueStart, end: s.pos})
 		}
-		s.skipSpace()
-		if s.pos >= len(s.data) {
-			s.fail()
-			return
-		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-			s.skipSpace()
-		case '}':
-			s.pos++
-			s.index(record, start, fields)
-			return
-		default:
-			s.fail()
+		if !s.next('}') {
+			if s.ok {
+				s.index(record, start, fields)
+			}
 			return
 		}
 	}
+}
+
+// next reads what follows a member or an element: a comma, when more
+// follow, or the closing bracket; anything else fails.
+func (s *scanner) next(closing byte) (more bool) {
+	s.skipSpace()
+	if !s.ok || s.pos >= len(s.data) {
+		s.fail()
+		return false
+	}
+	switch s.data[s.pos] {
+	case ',':
+		s.pos++
+		s.skipSpace()
+		return true
+	case closing:
+		s.pos++
+		return false
+	}
+	s.fail()
+	return false
 }
 
 func (s *scanner) index(record bool, start int, fields []field) {
@@ -163,20 +173,7 @@ func (s *scanner) array(depth int) {
 	}
 	for s.ok {
 		s.value(depth + 1)
-		s.skipSpace()
-		if !s.ok || s.pos >= len(s.data) {
-			s.fail()
-			return
-		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-			s.skipSpace()
-		case ']':
-			s.pos++
-			return
-		default:
-			s.fail()
+		if !s.next(']') {
 			return
 		}
 	}
