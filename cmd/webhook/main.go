@@ -171,9 +171,13 @@ func run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	// /validate's reviews are large and grow a fresh goroutine's stack:
+	// they are decided on one long-lived worker per review allowed in flight.
+	validateWorkers := server.StartWorkers(ctx, opts.MaxValidateInFlight)
 	validate, err := srv.LimitInFlight("/validate", opts.inFlightLimit(opts.MaxValidateInFlight, server.ShedAdmissionReview),
 		server.ReviewHandler("validate", opts.MaxValidateBodyBytes,
-			admission.ReviewFunc(admitter, admissionMetrics, admission.WithPolicies(policies.admission), admission.WithDecisionLog(decisionLog))))
+			admission.ReviewFunc(admitter, admissionMetrics, admission.WithPolicies(policies.admission), admission.WithDecisionLog(decisionLog)),
+			server.OnWorkers(validateWorkers)))
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,16 @@ func scan(data []byte, text string) (objects map[int][]field, ok bool) {
 
 func (s *scanner) fail() { s.ok = false }
 
+// skipSpace skips whitespace. The apiserver writes compact JSON, so the
+// check for none is kept small enough to inline.
 func (s *scanner) skipSpace() {
+	if s.pos < len(s.data) && s.data[s.pos] > ' ' {
+		return
+	}
+	s.skipSpaceSlow()
+}
+
+func (s *scanner) skipSpaceSlow() {
 	for s.pos < len(s.data) {
 		switch s.data[s.pos] {
 		case ' ', '\t', '\n', '\r':

@@ -19,10 +19,25 @@ import (
 // the apiserver can act on a review but not on an HTTP error.
 type ReviewFunc func(ctx context.Context, body []byte) (response any, err error)
 
+// HandlerOption adds to what ReviewHandler does.
+type HandlerOption func(*handlerConfig)
+
+type handlerConfig struct {
+	workers *Workers
+}
+
+// OnWorkers decides reviews, and encodes their answers, on w's goroutines
+// (see Workers); nil decides on the request's own goroutine.
+func OnWorkers(w *Workers) HandlerOption { return func(c *handlerConfig) { c.workers = w } }
+
 // ReviewHandler serves one review endpoint: POST with a JSON body of at
 // most maxBodyBytes, answered with JSON. The apiserver's ?timeout= becomes
 // the context deadline.
-func ReviewHandler(name string, maxBodyBytes int64, review ReviewFunc) http.Handler {
+func ReviewHandler(name string, maxBodyBytes int64, review ReviewFunc, opts ...HandlerOption) http.Handler {
+	var cfg handlerConfig
+	for _, opt := range opts {
+		opt(&cfg)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		logger := klog.FromContext(r.Context()).WithValues("endpoint", name)
 		if r.Method != http.MethodPost {
@@ -54,24 +69,48 @@ func ReviewHandler(name string, maxBodyBytes int64, review ReviewFunc) http.Hand
 			ctx, cancel = context.WithTimeout(ctx, d)
 			defer cancel()
 		}
-		response, err := review(klog.NewContext(ctx, logger), body)
-		if err != nil {
+		var answer []byte
+		cfg.workers.Do(func() { answer, err = decide(klog.NewContext(ctx, logger), review, body) })
+		var encoding errEncoding
+		switch {
+		case errors.As(err, &encoding):
+			logger.Error(err, "Answering a review")
+			httpError(w, http.StatusInternalServerError, "%v", err)
+			return
+		case err != nil:
 			logger.V(2).Info("Rejected malformed review", "err", err)
 			httpError(w, http.StatusBadRequest, "%v", err)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		if raw, ok := response.(json.RawMessage); ok {
-			// Already encoded (authz caches its answers' bytes).
-			if _, err := w.Write(raw); err != nil {
-				logger.Error(err, "Writing review response")
-			}
-			return
-		}
-		if err := json.NewEncoder(w).Encode(response); err != nil {
+		if _, err := w.Write(answer); err != nil {
 			logger.Error(err, "Writing review response")
 		}
 	})
+}
+
+// errEncoding marks an answer that could not be encoded, which is the
+// server's fault, not the request's.
+type errEncoding struct{ err error }
+
+func (e errEncoding) Error() string { return "encoding the review response: " + e.err.Error() }
+
+// decide reviews body and encodes the answer. Encoding here, not while
+// writing, keeps the reflective encoder's stack on the worker too.
+func decide(ctx context.Context, review ReviewFunc, body []byte) ([]byte, error) {
+	response, err := review(ctx, body)
+	if err != nil {
+		return nil, err
+	}
+	if raw, ok := response.(json.RawMessage); ok {
+		// Already encoded (authz caches its answers' bytes).
+		return raw, nil
+	}
+	answer, err := json.Marshal(response)
+	if err != nil {
+		return nil, errEncoding{err}
+	}
+	return append(answer, '\n'), nil
 }
 
 func httpError(w http.ResponseWriter, code int, format string, args ...any) {

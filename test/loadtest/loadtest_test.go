@@ -40,6 +40,13 @@ const (
 	targetP99                = 2 * time.Millisecond
 )
 
+// The clusters of the load runs: a small one for the smoke tests, and the
+// dense one the benchmarks measure under.
+var (
+	smokeShape = cluster.Shape{Nodes: 20, PodsPerNode: 5, Namespaces: 3, EligibleConfigMaps: 20}
+	benchShape = cluster.Shape{Nodes: 5000, PodsPerNode: 30, Namespaces: 100, EligibleConfigMaps: 10000}
+)
+
 // requestKinds are what reaches the webhook in a cluster: matchConditions
 // keep non-node users away, so every request comes from a kubelet.
 var requestKinds = []cluster.Kind{cluster.AllowedRead, cluster.RefusedRead, cluster.OwnNodeGet}
@@ -146,7 +153,7 @@ func decodeReview(p Protocol, resp *http.Response, body []byte) (authorizationv1
 // requests), must be the expected allow or no opinion with a reason, the
 // floor's a well-formed no opinion. It asserts nothing about timing.
 func TestAuthorizeSmoke(t *testing.T) {
-	shape := cluster.Shape{Nodes: 20, PodsPerNode: 5, Namespaces: 3, EligibleConfigMaps: 20}
+	shape := smokeShape
 	e := startEnv(t, shape, 96)
 	const requests = 300
 	for _, p := range []Protocol{HTTP2, HTTP1} {
@@ -212,7 +219,7 @@ const policiesTarget = "nodeguard+policies"
 // -benchtime of 1s per run is enough; the whole benchmark takes about a
 // minute.
 func BenchmarkAuthorize(b *testing.B) {
-	shape := cluster.Shape{Nodes: 5000, PodsPerNode: 30, Namespaces: 100, EligibleConfigMaps: 10000}
+	shape := benchShape
 	e := startEnv(b, shape, 4096)
 	loadBefore := LoadAverage()
 	stalls := MeasureStalls(2 * time.Second)
@@ -275,7 +282,7 @@ func runName(p Protocol, target string, rate float64) string {
 // because a fresh goroutine's small stack has to grow under the JSON
 // decoder and that is part of the cost.
 func BenchmarkAuthorizeHandler(b *testing.B) {
-	shape := cluster.Shape{Nodes: 5000, PodsPerNode: 30, Namespaces: 100, EligibleConfigMaps: 10000}
+	shape := benchShape
 	a, g := newGraphAuthorizer(b, shape)
 	reqs := shape.Mixed(requestKinds, 1024, 42)
 	var bodies [][]byte

@@ -132,7 +132,7 @@ func startOverload(t *testing.T) *overloadEnv {
 		srv.HandleReview(path, h)
 	}
 	mount("/authorize", overloadAuthorize, maxReviewBytes, authz.ReviewFunc(authorizer, nil), &authorizeEntered)
-	mount("/validate", overloadValidate, validateMaxBody, admission.ReviewFunc(newValidateAdmitter(), nil), &e.validateEntered)
+	mount("/validate", overloadValidate, validateMaxBody, admission.ReviewFunc(newValidateAdmitter(t, shape), nil), &e.validateEntered)
 
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().V(100)))
 	done := make(chan error, 1)

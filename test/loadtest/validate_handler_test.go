@@ -29,7 +29,7 @@ func BenchmarkValidateHandler(b *testing.B) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(validateFloorResponse))
 	})
-	ours := server.ReviewHandler("validate", validateMaxBody, admission.ReviewFunc(newValidateAdmitter(), nil))
+	ours := server.ReviewHandler("validate", validateMaxBody, admission.ReviewFunc(newValidateAdmitter(b, benchShape), nil))
 	for _, name := range slices.Sorted(func(yield func(string) bool) {
 		for k := range bodies {
 			if !yield(k) {

@@ -30,9 +30,9 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/admission"
 	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/graph"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 	"github.com/nodeguard/nodeguard/pkg/server"
+	"github.com/nodeguard/nodeguard/test/loadtest/cluster"
 )
 
 // The targets for /validate.
@@ -149,7 +149,7 @@ func validConfig4K() string {
 }
 
 // startValidate serves /validate as cmd/webhook does and a floor beside it.
-func startValidate(tb testing.TB) (ours, floor string, roots *x509.CertPool) {
+func startValidate(tb testing.TB, shape cluster.Shape) (ours, floor string, roots *x509.CertPool) {
 	tb.Helper()
 	dir := tb.TempDir()
 	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey("localhost", []net.IP{net.IPv4(127, 0, 0, 1)}, nil)
@@ -169,7 +169,7 @@ func startValidate(tb testing.TB) (ours, floor string, roots *x509.CertPool) {
 	roots = x509.NewCertPool()
 	roots.AppendCertsFromPEM(certPEM)
 
-	admitter := newValidateAdmitter()
+	admitter := newValidateAdmitter(tb, shape)
 
 	var listeners []net.Listener
 	for range 2 {
@@ -183,14 +183,17 @@ func startValidate(tb testing.TB) (ours, floor string, roots *x509.CertPool) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv.HandleReview("/validate", server.ReviewHandler("validate", validateMaxBody, admission.ReviewFunc(admitter, nil)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().V(100)))
+	// As cmd/webhook: decisions on long-lived workers, one per request in
+	// flight.
+	workers := server.StartWorkers(ctx, concurrency)
+	srv.HandleReview("/validate", server.ReviewHandler("validate", validateMaxBody, admission.ReviewFunc(admitter, nil), server.OnWorkers(workers)))
 	floorSrv := &http.Server{TLSConfig: tlsConfig.Config(), ReadHeaderTimeout: 10 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body)
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, validateFloorResponse)
 		})}
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().V(100)))
 	done := make(chan struct{}, 2)
 	go func() { _ = srv.Run(ctx); done <- struct{}{} }()
 	go func() { _ = floorSrv.ServeTLS(listeners[1], "", ""); done <- struct{}{} }()
@@ -203,13 +206,17 @@ func startValidate(tb testing.TB) (ours, floor string, roots *x509.CertPool) {
 	return "https://" + listeners[0].Addr().String() + "/validate?timeout=10s", "https://" + listeners[1].Addr().String() + "/validate?timeout=10s", roots
 }
 
-// newValidateAdmitter judges reviews as cmd/webhook does, over 50 nodes
-// assigned the eligible ConfigMap kubelet-configs/pool.
-func newValidateAdmitter() *admission.Admitter {
+// newValidateAdmitter judges reviews as cmd/webhook does, over a graph of
+// the given shape plus 50 nodes assigned the eligible ConfigMap
+// kubelet-configs/pool. The benchmarks use benchShape, the cluster of the
+// /authorize load test: the webhook's heap holds its graph, and the heap's
+// size sets how often the collector runs.
+func newValidateAdmitter(tb testing.TB, shape cluster.Shape) *admission.Admitter {
+	tb.Helper()
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	_ = indexer.Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kubelet-configs", Name: "pool",
 		Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}}, Data: map[string]string{contract.ConfigMapKey: validConfig4K()}})
-	g := graph.New(nil)
+	_, g := newGraphAuthorizer(tb, shape)
 	for i := range 50 {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i), ResourceVersion: "1",
 			Annotations: map[string]string{contract.ConfigSourceAnnotation: "kubelet-configs/pool"}}}
@@ -218,7 +225,6 @@ func newValidateAdmitter() *admission.Admitter {
 	}
 	g.UpsertConfigMap(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "kubelet-configs", Name: "pool",
 		Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}}})
-	g.MarkSynced()
 	policy := config.Default()
 	return admission.New(func() *config.Policy { return policy }, corelisters.NewConfigMapLister(indexer), g)
 }
@@ -238,7 +244,7 @@ func checkAllowed(_ int, resp *http.Response, body []byte) error {
 // TestValidateSmoke checks, without timing anything, that every request of
 // the load is answered allowed by both servers.
 func TestValidateSmoke(t *testing.T) {
-	ours, floor, roots := startValidate(t)
+	ours, floor, roots := startValidate(t, smokeShape)
 	client := NewClient(HTTP2, roots, 4)
 	defer client.CloseIdleConnections()
 	for name, body := range validateBodies(t) {
@@ -266,7 +272,7 @@ func validateOpenLoopRate(name string) float64 {
 // a steady offered load (open loop), and prints both against the issue's
 // targets.
 func BenchmarkValidate(b *testing.B) {
-	ours, floor, roots := startValidate(b)
+	ours, floor, roots := startValidate(b, benchShape)
 	stalls := MeasureStalls(2 * time.Second)
 	type row struct {
 		ours, floor []Result
@@ -316,7 +322,7 @@ func BenchmarkValidate(b *testing.B) {
 		rate := validateOpenLoopRate(name)
 		b.Run(fmt.Sprintf("%s/nodeguard/open-loop", strings.ReplaceAll(name, " ", "-")), func(b *testing.B) {
 			res, err := Load{Client: client, URL: ours, Bodies: bodies[name], Concurrency: concurrency,
-				Requests: max(b.N, int(3*rate)), Rate: rate, Check: checkAllowed}.Run(context.Background())
+				Requests: int(5 * rate), Rate: rate, Check: checkAllowed}.Run(context.Background())
 			if err != nil {
 				b.Fatal(err)
 			}
