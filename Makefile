@@ -47,7 +47,8 @@ FUZZ_TARGETS := \
 	./pkg/kubeletconfig:FuzzDecode \
 	./pkg/kubeletconfig:FuzzDecodeJSONAgreesWithSerializer \
 	./pkg/config:FuzzParse \
-	./pkg/nodeagent/checkpoint:FuzzDecodeEnvelope
+	./pkg/nodeagent/checkpoint:FuzzDecodeEnvelope \
+	./pkg/server:FuzzPeekAdmissionUID
 
 ## fuzz: run every fuzz target for FUZZTIME (e.g. make fuzz FUZZTIME=5m).
 fuzz:
