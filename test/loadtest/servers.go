@@ -102,7 +102,7 @@ func Start(ctx context.Context, certDir string, a *authz.Authorizer, p *authz.Po
 		ours.HandleReview(policiesPath, server.ReviewHandler("authorize", maxReviewBytes, authz.ReviewFunc(a, nil, authz.WithPolicies(p))))
 	}
 	floor := &http.Server{
-		Handler:           FloorHandler(),
+		Handler:           FloorHandler(FloorResponse),
 		TLSConfig:         tlsConfig.Config(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       90 * time.Second,
@@ -150,11 +150,12 @@ func (s *Servers) Close() error {
 }
 
 // FloorHandler reads the request body, as any review endpoint must for the
-// connection to be reused, and answers FloorResponse.
-func FloorHandler() http.Handler {
+// connection to be reused, and answers response (FloorResponse for
+// /authorize).
+func FloorHandler(response string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, FloorResponse)
+		_, _ = io.WriteString(w, response)
 	})
 }

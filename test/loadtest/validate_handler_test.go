@@ -1,10 +1,7 @@
 package loadtest
 
 import (
-	"bytes"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"testing"
 
@@ -24,11 +21,7 @@ func BenchmarkValidateHandler(b *testing.B) {
 		bodies[name+" (repeated)"] = [][]byte{body}
 	}
 	bodies["ConfigMap update (new content each time)"] = uniqueConfigMapUpdates(b, 4*kubeletconfig.DefaultCheckerEntries)
-	floor := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(validateFloorResponse))
-	})
+	floor := FloorHandler(validateFloorResponse)
 	ours := server.ReviewHandler("validate", validateMaxBody, admission.ReviewFunc(newValidateAdmitter(b, benchShape), nil))
 	for _, name := range slices.Sorted(func(yield func(string) bool) {
 		for k := range bodies {
@@ -41,23 +34,7 @@ func BenchmarkValidateHandler(b *testing.B) {
 			label   string
 			handler http.Handler
 		}{{"floor", floor}, {"nodeguard", ours}} {
-			b.Run(name+"/"+h.label, func(b *testing.B) {
-				b.ReportAllocs()
-				codes := make(chan int)
-				for i := 0; b.Loop(); i++ {
-					body := bodies[name][i%len(bodies[name])]
-					go func() {
-						req := httptest.NewRequest(http.MethodPost, "/validate?timeout=10s", bytes.NewReader(body))
-						req.Header.Set("Content-Type", "application/json")
-						rec := httptest.NewRecorder()
-						h.handler.ServeHTTP(rec, req)
-						codes <- rec.Code
-					}()
-					if code := <-codes; code != http.StatusOK {
-						b.Fatalf("status %d", code)
-					}
-				}
-			})
+			b.Run(name+"/"+h.label, func(b *testing.B) { serveOnFreshGoroutines(b, h.handler, "/validate?timeout=10s", bodies[name]) })
 		}
 	}
 }

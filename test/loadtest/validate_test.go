@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -46,58 +45,26 @@ const (
 // validateFloorResponse is the floor's fixed answer: allowed.
 const validateFloorResponse = `{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","response":{"uid":"floor","allowed":true}}` + "\n"
 
+// The pool ConfigMap the /validate load updates, and the node whose
+// status updates it sends.
+const (
+	poolNamespace = "kubelet-configs"
+	poolName      = "pool"
+	statusNode    = "node-1"
+)
+
 // validateBodies are the two requests the issue names: a kubelet's Node
 // status update (the most frequent request in a cluster) and an update of
 // an eligible ConfigMap holding a 4 KiB KubeletConfiguration.
 func validateBodies(tb testing.TB) map[string][]byte {
 	tb.Helper()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", ResourceVersion: "10",
-		Labels:      map[string]string{"kubernetes.io/hostname": "node-1", "kubernetes.io/os": "linux"},
-		Annotations: map[string]string{contract.ConfigSourceAnnotation: "kubelet-configs/pool"}}}
-	node.Status.NodeInfo.KubeletVersion = "v1.37.2"
-	for i := range 40 {
-		node.Status.Images = append(node.Status.Images, corev1.ContainerImage{SizeBytes: int64(1e6 + i),
-			Names: []string{fmt.Sprintf("registry.example.com/team/app-%d@sha256:%064d", i, i), fmt.Sprintf("registry.example.com/team/app-%d:v%d", i, i)}})
-	}
-	for _, c := range []corev1.NodeConditionType{corev1.NodeReady, corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
-		node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{Type: c, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficient" + string(c), Message: "kubelet has sufficient resources"})
-	}
-	for _, manager := range []string{"kubelet", "kube-controller-manager", "kubeadm"} {
-		node.ManagedFields = append(node.ManagedFields, metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate,
-			APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{"f:kubernetes.io/hostname":{},"f:kubernetes.io/os":{}}},"f:status":{"f:conditions":{},"f:images":{},"f:nodeInfo":{"f:bootID":{},"f:kernelVersion":{}}}}`)}})
-	}
-	nodeJSON, err := json.Marshal(node)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	config := validConfig4K()
-	cm := func(extra string) []byte {
-		data, err := json.Marshal(&corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "kubelet-configs", Name: "pool", Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}},
-			Data:       map[string]string{contract.ConfigMapKey: config + extra},
-		})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return data
-	}
-	review := func(req admissionv1.AdmissionRequest) []byte {
-		req.UID = "00000000-0000-0000-0000-000000000001"
-		body, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: &req})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return body
-	}
+	nodeJSON := mustJSON(tb, cluster.StatusUpdateNode(statusNode, poolNamespace+"/"+poolName))
 	return map[string][]byte{
-		"node status update": review(admissionv1.AdmissionRequest{
-			Resource: metav1.GroupVersionResource{Version: "v1", Resource: "nodes"}, SubResource: "status", Name: "node-1", Operation: admissionv1.Update,
-			UserInfo: authenticationv1.UserInfo{Username: "system:node:node-1", Groups: []string{"system:nodes", "system:authenticated"}},
+		"node status update": reviewBody(tb, admissionv1.AdmissionRequest{UID: "00000000-0000-0000-0000-000000000001",
+			Resource: metav1.GroupVersionResource{Version: "v1", Resource: "nodes"}, SubResource: "status", Name: statusNode, Operation: admissionv1.Update,
+			UserInfo: authenticationv1.UserInfo{Username: "system:node:" + statusNode, Groups: []string{"system:nodes", "system:authenticated"}},
 			Object:   runtime.RawExtension{Raw: nodeJSON}, OldObject: runtime.RawExtension{Raw: nodeJSON}}),
-		"ConfigMap update (4 KiB config)": review(admissionv1.AdmissionRequest{
-			Resource: metav1.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "kubelet-configs", Name: "pool", Operation: admissionv1.Update,
-			UserInfo: authenticationv1.UserInfo{Username: "admin", Groups: []string{"system:masters"}},
-			Object:   runtime.RawExtension{Raw: cm("maxPods: 120\n")}, OldObject: runtime.RawExtension{Raw: cm("maxPods: 110\n")}}),
+		"ConfigMap update (4 KiB config)": poolUpdate(tb, 1, 120, 110),
 	}
 }
 
@@ -108,44 +75,38 @@ func validateBodies(tb testing.TB) map[string][]byte {
 // dry runs) or of the same pool reaching admission again.
 func uniqueConfigMapUpdates(tb testing.TB, n int) [][]byte {
 	tb.Helper()
-	config := validConfig4K()
-	cm := func(maxPods int) runtime.RawExtension {
-		data, err := json.Marshal(&corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "kubelet-configs", Name: "pool", Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}},
-			Data:       map[string]string{contract.ConfigMapKey: config + fmt.Sprintf("maxPods: %d\n", maxPods)},
-		})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return runtime.RawExtension{Raw: data}
-	}
 	bodies := make([][]byte, n)
 	for i := range bodies {
-		body, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-			Request: &admissionv1.AdmissionRequest{UID: types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i)),
-				Resource: metav1.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "kubelet-configs", Name: "pool", Operation: admissionv1.Update,
-				UserInfo: authenticationv1.UserInfo{Username: "admin", Groups: []string{"system:masters"}},
-				Object:   cm(1 + 2*i), OldObject: cm(2 + 2*i)}})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		bodies[i] = body
+		bodies[i] = poolUpdate(tb, i, 1+2*i, 2+2*i)
 	}
 	return bodies
 }
 
-// validConfig4K is a valid KubeletConfiguration of about 4 KiB.
-func validConfig4K() string {
-	var b strings.Builder
-	b.WriteString("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n")
-	b.WriteString("kubeAPIQPS: 50\nkubeAPIBurst: 100\nserializeImagePulls: false\nmaxParallelImagePulls: 5\n")
-	b.WriteString("evictionHard:\n  memory.available: 200Mi\n  nodefs.available: 10%\n")
-	b.WriteString("systemReserved:\n  cpu: 500m\n  memory: 1Gi\n")
-	b.WriteString("allowedUnsafeSysctls:\n")
-	for i := 0; b.Len() < 4000; i++ {
-		fmt.Fprintf(&b, "  - net.ipv4.conf.interface%d.rp_filter\n", i)
+// poolUpdate is an administrator's update of the pool ConfigMap from a
+// configuration with oldMaxPods to one with newMaxPods.
+func poolUpdate(tb testing.TB, uid, newMaxPods, oldMaxPods int) []byte {
+	tb.Helper()
+	cm := func(maxPods int) runtime.RawExtension {
+		return runtime.RawExtension{Raw: mustJSON(tb, cluster.PoolConfigMap(poolNamespace, poolName, fmt.Sprintf("maxPods: %d\n", maxPods)))}
 	}
-	return b.String()
+	return reviewBody(tb, admissionv1.AdmissionRequest{UID: types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", uid)),
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: poolNamespace, Name: poolName, Operation: admissionv1.Update,
+		UserInfo: authenticationv1.UserInfo{Username: "admin", Groups: []string{"system:masters"}},
+		Object:   cm(newMaxPods), OldObject: cm(oldMaxPods)})
+}
+
+func reviewBody(tb testing.TB, req admissionv1.AdmissionRequest) []byte {
+	tb.Helper()
+	return mustJSON(tb, admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: &req})
+}
+
+func mustJSON(tb testing.TB, v any) []byte {
+	tb.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
 }
 
 // startValidate serves /validate as cmd/webhook does and a floor beside it.
@@ -188,12 +149,7 @@ func startValidate(tb testing.TB, shape cluster.Shape) (ours, floor string, root
 	// flight.
 	workers := server.StartWorkers(ctx, concurrency)
 	srv.HandleReview("/validate", server.ReviewHandler("validate", validateMaxBody, admission.ReviewFunc(admitter, nil), server.OnWorkers(workers)))
-	floorSrv := &http.Server{TLSConfig: tlsConfig.Config(), ReadHeaderTimeout: 10 * time.Second,
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, validateFloorResponse)
-		})}
+	floorSrv := &http.Server{TLSConfig: tlsConfig.Config(), ReadHeaderTimeout: 10 * time.Second, Handler: FloorHandler(validateFloorResponse)}
 	done := make(chan struct{}, 2)
 	go func() { _ = srv.Run(ctx); done <- struct{}{} }()
 	go func() { _ = floorSrv.ServeTLS(listeners[1], "", ""); done <- struct{}{} }()
@@ -214,16 +170,15 @@ func startValidate(tb testing.TB, shape cluster.Shape) (ours, floor string, root
 func newValidateAdmitter(tb testing.TB, shape cluster.Shape) *admission.Admitter {
 	tb.Helper()
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	_ = indexer.Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kubelet-configs", Name: "pool",
-		Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}}, Data: map[string]string{contract.ConfigMapKey: validConfig4K()}})
+	_ = indexer.Add(cluster.PoolConfigMap(poolNamespace, poolName, ""))
 	_, g := newGraphAuthorizer(tb, shape)
 	for i := range 50 {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i), ResourceVersion: "1",
-			Annotations: map[string]string{contract.ConfigSourceAnnotation: "kubelet-configs/pool"}}}
+			Annotations: map[string]string{contract.ConfigSourceAnnotation: poolNamespace + "/" + poolName}}}
 		n.Status.NodeInfo.KubeletVersion = "v1.37.2"
 		g.UpsertNode(n)
 	}
-	g.UpsertConfigMap(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "kubelet-configs", Name: "pool",
+	g.UpsertConfigMap(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: poolNamespace, Name: poolName,
 		Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}}})
 	policy := config.Default()
 	return admission.New(func() *config.Policy { return policy }, corelisters.NewConfigMapLister(indexer), g)

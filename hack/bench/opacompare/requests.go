@@ -3,16 +3,13 @@ package opacompare
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/graph"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 	"github.com/nodeguard/nodeguard/pkg/policy"
@@ -129,26 +126,6 @@ const (
 	validateName      = "pool"
 )
 
-// validateConfigMap is that ConfigMap, holding a valid configuration of
-// about 4 KiB plus extra.
-func validateConfigMap(extra string) *corev1.ConfigMap {
-	var b strings.Builder
-	b.WriteString("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n")
-	b.WriteString("kubeAPIQPS: 50\nkubeAPIBurst: 100\nserializeImagePulls: false\nmaxParallelImagePulls: 5\n")
-	b.WriteString("evictionHard:\n  memory.available: 200Mi\n  nodefs.available: 10%\n")
-	b.WriteString("systemReserved:\n  cpu: 500m\n  memory: 1Gi\n")
-	b.WriteString("allowedUnsafeSysctls:\n")
-	for i := 0; b.Len() < 4000; i++ {
-		fmt.Fprintf(&b, "  - net.ipv4.conf.interface%d.rp_filter\n", i)
-	}
-	return &corev1.ConfigMap{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: validateNamespace, Name: validateName,
-			Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}},
-		Data: map[string]string{contract.ConfigMapKey: b.String() + extra},
-	}
-}
-
 // validateCases are the two requests docs/benchmarks.md measures /validate
 // with: a kubelet's status update of its Node (40 images, conditions,
 // managed fields), the most frequent admission request, and an
@@ -160,27 +137,12 @@ func validateCases(shape cluster.Shape, g policy.GraphReader) ([]validateCase, e
 	if !ok {
 		return nil, fmt.Errorf("the cluster shape assigns no configuration to %s", nodeName)
 	}
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, ResourceVersion: "10",
-		Labels:      map[string]string{corev1.LabelHostname: nodeName, corev1.LabelOSStable: "linux"},
-		Annotations: map[string]string{contract.ConfigSourceAnnotation: cluster.ConfigNamespace + "/" + assigned}}}
-	node.Status.NodeInfo.KubeletVersion = cluster.KubeletVersion
-	for i := range 40 {
-		node.Status.Images = append(node.Status.Images, corev1.ContainerImage{SizeBytes: int64(1e6 + i),
-			Names: []string{fmt.Sprintf("registry.example.com/team/app-%d@sha256:%064d", i, i), fmt.Sprintf("registry.example.com/team/app-%d:v%d", i, i)}})
-	}
-	for _, c := range []corev1.NodeConditionType{corev1.NodeReady, corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
-		node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{Type: c, Status: corev1.ConditionFalse,
-			Reason: "KubeletHasSufficient" + string(c), Message: "kubelet has sufficient resources"})
-	}
-	for _, manager := range []string{"kubelet", "kube-controller-manager", "kubeadm"} {
-		node.ManagedFields = append(node.ManagedFields, metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate,
-			APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{"f:kubernetes.io/hostname":{},"f:kubernetes.io/os":{}}},"f:status":{"f:conditions":{},"f:images":{},"f:nodeInfo":{"f:bootID":{},"f:kernelVersion":{}}}}`)}})
-	}
+	node := cluster.StatusUpdateNode(nodeName, cluster.ConfigNamespace+"/"+assigned)
 	nodeJSON, err := json.Marshal(node)
 	if err != nil {
 		return nil, fmt.Errorf("encoding node: %w", err)
 	}
-	newCM, oldCM := validateConfigMap("maxPods: 120\n"), validateConfigMap("maxPods: 110\n")
+	newCM, oldCM := cluster.PoolConfigMap(validateNamespace, validateName, "maxPods: 120\n"), cluster.PoolConfigMap(validateNamespace, validateName, "maxPods: 110\n")
 	newJSON, err := json.Marshal(newCM)
 	if err != nil {
 		return nil, fmt.Errorf("encoding ConfigMap: %w", err)

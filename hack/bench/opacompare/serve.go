@@ -68,7 +68,7 @@ func buildWorld(ctx context.Context, shape cluster.Shape) (*world, error) {
 	for _, p := range c.Pods {
 		g.UpsertPod(p)
 	}
-	eligible := validateConfigMap("maxPods: 110\n")
+	eligible := cluster.PoolConfigMap(validateNamespace, validateName, "maxPods: 110\n")
 	g.UpsertConfigMap(&eligible.ObjectMeta)
 	g.MarkSynced()
 	engine, err := policy.New(ctx, policy.Options{Graph: g})
@@ -107,7 +107,7 @@ func Serve(ctx context.Context, shape cluster.Shape, dir string, out io.Writer) 
 		return fmt.Errorf("loading serving certificate: %w", err)
 	}
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	if err := indexer.Add(validateConfigMap("maxPods: 110\n")); err != nil {
+	if err := indexer.Add(cluster.PoolConfigMap(validateNamespace, validateName, "maxPods: 110\n")); err != nil {
 		return fmt.Errorf("filling the ConfigMap lister: %w", err)
 	}
 	pol := config.Default()
