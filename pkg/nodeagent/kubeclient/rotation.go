@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
 	"k8s.io/client-go/util/connrotation"
@@ -58,33 +57,17 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the API transport: %w", err)
 	}
-	tlsConfig, err := transport.TLSConfigFor(transportConfig)
-	if err != nil {
-		return nil, fmt.Errorf("building the API client's TLS configuration: %w", err)
-	}
-	// client-go's own loader caches the files for a second: a connection
-	// closed just after a rotation could reconnect with the old
-	// certificate, and keep it. The certificate followRotation last read
-	// is the one every handshake presents.
-	tlsConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-		return inUse.Load(), nil
-	}
+	// client-go's transport as it builds it (CA file reloading, metrics,
+	// wrappers), with two inputs of ours: every handshake presents the
+	// certificate followRotation last read (client-go's loader caches the
+	// files for a second, so a connection closed just after a rotation
+	// could reconnect with the old certificate and keep it), and a dialer
+	// that can close every connection it made.
 	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
-	proxy := http.ProxyFromEnvironment
-	if transportConfig.Proxy != nil {
-		proxy = transportConfig.Proxy
-	}
-	// As client-go builds its own transport (transport/cache.go), with our
-	// dialer, which can close every connection it made.
-	base := utilnet.SetTransportDefaults(&http.Transport{
-		Proxy:               proxy,
-		TLSHandshakeTimeout: 10 * time.Second,
-		TLSClientConfig:     tlsConfig,
-		MaxIdleConnsPerHost: 25,
-		DialContext:         dialer.DialContext,
-		DisableCompression:  transportConfig.DisableCompression,
-	})
-	roundTripper, err := transport.HTTPWrappersForConfig(transportConfig, base)
+	transportConfig.TLS.CertFile, transportConfig.TLS.KeyFile, transportConfig.TLS.ReloadTLSFiles = "", "", false
+	transportConfig.TLS.GetCertHolder = &transport.GetCertHolder{GetCert: func() (*tls.Certificate, error) { return inUse.Load(), nil }}
+	transportConfig.DialHolder = &transport.DialHolder{Dial: dialer.DialContext}
+	roundTripper, err := transport.New(transportConfig)
 	if err != nil {
 		return nil, fmt.Errorf("building the API transport: %w", err)
 	}
@@ -106,24 +89,31 @@ type keyPair struct {
 	parsed    tls.Certificate
 }
 
-func (p keyPair) equal(other keyPair) bool {
-	return bytes.Equal(p.cert, other.cert) && bytes.Equal(p.key, other.key)
-}
-
 // readKeyPair reads a certificate and key that are usable together.
 func readKeyPair(certFile, keyFile string) (keyPair, error) {
-	var pair keyPair
-	var err error
-	if pair.cert, err = os.ReadFile(certFile); err != nil {
-		return keyPair{}, fmt.Errorf("reading client certificate: %w", err)
+	certPEM, keyPEM, err := readFiles(certFile, keyFile)
+	if err != nil {
+		return keyPair{}, err
 	}
-	if pair.key, err = os.ReadFile(keyFile); err != nil {
-		return keyPair{}, fmt.Errorf("reading client key: %w", err)
+	return parseKeyPair(certFile, keyFile, certPEM, keyPEM)
+}
+
+func readFiles(certFile, keyFile string) (certPEM, keyPEM []byte, err error) {
+	if certPEM, err = os.ReadFile(certFile); err != nil {
+		return nil, nil, fmt.Errorf("reading client certificate: %w", err)
 	}
-	if pair.parsed, err = tls.X509KeyPair(pair.cert, pair.key); err != nil {
+	if keyPEM, err = os.ReadFile(keyFile); err != nil {
+		return nil, nil, fmt.Errorf("reading client key: %w", err)
+	}
+	return certPEM, keyPEM, nil
+}
+
+func parseKeyPair(certFile, keyFile string, certPEM, keyPEM []byte) (keyPair, error) {
+	parsed, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
 		return keyPair{}, fmt.Errorf("client certificate %s and key %s: %w", certFile, keyFile, err)
 	}
-	return pair, nil
+	return keyPair{cert: certPEM, key: keyPEM, parsed: parsed}, nil
 }
 
 // followRotation calls rotated once the files hold another usable
@@ -140,12 +130,18 @@ func followRotation(ctx context.Context, certFile, keyFile string, current keyPa
 			return
 		case <-ticker.C:
 		}
-		next, err := readKeyPair(certFile, keyFile)
+		certPEM, keyPEM, err := readFiles(certFile, keyFile)
 		if err != nil {
 			logger.V(2).Info("Client certificate not readable; keeping the connections", "err", err)
 			continue
 		}
-		if next.equal(current) {
+		// Parsed only when changed: most ticks find the same bytes.
+		if bytes.Equal(certPEM, current.cert) && bytes.Equal(keyPEM, current.key) {
+			continue
+		}
+		next, err := parseKeyPair(certFile, keyFile, certPEM, keyPEM)
+		if err != nil {
+			logger.V(2).Info("Client certificate and key do not match yet; keeping the connections", "err", err)
 			continue
 		}
 		current = next
