@@ -1,6 +1,11 @@
 package checkpoint
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/version"
+)
 
 // recordKubeletVersion remembers the kubelet version the Node last reported,
 // so that an agent starting while the apiserver is away can still check an
@@ -11,10 +16,15 @@ type kubeletVersionRecord struct {
 	Version string `json:"version"`
 }
 
-// The version is parsed by its user; here it only has to be there.
+// check refuses a record its user could not use: one that does not parse
+// is reported and moved aside like any corrupt record, instead of quietly
+// turning off the offline feature-gate check.
 func (r kubeletVersionRecord) check() error {
 	if r.Version == "" {
 		return errors.New("empty kubelet version")
+	}
+	if _, err := version.ParseGeneric(r.Version); err != nil {
+		return fmt.Errorf("kubelet version %q: %w", r.Version, err)
 	}
 	return nil
 }

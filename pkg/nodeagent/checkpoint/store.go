@@ -150,7 +150,17 @@ func (s *Store) LoadCheckpoint(ref contract.ObjectRef) (Checkpoint, error) {
 		return Checkpoint{}, fmt.Errorf("loading checkpoint: %w", err)
 	}
 	var cp Checkpoint
-	err = s.readEnvelope(path, checkpointKind, &cp, func() error { return cp.checkNamed(checkpointFileName(ref)) })
+	err = s.readEnvelope(path, checkpointKind, &cp, func() error {
+		if err := cp.checkNamed(checkpointFileName(ref)); err != nil {
+			return err
+		}
+		// Same UID and resourceVersion but another name: a file edited by
+		// hand, never one the agent wrote.
+		if cp.Ref != ref {
+			return fmt.Errorf("holds %s, not %s: wrongly placed", refString(cp.Ref), refString(ref))
+		}
+		return nil
+	})
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("checkpoint %s: %w", refString(ref), err)
 	}

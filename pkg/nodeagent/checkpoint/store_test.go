@@ -94,7 +94,16 @@ func TestDamagedCheckpoints(t *testing.T) {
 			return os.WriteFile(p, []byte(strings.Replace(string(encoded), "maxPods: 50", "maxPods: 51", 1)), 0o600)
 		},
 		"wrongly placed": func(p string) error { return os.WriteFile(p, otherEncoded, 0o600) },
-		"not json":       func(p string) error { return os.WriteFile(p, []byte("\x00\x01garbage"), 0o600) },
+		"same UID and version, another ConfigMap": func(p string) error {
+			renamed := good
+			renamed.Ref.Name = "another"
+			data, err := encodeEnvelope(checkpointKind, renamed)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(p, data, 0o600)
+		},
+		"not json": func(p string) error { return os.WriteFile(p, []byte("\x00\x01garbage"), 0o600) },
 		"trailing data": func(p string) error {
 			return os.WriteFile(p, append(append([]byte{}, encoded...), []byte("{}")...), 0o600)
 		},
@@ -277,5 +286,28 @@ func TestCorruptDirIsBounded(t *testing.T) {
 	moved, _ := os.ReadDir(filepath.Join(s.Dir(), corruptDirName))
 	if len(moved) != maxCorruptFiles {
 		t.Fatalf("corrupt/ holds %d files, want %d", len(moved), maxCorruptFiles)
+	}
+}
+
+func TestUnparseableKubeletVersionIsCorrupt(t *testing.T) {
+	s := openStore(t, t.TempDir(), Options{})
+	if err := s.SetKubeletVersion("not a version"); err == nil {
+		t.Fatal("SetKubeletVersion accepted a version that does not parse")
+	}
+	data, err := encodeEnvelope(string(recordKubeletVersion), kubeletVersionRecord{Version: "v1.x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.recordPath(recordKubeletVersion), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.KubeletVersion(); !errors.Is(err, ErrCorrupt) || v != "" {
+		t.Fatalf("KubeletVersion() = %q, %v; want \"\" and ErrCorrupt", v, err)
+	}
+	if err := s.SetKubeletVersion("v1.37.2"); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.KubeletVersion(); err != nil || v != "v1.37.2" {
+		t.Fatalf("KubeletVersion() = %q, %v after recording again", v, err)
 	}
 }

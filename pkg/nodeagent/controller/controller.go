@@ -290,7 +290,7 @@ func (c *Controller) load(p *pass) {
 	corrupt(err)
 	recorded, err := s.KubeletVersion()
 	corrupt(err)
-	if v, parseErr := version.ParseGeneric(recorded); recorded != "" && parseErr == nil {
+	if v, err := version.ParseGeneric(recorded); err == nil { // the store refuses what does not parse
 		c.lastKubeletVersion, c.recordedKubeletVersion = v, recorded
 	}
 }
