@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,5 +137,22 @@ func TestNewRefusesUnusableCertificate(t *testing.T) {
 	cfg := &rest.Config{Host: "https://127.0.0.1:1", TLSClientConfig: rest.TLSClientConfig{CertFile: bad, KeyFile: bad}}
 	if _, err := New(context.Background(), cfg, Options{}); err == nil {
 		t.Fatal("New accepted a certificate file that holds no certificate")
+	}
+}
+
+func TestStatusNeverPassesOnItsOwn(t *testing.T) {
+	var s Status
+	for _, step := range []struct {
+		do   func()
+		want string
+	}{
+		{func() {}, "have not been read yet"},
+		{func() { s.setWaiting(errors.New("no file")) }, "TLS bootstrap not finished?): no file"},
+		{func() { s.setLoaded() }, "loaded; connecting"},
+	} {
+		step.do()
+		if err := s.Check(nil); err == nil || !strings.Contains(err.Error(), step.want) {
+			t.Fatalf("Check() = %v, want an error mentioning %q", err, step.want)
+		}
 	}
 }

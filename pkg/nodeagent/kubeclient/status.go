@@ -6,21 +6,22 @@ import (
 	"sync/atomic"
 )
 
-// Status says whether the kubelet's credentials have been loaded and, while
-// not, why. Its Check is a readiness check: an agent waiting for TLS
-// bootstrap is alive (it runs from its checkpoints) but not connected, and
-// /readyz says what it waits for. The zero value is "not loaded yet".
+// Status says why the agent is not connected to the apiserver yet. Its
+// Check is for a readiness check that passes only once the watches run:
+// an agent waiting for TLS bootstrap is alive (it runs from its
+// checkpoints) but not connected, and /readyz says what it waits for.
 type Status struct {
-	// waiting is the reason the credentials are not loaded; nil once they
-	// are.
+	// waiting is why the credentials are not loaded; nil once they are.
 	waiting atomic.Pointer[string]
 	loaded  atomic.Bool
 }
 
-// Check returns nil once the credentials are loaded, else why not.
+// Check says what the agent is waiting for; it never passes, since
+// loaded credentials are not yet a connection: the caller's check passes
+// once the watches run.
 func (s *Status) Check(*http.Request) error {
 	if s.loaded.Load() {
-		return nil
+		return errors.New("the kubelet's credentials are loaded; connecting to the apiserver")
 	}
 	if reason := s.waiting.Load(); reason != nil {
 		return errors.New(*reason)
@@ -38,6 +39,7 @@ func (s *Status) setWaiting(err error) {
 
 func (s *Status) setLoaded() {
 	if s != nil {
+		s.waiting.Store(nil)
 		s.loaded.Store(true)
 	}
 }
