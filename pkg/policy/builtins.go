@@ -146,7 +146,21 @@ func memo(bctx rego.BuiltinContext, key memoKey, compute func() (*ast.Term, erro
 	return t, err
 }
 
+// graphRead is the name under which a built-in notes, in the evaluation's
+// record of non-deterministic calls, that it consulted the graph. OPA
+// records a non-deterministic call only when it has a value; an undefined
+// answer ("no such node"), an error or a recovered panic would leave no
+// trace, and a verdict that depended on the graph would be remembered.
+const graphRead = "nodeguard.graph_read"
+
+func noteGraphRead(bctx rego.BuiltinContext) {
+	if bctx.NDBuiltinCache != nil {
+		bctx.NDBuiltinCache.Put(graphRead, ast.Null{}, ast.Boolean(true))
+	}
+}
+
 func (b builtins) reachable(bctx rego.BuiltinContext, nodeTerm, kindTerm, namespaceTerm, nameTerm *ast.Term) (result *ast.Term, err error) {
+	noteGraphRead(bctx)
 	defer recoverBuiltin(BuiltinReachable, &result, &err)
 	var args [4]string
 	for i, t := range []*ast.Term{nodeTerm, kindTerm, namespaceTerm, nameTerm} {
@@ -167,6 +181,7 @@ func (b builtins) reachable(bctx rego.BuiltinContext, nodeTerm, kindTerm, namesp
 }
 
 func (b builtins) node(bctx rego.BuiltinContext, nameTerm *ast.Term) (result *ast.Term, err error) {
+	noteGraphRead(bctx)
 	defer recoverBuiltin(BuiltinNode, &result, &err)
 	name, err := stringOperand(nameTerm, 1)
 	if err != nil {

@@ -108,24 +108,33 @@ func (e *Engine) EvalAdmission(ctx context.Context, in *AdmissionInput) (Admissi
 		e.metrics.skipped(PackageAdmission)
 		return AdmissionResult{}, nil
 	}
+	// Only the reviews that repeat are looked up and remembered; the others
+	// are not even digested.
 	key := doc.memoKey(in)
-	hash, memoizable := set.admissionMemo.hash(key)
-	memoizable = memoizable && repeats(in)
+	var hash uint64
+	memoizable := repeats(in)
+	if memoizable {
+		hash, memoizable = set.admissionMemo.hash(key)
+	}
 	if result, ok := set.admissionMemo.get(key, hash, memoizable); ok {
 		e.metrics.remembered(PackageAdmission)
 		return result, nil
 	}
 	var result AdmissionResult
-	// Records the calls of non-deterministic built-ins: a verdict that
-	// depended on one is not remembered.
+	var evalOpts []rego.EvalOption
+	// Records the calls of non-deterministic built-ins (the graph's among
+	// them): a verdict that depended on one is not remembered.
 	nondeterministic := opabuiltins.NDBCache{}
+	if memoizable {
+		evalOpts = append(evalOpts, rego.EvalNDBuiltinCache(nondeterministic))
+	}
 	err = e.eval(ctx, set.admission, input, PackageAdmission, func(bindings rego.Vars) (err error) {
 		if result.Deny, err = violations(bindings["deny"], PackageAdmission, "deny"); err != nil {
 			return err
 		}
 		result.Warn, err = violations(bindings["warn"], PackageAdmission, "warn")
 		return err
-	}, rego.EvalNDBuiltinCache(nondeterministic))
+	}, evalOpts...)
 	if err != nil {
 		return AdmissionResult{}, err
 	}

@@ -163,3 +163,39 @@ func BenchmarkVerdictMemo(b *testing.B) {
 		})
 	}
 }
+
+// TestVerdictOnAnAbsentNodeIsNotRemembered: nodeguard.node is undefined
+// for a node the graph does not know, and OPA records a call only when it
+// has a value; the verdict still depended on the graph.
+func TestVerdictOnAnAbsentNodeIsNotRemembered(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	metrics, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &fakeGraph{nodes: map[string]*graph.NodeInfo{}}
+	e, _ := newEngine(t, map[string]string{"p.rego": `package nodeguard.admission
+
+deny contains "unknown node" if {
+	input.request.resource.resource == "nodes"
+	not nodeguard.node(input.nodeguard.node)
+}
+`}, Options{Graph: g, Metrics: metrics})
+	update := func(uid string) *AdmissionInput {
+		req := configMapRequest("UPDATE", "", "node-1", `{"metadata":{"name":"node-1"}}`)
+		req.UID, req.Resource.Resource, req.Kind.Kind, req.SubResource = types.UID(uid), "nodes", "Node", "status"
+		return &AdmissionInput{Request: req, Node: "node-1"}
+	}
+	if res, err := e.EvalAdmission(context.Background(), update("uid-1")); err != nil || !res.Denied() {
+		t.Fatalf("while the node is unknown: %+v, %v; want denied", res, err)
+	}
+	g.mu.Lock()
+	g.nodes["node-1"] = nodeInfo("node-1", nil, "")
+	g.mu.Unlock()
+	if res, err := e.EvalAdmission(context.Background(), update("uid-2")); err != nil || res.Denied() {
+		t.Fatalf("once the node is known: %+v, %v; the verdict on the absent node was remembered", res, err)
+	}
+	if n := testutil.ToFloat64(metrics.evaluations.WithLabelValues(PackageAdmission, outcomeRemembered)); n != 0 {
+		t.Fatalf("%v verdicts remembered", n)
+	}
+}
