@@ -63,9 +63,6 @@ func NewFreshness(g *Graph, staleAfter time.Duration, clk clock.WithDelayedExecu
 	return &Freshness{graph: g, staleAfter: staleAfter, clock: clk, logger: klog.Background().WithName("graph-freshness")}, nil
 }
 
-// StaleAfter is the bound the graph was given.
-func (f *Freshness) StaleAfter() time.Duration { return f.staleAfter }
-
 // addSource registers an informer. It starts disconnected: until its first
 // list it has nothing to offer.
 func (f *Freshness) addSource(name string) *source {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -69,7 +70,7 @@ func (m *monitoredListWatch) WatchWithContext(ctx context.Context, options metav
 	go mw.forward(func(ev watch.Event) {
 		switch ev.Type {
 		case watch.Error:
-			m.freshness.watchEnded(m.source, id, fmt.Errorf("watch: %w", errorFromEvent(ev)))
+			m.freshness.watchEnded(m.source, id, fmt.Errorf("watch: %w", apierrors.FromObject(ev.Object)))
 		case watch.Bookmark:
 			if streamsInitialState && isInitialEventsEnd(ev.Object) {
 				m.freshness.initialEventsDone(m.source, id)
@@ -122,11 +123,4 @@ func (w *monitoredWatch) forward(observe func(watch.Event), ended func()) {
 func isInitialEventsEnd(obj runtime.Object) bool {
 	m, err := meta.Accessor(obj)
 	return err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
-}
-
-func errorFromEvent(ev watch.Event) error {
-	if status, ok := ev.Object.(*metav1.Status); ok {
-		return fmt.Errorf("%s (%s, code %d)", status.Message, status.Reason, status.Code)
-	}
-	return fmt.Errorf("error event carrying %T", ev.Object)
 }
