@@ -154,6 +154,9 @@ func projectResult(value gjson.Result, p *projection) (any, error) {
 	}
 	doc := make(map[string]any, len(p.children))
 	var err error
+	// Once the rest of the object was found to possibly repeat a kept key,
+	// it is walked to the end without asking again.
+	restMayRepeat := false
 	value.ForEach(func(key, member gjson.Result) bool {
 		child := p.children[key.Str]
 		if child == nil {
@@ -167,7 +170,11 @@ func projectResult(value gjson.Result, p *projection) (any, error) {
 		// Once every kept member is found, the walk may stop where the
 		// rest cannot repeat one: a kubelet's Node keeps its large status
 		// after the metadata policies read.
-		return len(doc) < len(p.children) || p.mayRepeat(value.Raw[end(value.Raw, member.Raw):])
+		if len(doc) < len(p.children) || restMayRepeat {
+			return true
+		}
+		restMayRepeat = p.mayRepeat(value.Raw[end(value.Raw, member.Raw):])
+		return restMayRepeat
 	})
 	if err != nil {
 		return nil, err
