@@ -177,7 +177,8 @@ func isRecordName(name string) bool {
 	return false
 }
 
-// inspectFile is readEnvelope without the quarantine.
+// inspectFile reads and checks one file, changing nothing: readEnvelope
+// without the quarantine. check may be nil.
 func inspectFile(path, kind string, v any, check func() error) error {
 	data, err := readFile(path)
 	if err != nil {
@@ -185,6 +186,9 @@ func inspectFile(path, kind string, v any, check func() error) error {
 	}
 	if err := decodeEnvelope(data, kind, v); err != nil {
 		return err
+	}
+	if check == nil {
+		return nil
 	}
 	return check()
 }
