@@ -12,7 +12,6 @@
 package fastjson
 
 import (
-	"slices"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -140,16 +139,12 @@ func (r *Reader) Object(v gjson.Result, field func(key string, value gjson.Resul
 		r.failed = true
 		return false
 	}
-	// Small on purpose: this frame is on the stack of every request's
-	// fresh goroutine, three deep; larger objects spill to the heap.
-	var seenBuf [8]string
-	seen := seenBuf[:0]
+	var seen KeySet
 	visit := func(key string, escaped bool, value gjson.Result) bool {
-		if escaped || slices.Contains(seen, key) {
+		if escaped || seen.Repeated(key) {
 			r.failed = true
 			return false
 		}
-		seen = append(seen, key)
 		field(key, value)
 		return !r.failed
 	}

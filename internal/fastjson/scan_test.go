@@ -105,3 +105,18 @@ func BenchmarkScan(b *testing.B) {
 		}
 	})
 }
+
+func TestKeySet(t *testing.T) {
+	var k KeySet
+	for i := range 40 { // past the short list into the set
+		key := strings.Repeat("k", i+1)
+		if k.Repeated(key) {
+			t.Fatalf("%q reported repeated on first sight", key)
+		}
+		for j := 0; j <= i; j += 7 {
+			if again := strings.Repeat("k", j+1); !k.Repeated(again) {
+				t.Fatalf("%q not reported repeated after %d keys", again, i+1)
+			}
+		}
+	}
+}

@@ -2,15 +2,15 @@ package admission
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"unsafe"
-
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/tidwall/gjson"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/nodeguard/nodeguard/internal/fastjson"
 )
 
 // decodeNode decodes the fields of a Node the rules read: name, labels,
@@ -165,30 +165,14 @@ func (d *fieldDecoder) each(path string, v gjson.Result, field func(key string, 
 		// Left to the caller's type checks; only objects have fields.
 		return
 	}
-	// A short list for the usual handful of keys, a set past it.
-	var seenBuf [16]string
-	seen := seenBuf[:0]
-	var seenSet map[string]struct{}
+	var seen fastjson.KeySet
 	v.ForEach(func(key, value gjson.Result) bool {
 		k := key.Str
 		if strings.Contains(key.Raw, `\u`) && !d.json(path, key, &k) {
 			return false
 		}
-		if seenSet != nil {
-			if _, repeated := seenSet[k]; repeated {
-				return d.fail(path, "repeated key %q", k)
-			}
-			seenSet[k] = struct{}{}
-		} else {
-			if slices.Contains(seen, k) {
-				return d.fail(path, "repeated key %q", k)
-			}
-			if seen = append(seen, k); len(seen) == cap(seenBuf) {
-				seenSet = make(map[string]struct{}, 2*len(seen))
-				for _, s := range seen {
-					seenSet[s] = struct{}{}
-				}
-			}
+		if seen.Repeated(k) {
+			return d.fail(path, "repeated key %q", k)
 		}
 		return field(k, value) && d.err == nil
 	})
