@@ -3,6 +3,7 @@ package admission
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -156,6 +157,14 @@ func (d *fieldDecoder) json(path string, v gjson.Result, target any) bool {
 	return true
 }
 
+// needsReference reports whether a JSON string is one whose decoding has
+// corner cases best left to encoding/json, the reference: \u escapes
+// (invalid surrogates) and invalid UTF-8 (replaced with U+FFFD there, kept
+// as is by gjson).
+func needsReference(raw string) bool {
+	return strings.Contains(raw, `\u`) || !utf8.ValidString(raw)
+}
+
 // each walks an object's fields with their keys decoded. A repeated key is
 // an error: encoding/json would merge or overwrite, and two readers of the
 // same object must never see different values. The apiserver never
@@ -168,7 +177,7 @@ func (d *fieldDecoder) each(path string, v gjson.Result, field func(key string, 
 	var seen fastjson.KeySet
 	v.ForEach(func(key, value gjson.Result) bool {
 		k := key.Str
-		if strings.Contains(key.Raw, `\u`) && !d.json(path, key, &k) {
+		if needsReference(key.Raw) && !d.json(path, key, &k) {
 			return false
 		}
 		if seen.Repeated(k) {
@@ -179,14 +188,13 @@ func (d *fieldDecoder) each(path string, v gjson.Result, field func(key string, 
 }
 
 // string reads a string directly; null leaves it empty, as encoding/json
-// does. \u escapes go through encoding/json, whose handling of invalid
-// surrogates is the reference.
+// does. Strings needsReference picks go through encoding/json.
 func (d *fieldDecoder) string(path string, v gjson.Result, target *string) bool {
 	switch v.Type {
 	case gjson.Null:
 		return true
 	case gjson.String:
-		if strings.Contains(v.Raw, `\u`) {
+		if needsReference(v.Raw) {
 			return d.json(path, v, target)
 		}
 		*target = v.Str
