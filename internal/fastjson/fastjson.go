@@ -141,7 +141,9 @@ func (r *Reader) Object(v gjson.Result, field func(key string, value gjson.Resul
 	}
 	var seen KeySet
 	visit := func(key string, escaped bool, value gjson.Result) bool {
-		if escaped || seen.Repeated(key) {
+		// Invalid UTF-8 in a key becomes U+FFFD in encoding/json, which
+		// has the final word.
+		if escaped || !utf8.ValidString(key) || seen.Repeated(key) {
 			r.failed = true
 			return false
 		}
