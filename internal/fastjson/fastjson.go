@@ -197,3 +197,28 @@ func Decode[T any](data []byte, read func(r *Reader, root gjson.Result, out *T))
 	}
 	return out, nil
 }
+
+// Members walks the members of the JSON object text, handing over each key
+// as written (escaped when it holds a backslash) and each value's JSON,
+// both views into text, neither decoded: a reader after one member of a
+// large object (a ConfigMap's data) unquotes only that one, and only if it
+// must. ok is false, and nothing is visited, when text is not exactly one
+// valid JSON object.
+func Members(text string, member func(key string, escaped bool, value string) bool) (ok bool) {
+	data := unsafe.Slice(unsafe.StringData(text), len(text))
+	objects, ok := scan(data, text)
+	if !ok {
+		return false
+	}
+	start := len(text) - len(strings.TrimLeft(text, " \t\r\n"))
+	fields, isObject := objects[start]
+	if !isObject || text[start] != '{' {
+		return false
+	}
+	for _, f := range fields {
+		if !member(f.key, f.keyEscaped, text[f.start:f.end]) {
+			break
+		}
+	}
+	return true
+}

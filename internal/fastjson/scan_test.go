@@ -2,6 +2,7 @@ package fastjson
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
@@ -117,6 +118,41 @@ func TestKeySet(t *testing.T) {
 			if again := strings.Repeat("k", j+1); !k.Repeated(again) {
 				t.Fatalf("%q not reported repeated after %d keys", again, i+1)
 			}
+		}
+	}
+}
+
+func TestMembers(t *testing.T) {
+	type member struct {
+		key     string
+		escaped bool
+		value   string
+	}
+	for _, tc := range []struct {
+		text   string
+		ok     bool
+		want   []member
+		stopAt int // members visited before the callback says stop; 0 is never
+	}{
+		{text: `{}`, ok: true},
+		{text: " \n{\"a\": \"x\\ny\" , \"b\":{\"c\":[1,2]},\"\\u0064\":null}\t", ok: true,
+			want: []member{{"a", false, `"x\ny"`}, {"b", false, `{"c":[1,2]}`}, {`\u0064`, true, "null"}}},
+		{text: `{"a":1,"b":2,"c":3}`, ok: true, want: []member{{"a", false, "1"}, {"b", false, "2"}}, stopAt: 2},
+		{text: `{"a":1,"a":2}`, ok: true, want: []member{{"a", false, "1"}, {"a", false, "2"}}},
+		{text: `[{"a":1}]`},
+		{text: `"{}"`},
+		{text: `{"a":1`},
+		{text: `{"a":1}{}`},
+		{text: `{"a":"\x"}`},
+		{text: ``},
+	} {
+		var got []member
+		ok := Members(tc.text, func(key string, escaped bool, value string) bool {
+			got = append(got, member{key, escaped, value})
+			return len(got) != tc.stopAt
+		})
+		if ok != tc.ok || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Members(%q) = %v, %+v; want %v, %+v", tc.text, ok, got, tc.ok, tc.want)
 		}
 	}
 }

@@ -33,7 +33,7 @@ func (a *Admitter) admitAssignment(_ context.Context, node, old *corev1.Node) Re
 	}
 	checked, err := a.configs.CheckConfigMapKey(cm, assigned.Key)
 	if err == nil && checked.Err != nil {
-		err = kubeletconfig.ConfigMapError(cm, assigned.Key, checked.Err)
+		err = kubeletconfig.ConfigMapError(cm.Namespace, cm.Name, assigned.Key, checked.Err)
 	}
 	if err != nil {
 		return refuse(RuleConfigContent, "cannot assign %s to node %q: %v", ref, node.Name, err)

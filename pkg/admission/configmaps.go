@@ -34,20 +34,20 @@ func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionR
 	if cm == nil {
 		return refuse(RuleMalformed, "%s of a ConfigMap without the object", req.Operation)
 	}
-	if !contract.IsEligible(cm.Labels) {
+	if !contract.IsEligible(cm.labels) {
 		return allow()
 	}
 	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) == 0 {
 		return refuse(RuleMalformed, "UPDATE of a ConfigMap without the old object")
 	}
-	if cm.Namespace == "" {
-		cm.Namespace = req.Namespace
+	if cm.namespace == "" {
+		cm.namespace = req.Namespace
 	}
-	ref := contract.ConfigMapRef{Namespace: cm.Namespace, Name: cm.Name}
+	ref := contract.ConfigMapRef{Namespace: cm.namespace, Name: cm.name}
 
-	checked, err := a.configs.CheckConfigMapKey(cm, contract.ConfigMapKey)
+	checked, err := cm.checkConfig(a.configs)
 	if err == nil && checked.Err != nil {
-		err = kubeletconfig.ConfigMapError(cm, contract.ConfigMapKey, checked.Err)
+		err = kubeletconfig.ConfigMapError(cm.namespace, cm.name, contract.ConfigMapKey, checked.Err)
 	}
 	if err != nil {
 		return refuse(RuleConfigContent, "eligible ConfigMap %s must hold a valid KubeletConfiguration: %v", ref, err)
@@ -93,7 +93,7 @@ func forbiddenChanges(policy *config.Policy, previous, cfg *kubeletconfigv1beta1
 // assigned to: an edit must not break a node already running it.
 func (a *Admitter) checkAssignedNodes(ref contract.ConfigMapRef, cfg *kubeletconfigv1beta1.KubeletConfiguration) Result {
 	var broken []string
-	var detail string
+	var first, detail string
 	var unchecked int
 	// A pool runs a handful of kubelet versions: check each once.
 	verdicts := map[string]field.ErrorList{}
@@ -109,8 +109,10 @@ func (a *Admitter) checkAssignedNodes(ref contract.ConfigMapRef, cfg *kubeletcon
 			verdicts[info.KubeletVersion] = errs
 		}
 		if len(errs) > 0 {
-			if detail == "" {
-				detail = fmt.Sprintf("node %s (kubelet %s): %v", name, info.KubeletVersion, kubeletconfig.Summarize(errs))
+			// The graph lists nodes in no order: name the first by name,
+			// so that a refusal reads the same every time.
+			if first == "" || name < first {
+				first, detail = name, fmt.Sprintf("node %s (kubelet %s): %v", name, info.KubeletVersion, kubeletconfig.Summarize(errs))
 			}
 			broken = append(broken, name)
 		}

@@ -13,6 +13,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
 // FuzzDecodeNode checks the gjson-based decoder against encoding/json: for
@@ -98,7 +99,7 @@ func FuzzDecodeConfigMap(f *testing.F) {
 		data, _ := json.Marshal(cm)
 		f.Add(data)
 	}
-	for _, s := range []string{`{}`, `{"data":null}`, `{"data":{"k":1}}`, `{"data":{"k":"\ud800"}}`, `{"data":{"\u006b":"v\u00e9"}}`,
+	for _, s := range []string{`{}`, `{"data":null}`, `{"data":{"k":1}}`, `{"data":{"k":"\ud800"}}`, `{"data":{"\u006b":"v\u00e9"}}`, `{"data":{"kubelet":"a\u00e9\n\ud800"}}`, `{"data":{"kub\u0065let":"x","kubelet":"y"}}`,
 		`{"metadata":{"name":null,"labels":{"a":"b"}},"data":{"a":"x"},"data":{"b":"y"}}`, `{"metadata":{"namespace":"n"`} {
 		f.Add([]byte(s))
 	}
@@ -108,8 +109,15 @@ func FuzzDecodeConfigMap(f *testing.F) {
 		if utiljson.Unmarshal(data, &want) != nil || err != nil {
 			return
 		}
-		if got.Name != want.Name || got.Namespace != want.Namespace || !reflect.DeepEqual(got.Labels, want.Labels) ||
-			!reflect.DeepEqual(got.Data, want.Data) || len(got.BinaryData) != len(want.BinaryData) {
+		config, hasConfig := want.Data[contract.ConfigMapKey]
+		var gotConfig string
+		if got.quotedConfig != "" {
+			if err := json.Unmarshal([]byte(got.quotedConfig), &gotConfig); err != nil {
+				t.Fatalf("decodeConfigMap(%q) kept %q, not a JSON string: %v", data, got.quotedConfig, err)
+			}
+		}
+		if got.name != want.Name || got.namespace != want.Namespace || !reflect.DeepEqual(got.labels, want.Labels) ||
+			(got.quotedConfig != "") != hasConfig || gotConfig != config || !reflect.DeepEqual(got.binaryData, want.BinaryData) {
 			t.Fatalf("decodeConfigMap(%q) = %+v, encoding/json gives %+v", data, got, want)
 		}
 	})

@@ -12,6 +12,8 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/nodeguard/nodeguard/internal/fastjson"
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 )
 
 // decodeNode decodes the fields of a Node the rules read: name, labels,
@@ -80,11 +82,22 @@ func decodeNode(raw runtime.RawExtension, which string, needStatus bool) (*corev
 	return n, nil
 }
 
+// configMapFields is what the rules read of a ConfigMap.
+type configMapFields struct {
+	name, namespace string
+	labels          map[string]string
+	// quotedConfig is data[contract.ConfigMapKey] as the review writes it,
+	// a JSON string literal (see kubeletconfig.Checker.CheckQuoted); empty
+	// when the key is absent.
+	quotedConfig string
+	binaryData   map[string][]byte
+}
+
 // decodeConfigMap decodes the fields of a ConfigMap the rules read: name,
-// namespace, labels, data and which binaryData keys exist; nil raw gives
-// nil. The data is read as decodeNode reads a Node, which costs a fraction
-// of a reflective decode of the 4 KiB strings a configuration holds.
-func decodeConfigMap(raw runtime.RawExtension, which string) (*corev1.ConfigMap, error) {
+// namespace, labels, the configuration under contract.ConfigMapKey (left
+// quoted) and binaryData; nil raw gives nil. Every data value must be a
+// string, as for encoding/json, but only the configuration is kept.
+func decodeConfigMap(raw runtime.RawExtension, which string) (*configMapFields, error) {
 	if len(raw.Raw) == 0 {
 		return nil, nil
 	}
@@ -93,25 +106,29 @@ func decodeConfigMap(raw runtime.RawExtension, which string) (*corev1.ConfigMap,
 	if err != nil {
 		return nil, err
 	}
-	cm := &corev1.ConfigMap{}
+	cm := &configMapFields{}
 	d.each("", root, func(key string, value gjson.Result) bool {
 		switch key {
 		case "metadata":
 			d.each("metadata", value, func(k string, v gjson.Result) bool {
 				switch k {
 				case "name":
-					return d.string("metadata.name", v, &cm.Name)
+					return d.string("metadata.name", v, &cm.name)
 				case "namespace":
-					return d.string("metadata.namespace", v, &cm.Namespace)
+					return d.string("metadata.namespace", v, &cm.namespace)
 				case "labels":
-					return d.stringMap("metadata.labels", v, &cm.Labels)
+					return d.stringMap("metadata.labels", v, &cm.labels)
 				}
 				return true
 			})
 		case "data":
-			return d.stringMap("data", value, &cm.Data)
+			return d.quotedStrings("data", value, func(k, quoted string) {
+				if k == contract.ConfigMapKey {
+					cm.quotedConfig = quoted
+				}
+			})
 		case "binaryData":
-			return d.json("binaryData", value, &cm.BinaryData)
+			return d.json("binaryData", value, &cm.binaryData)
 		}
 		return d.err == nil
 	})
@@ -119,6 +136,17 @@ func decodeConfigMap(raw runtime.RawExtension, which string) (*corev1.ConfigMap,
 		return nil, d.err
 	}
 	return cm, nil
+}
+
+// checkConfig checks the configuration the ConfigMap holds, by its quoted
+// text. The error is about the ConfigMap (no such key); the outcome's Err
+// is about the content.
+func (cm *configMapFields) checkConfig(configs *kubeletconfig.Checker) (*kubeletconfig.Checked, error) {
+	if cm.quotedConfig == "" {
+		_, binary := cm.binaryData[contract.ConfigMapKey]
+		return nil, kubeletconfig.MissingKeyError(cm.namespace, cm.name, contract.ConfigMapKey, binary)
+	}
+	return configs.CheckQuoted(cm.quotedConfig)
 }
 
 // fieldDecoder reads single fields of an object with gjson, each decoded
@@ -203,6 +231,38 @@ func (d *fieldDecoder) string(path string, v gjson.Result, target *string) bool 
 	return d.fail(path, "want a string, got %s", v.Type)
 }
 
+// quotedStrings walks an object of strings (null is empty), handing over
+// each value as written, without unquoting it: gjson would unquote every
+// value of the object (4 KiB each for a ConfigMap's data).
+func (d *fieldDecoder) quotedStrings(path string, v gjson.Result, value func(key, quoted string)) bool {
+	if v.Type == gjson.Null {
+		return true
+	}
+	if !v.IsObject() {
+		return d.fail(path, "want an object of strings, got %s", v.Type)
+	}
+	var seen fastjson.KeySet
+	valid := fastjson.Members(v.Raw, func(key string, escaped bool, quoted string) bool {
+		if escaped || !utf8.ValidString(key) {
+			if !d.json(path, gjson.Result{Type: gjson.String, Raw: `"` + key + `"`}, &key) {
+				return false
+			}
+		}
+		if seen.Repeated(key) {
+			return d.fail(path, "repeated key %q", key)
+		}
+		if quoted[0] != '"' {
+			return d.fail(path+"["+key+"]", "want a string, got %s", gjson.Parse(quoted).Type)
+		}
+		value(key, quoted)
+		return true
+	})
+	if !valid {
+		return d.fail(path, "not valid JSON")
+	}
+	return d.err == nil
+}
+
 func (d *fieldDecoder) stringMap(path string, v gjson.Result, target *map[string]string) bool {
 	if v.Type == gjson.Null {
 		return true
@@ -215,8 +275,11 @@ func (d *fieldDecoder) stringMap(path string, v gjson.Result, target *map[string
 		if value.Type != gjson.String {
 			return d.fail(path+"["+k+"]", "want a string, got %s", value.Type)
 		}
-		var val string
-		if !d.string(path+"["+k+"]", value, &val) {
+		// The member's path is built only for the rare value that needs
+		// encoding/json: concatenating it for every label was a tenth of
+		// reading a Node.
+		val := value.Str
+		if needsReference(value.Raw) && !d.json(path+"["+k+"]", value, &val) {
 			return false
 		}
 		m[k] = val

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
@@ -130,11 +129,11 @@ func kubeletConfigsOf(configs *kubeletconfig.Checker, req *admissionv1.Admission
 
 // eligibleKubeletConfig is the configuration of an eligible ConfigMap, or
 // nil when it is not eligible or does not decode.
-func eligibleKubeletConfig(configs *kubeletconfig.Checker, cm *corev1.ConfigMap) *kubeletconfigv1beta1.KubeletConfiguration {
-	if cm == nil || !contract.IsEligible(cm.Labels) {
+func eligibleKubeletConfig(configs *kubeletconfig.Checker, cm *configMapFields) *kubeletconfigv1beta1.KubeletConfiguration {
+	if cm == nil || !contract.IsEligible(cm.labels) {
 		return nil
 	}
-	checked, err := configs.CheckConfigMapKey(cm, contract.ConfigMapKey)
+	checked, err := cm.checkConfig(configs)
 	if err != nil || checked.Err != nil {
 		return nil
 	}

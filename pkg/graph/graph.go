@@ -169,8 +169,8 @@ func (g *Graph) Node(name string) (*NodeInfo, bool) {
 	return info, info != nil
 }
 
-// NodesAssignedTo lists, sorted, the nodes whose assignment names the
-// ConfigMap, eligible or not. It takes the writers' lock, so it is for
+// NodesAssignedTo lists, in no particular order, the nodes whose
+// assignment names the ConfigMap, eligible or not. It takes the writers' lock, so it is for
 // admission of ConfigMap changes, not for the authorization hot path.
 func (g *Graph) NodesAssignedTo(namespace, name string) []string {
 	if !g.published.Load() {
@@ -179,6 +179,5 @@ func (g *Graph) NodesAssignedTo(namespace, name string) []string {
 	g.mu.Lock()
 	nodes := slices.Collect(maps.Keys(g.assignees[objectKey{namespace: namespace, name: name}]))
 	g.mu.Unlock()
-	slices.Sort(nodes)
 	return nodes
 }

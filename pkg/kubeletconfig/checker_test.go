@@ -1,9 +1,11 @@
 package kubeletconfig
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -113,4 +115,35 @@ func TestCheckerConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+func TestCheckQuoted(t *testing.T) {
+	content := "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 110\n"
+	quoted, err := json.Marshal(content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewChecker(8)
+	first, err := c.CheckQuoted(string(quoted))
+	if err != nil || first.Err != nil || first.Config == nil || first.Config.MaxPods != 110 {
+		t.Fatalf("CheckQuoted = %+v, %v", first, err)
+	}
+	if again, _ := c.CheckQuoted(string(quoted)); again != first {
+		t.Fatal("a repeat of the same literal was decoded again")
+	}
+	// The same content written with other escapes is the same configuration.
+	escaped := strings.ReplaceAll(string(quoted), "maxPods", `max\u0050ods`)
+	if other, err := c.CheckQuoted(escaped); err != nil || other.Config == nil || other.Config.MaxPods != 110 {
+		t.Fatalf("CheckQuoted(%s) = %+v, %v", escaped, other, err)
+	}
+	// Content that is itself the literal (a YAML string, not a
+	// configuration) hashes alike but never shares the literal's outcome.
+	if checked := c.Check(quoted); checked == first || checked.Err == nil {
+		t.Fatalf("Check(%s) = %+v: shared with the literal's outcome", quoted, checked)
+	}
+	for _, bad := range []string{``, `null`, `110`, `"unterminated`, `"a" "b"`, `{"a":"b"}`} {
+		if checked, err := c.CheckQuoted(bad); err == nil {
+			t.Errorf("CheckQuoted(%q) = %+v, want an error", bad, checked)
+		}
+	}
 }

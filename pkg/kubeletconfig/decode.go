@@ -225,7 +225,7 @@ func DecodeConfigMapKey(cm *corev1.ConfigMap, key string) (*kubeletconfigv1beta1
 	}
 	cfg, err := Decode([]byte(data))
 	if err != nil {
-		return nil, ConfigMapError(cm, key, err)
+		return nil, ConfigMapError(cm.Namespace, cm.Name, key, err)
 	}
 	return cfg, nil
 }
@@ -237,16 +237,23 @@ func configMapData(cm *corev1.ConfigMap, key string) (string, error) {
 	}
 	data, ok := cm.Data[key]
 	if !ok {
-		if _, binary := cm.BinaryData[key]; binary {
-			return "", fmt.Errorf("ConfigMap %s/%s: %w: %q is under binaryData, it must be under data", cm.Namespace, cm.Name, ErrNoKey, key)
-		}
-		return "", fmt.Errorf("ConfigMap %s/%s: %w: %s is missing", cm.Namespace, cm.Name, ErrNoKey, field.NewPath("data").Key(key))
+		_, binary := cm.BinaryData[key]
+		return "", MissingKeyError(cm.Namespace, cm.Name, key, binary)
 	}
 	return data, nil
 }
 
+// MissingKeyError is the error for a ConfigMap whose data has no key, with a
+// hint when the key is under binaryData instead.
+func MissingKeyError(namespace, name, key string, inBinaryData bool) error {
+	if inBinaryData {
+		return fmt.Errorf("ConfigMap %s/%s: %w: %q is under binaryData, it must be under data", namespace, name, ErrNoKey, key)
+	}
+	return fmt.Errorf("ConfigMap %s/%s: %w: %s is missing", namespace, name, ErrNoKey, field.NewPath("data").Key(key))
+}
+
 // ConfigMapError names the ConfigMap and key an error about its content is
 // about, as DecodeConfigMapKey's errors do.
-func ConfigMapError(cm *corev1.ConfigMap, key string, err error) error {
-	return fmt.Errorf("ConfigMap %s/%s %s: %w", cm.Namespace, cm.Name, field.NewPath("data").Key(key), err)
+func ConfigMapError(namespace, name, key string, err error) error {
+	return fmt.Errorf("ConfigMap %s/%s %s: %w", namespace, name, field.NewPath("data").Key(key), err)
 }
