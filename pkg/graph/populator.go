@@ -42,35 +42,14 @@ func NewInformers(client kubernetes.Interface, meta metadata.Interface, resync t
 		o.LabelSelector = labels.SelectorFromSet(labels.Set{contract.EligibleLabel: contract.EligibleLabelValue}).String()
 	}
 	configMapResource := meta.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(metav1.NamespaceAll)
+	newInformer := func(name string, lw *cache.ListWatch, watchListClient any, object runtime.Object) cache.SharedIndexInformer {
+		return cache.NewSharedIndexInformer(freshness.monitor(name, cache.ToListWatcherWithWatchListSemantics(lw, watchListClient)), object, resync, cache.Indexers{})
+	}
 
-	nodes := cache.NewSharedIndexInformer(freshness.monitor("nodes", cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return client.CoreV1().Nodes().List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return client.CoreV1().Nodes().Watch(ctx, o)
-		},
-	}, client)), &corev1.Node{}, resync, cache.Indexers{})
-	pods := cache.NewSharedIndexInformer(freshness.monitor("pods", cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			boundPods(&o)
-			return client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			boundPods(&o)
-			return client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
-		},
-	}, client)), &corev1.Pod{}, resync, cache.Indexers{})
-	configMaps := cache.NewSharedIndexInformer(freshness.monitor("configmaps", cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			eligibleOnly(&o)
-			return configMapResource.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			eligibleOnly(&o)
-			return configMapResource.Watch(ctx, o)
-		},
-	}, meta)), &metav1.PartialObjectMetadata{}, resync, cache.Indexers{})
+	nodeClient, podClient := client.CoreV1().Nodes(), client.CoreV1().Pods(metav1.NamespaceAll)
+	nodes := newInformer("nodes", narrowedListWatch(nodeClient.List, nodeClient.Watch, nil), client, &corev1.Node{})
+	pods := newInformer("pods", narrowedListWatch(podClient.List, podClient.Watch, boundPods), client, &corev1.Pod{})
+	configMaps := newInformer("configmaps", narrowedListWatch(configMapResource.List, configMapResource.Watch, eligibleOnly), meta, &metav1.PartialObjectMetadata{})
 	if err := nodes.SetTransform(TrimNode); err != nil {
 		return Informers{}, fmt.Errorf("node informer transform: %w", err)
 	}
@@ -78,6 +57,29 @@ func NewInformers(client kubernetes.Interface, meta metadata.Interface, resync t
 		return Informers{}, fmt.Errorf("pod informer transform: %w", err)
 	}
 	return Informers{Nodes: nodes, Pods: pods, ConfigMaps: configMaps}, nil
+}
+
+// narrowedListWatch lists and watches one resource, with narrow (when not
+// nil) applied to every request's options: relists and rewatches must stay
+// as narrow as the first list.
+func narrowedListWatch[L runtime.Object](
+	list func(context.Context, metav1.ListOptions) (L, error),
+	watchResource func(context.Context, metav1.ListOptions) (watch.Interface, error),
+	narrow func(*metav1.ListOptions),
+) *cache.ListWatch {
+	if narrow == nil {
+		narrow = func(*metav1.ListOptions) {}
+	}
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			narrow(&o)
+			return list(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			narrow(&o)
+			return watchResource(ctx, o)
+		},
+	}
 }
 
 // Populator feeds a Graph from informers and publishes it once every handler
