@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -49,6 +50,8 @@ type agent struct {
 	// pendingEvents waits for the reporter; only the worker touches it.
 	pendingEvents []status.Event
 
+	// scheme is core/v1's, for the client and the event recorder alike.
+	scheme *runtime.Scheme
 	// newClient builds the client once the kubelet's credentials exist;
 	// tests replace it.
 	newClient func(ctx context.Context) (kubeclient.Interface, error)
@@ -78,6 +81,13 @@ func run(ctx context.Context, cfg Config, newClient func(context.Context) (kubec
 	if err != nil {
 		return err
 	}
+	kubeletFile := kubelet.ConfigFile{Path: cfg.KubeletConfigFile}
+	// No write has begun yet, so a temporary file beside the kubelet's is
+	// one a killed agent left. Failing to remove it costs only disk space,
+	// which is no reason to leave the node unmanaged.
+	if err := kubeletFile.RemoveStaleTemps(ctx); err != nil {
+		klog.FromContext(ctx).Error(err, "Could not remove stale temporary files; continuing")
+	}
 	registry := prometheus.NewRegistry()
 	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := registry.Register(c); err != nil {
@@ -96,7 +106,7 @@ func run(ctx context.Context, cfg Config, newClient func(context.Context) (kubec
 		Store:     store,
 		Clock:     clock,
 		Renderer:  cfg.Renderer,
-		File:      kubelet.ConfigFile{Path: cfg.KubeletConfigFile},
+		File:      kubeletFile,
 		Restarter: kubelet.Restarter{Argv: cfg.RestartCommand, Timeout: cfg.RestartTimeout},
 		Prober:    kubelet.NewProber(cfg.HealthzURL, cfg.ProbeTimeout),
 		Validator: validation.Validator{},
@@ -105,10 +115,15 @@ func run(ctx context.Context, cfg Config, newClient func(context.Context) (kubec
 	if err != nil {
 		return err
 	}
+	scheme, err := kubeclient.NewScheme()
+	if err != nil {
+		return err
+	}
 	a := &agent{
 		cfg:     cfg,
 		ctrl:    ctrl,
 		metrics: m,
+		scheme:  scheme,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeguard-agent"}),
@@ -164,16 +179,16 @@ func run(ctx context.Context, cfg Config, newClient func(context.Context) (kubec
 // clientFromKubeconfig waits for the kubelet's credentials and builds a
 // client from them.
 func (a *agent) clientFromKubeconfig(ctx context.Context) (kubeclient.Interface, error) {
-	restConfig, err := kubeclient.WaitForConfig(ctx, a.cfg.Kubeconfig, kubeclient.DefaultBackoff, &a.credentials)
+	creds, err := kubeclient.WaitForConfig(ctx, a.cfg.Kubeconfig, kubeclient.DefaultBackoff, &a.credentials)
 	if err != nil {
 		return nil, err
 	}
-	kubeclient.CheckIdentity(ctx, restConfig, a.cfg.NodeName)
-	restConfig.QPS, restConfig.Burst = a.cfg.KubeAPIQPS, a.cfg.KubeAPIBurst
-	restConfig.UserAgent = "nodeguard-agent/" + a.cfg.NodeName
+	kubeclient.CheckIdentity(ctx, creds, a.cfg.NodeName)
+	creds.Config.QPS, creds.Config.Burst = a.cfg.KubeAPIQPS, a.cfg.KubeAPIBurst
+	creds.Config.UserAgent = "nodeguard-agent/" + a.cfg.NodeName
 	// The client follows the kubelet's certificate rotation until the
 	// agent stops.
-	return kubeclient.New(ctx, restConfig, kubeclient.Options{})
+	return kubeclient.New(ctx, creds, a.scheme, kubeclient.Options{})
 }
 
 // connect starts the watches and the reporter once there is a client, and
@@ -191,14 +206,10 @@ func (a *agent) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	scheme, err := kubeclient.NewScheme()
-	if err != nil {
-		return err
-	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(kubeclient.NewEventSink(ctx, client))
 	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "nodeguard-agent", Host: a.cfg.NodeName})
+	recorder := broadcaster.NewRecorder(a.scheme, corev1.EventSource{Component: "nodeguard-agent", Host: a.cfg.NodeName})
 	reporter := status.NewReporter(client, a.cfg.NodeName, src.Node, recorder)
 
 	var wg sync.WaitGroup

@@ -74,6 +74,15 @@ func TestAgentWithFakeAPI(t *testing.T) {
 	}
 	client := fake.NewClientset(node, cm)
 
+	// A temporary file of a write a killed agent never finished, beside a
+	// file the agent does not own.
+	staleTemp := filepath.Join(filepath.Dir(cfg.KubeletConfigFile), "."+filepath.Base(cfg.KubeletConfigFile)+"4242")
+	for _, path := range []string{staleTemp, cfg.Renderer.LocalConfigFile + ".1"} {
+		if err := os.WriteFile(path, []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.Discard()))
 	done := make(chan error, 1)
 	go func() {
@@ -107,6 +116,12 @@ func TestAgentWithFakeAPI(t *testing.T) {
 	data, err := os.ReadFile(cfg.KubeletConfigFile)
 	if err != nil || !strings.Contains(string(data), "maxPods: 42") || !strings.Contains(string(data), "providerID: node-1") {
 		t.Fatalf("kubelet file: %q, %v", data, err)
+	}
+	if _, err := os.Stat(staleTemp); !os.IsNotExist(err) {
+		t.Errorf("the stale temporary file %s is still there (%v)", staleTemp, err)
+	}
+	if _, err := os.Stat(cfg.Renderer.LocalConfigFile + ".1"); err != nil {
+		t.Errorf("a file the agent does not own was touched: %v", err)
 	}
 	events, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
 	if err != nil {

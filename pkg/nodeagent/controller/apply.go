@@ -17,15 +17,16 @@ import (
 
 // apply makes the kubelet run the choice. The order (trial record, file,
 // restart, active record) means a crash at any point leads the next pass to
-// restart again, never to skip a restart.
-func (c *Controller) apply(ctx context.Context, ch chosen, out kubelet.Rendered, p *pass) error {
+// restart again, never to skip a restart. restarted says whether it
+// restarted the kubelet, for judgeTrial in the same round.
+func (c *Controller) apply(ctx context.Context, ch chosen, out kubelet.Rendered, p *pass) (restarted bool, err error) {
 	logger := klog.FromContext(ctx)
 	store, clock := c.deps.Store, c.deps.Clock
 	if ch.onTrial {
 		if t := c.state.trial; t == nil || t.Ref != *ch.ref {
 			started := checkpoint.Trial{Ref: *ch.ref, BootID: clock.BootID(), StartedSinceBoot: clock.SinceBoot(), StartedAt: c.deps.Now()}
 			if err := store.SetTrial(started); err != nil {
-				return fmt.Errorf("recording the trial: %w", err)
+				return false, fmt.Errorf("recording the trial: %w", err)
 			}
 			c.state.trial = &started
 			c.tracker = nil
@@ -36,7 +37,7 @@ func (c *Controller) apply(ctx context.Context, ch chosen, out kubelet.Rendered,
 	want := checkpoint.Active{Ref: ch.ref, FileSHA256: out.SHA256()}
 	matches, err := c.deps.File.Matches(out)
 	if err != nil {
-		return err
+		return false, err
 	}
 	active := c.state.active
 	recorded := active != nil && sameRef(active.Ref, ch.ref) && active.FileSHA256 == want.FileSHA256
@@ -47,26 +48,26 @@ func (c *Controller) apply(ctx context.Context, ch chosen, out kubelet.Rendered,
 		// this: adopt it rather than restart a kubelet that runs it.
 		want.AppliedAt = c.deps.Now()
 		if err := store.SetActive(want); err != nil {
-			return fmt.Errorf("recording the active configuration: %w", err)
+			return false, fmt.Errorf("recording the active configuration: %w", err)
 		}
 		c.state.active = &want
 		logger.Info("Adopted the kubelet's configuration file without a restart", "config", describe(ch.ref))
 	default:
 		if err := c.deps.File.Write(out); err != nil {
-			return err
+			return false, err
 		}
 		if err := c.deps.Restarter.Restart(ctx); err != nil {
-			return err
+			return false, err
 		}
 		c.deps.Metrics.KubeletRestarted()
 		want.AppliedAt = c.deps.Now()
 		if err := store.SetActive(want); err != nil {
-			return fmt.Errorf("recording the active configuration: %w", err)
+			return true, fmt.Errorf("recording the active configuration: %w", err)
 		}
 		c.state.active = &want
 		// The kubelet's grace period starts at its restart.
 		c.tracker = nil
-		c.justRestarted = ch.onTrial
+		restarted = true
 		p.pruneAfter = true
 		message := "Restarted the kubelet with " + describe(ch.ref)
 		if ch.onTrial {
@@ -78,18 +79,22 @@ func (c *Controller) apply(ctx context.Context, ch chosen, out kubelet.Rendered,
 
 	if !ch.onTrial && c.state.trial != nil {
 		if err := store.ClearTrial(); err != nil {
-			return fmt.Errorf("ending the trial record: %w", err)
+			return restarted, fmt.Errorf("ending the trial record: %w", err)
 		}
 		c.state.trial = nil
 		c.tracker = nil
 		p.pruneAfter = true
 	}
-	return nil
+	return restarted, nil
 }
 
 // judgeTrial probes the kubelet and decides the trial; again is true when
 // the configuration was recorded bad and the caller must roll back.
-func (c *Controller) judgeTrial(ctx context.Context, ch chosen, p *pass) (again bool, err error) {
+// justRestarted (apply restarted the kubelet in this round) delays the
+// first probe by a period: a restart command may return before the old
+// kubelet stops answering, and a healthy answer from it would arm the
+// failure count early.
+func (c *Controller) judgeTrial(ctx context.Context, ch chosen, justRestarted bool, p *pass) (again bool, err error) {
 	store, clock := c.deps.Store, c.deps.Clock
 	t := c.state.trial
 	if t == nil || t.Ref != *ch.ref {
@@ -112,11 +117,10 @@ func (c *Controller) judgeTrial(ctx context.Context, ch chosen, p *pass) (again 
 		c.tracker = trial.NewTracker(c.cfg.Policy, now)
 		c.trackedRef, c.trackedBoot = t.Ref, t.BootID
 		c.nextProbe = now
-		if c.justRestarted {
+		if justRestarted {
 			c.nextProbe = now + c.cfg.ProbePeriod
 		}
 	}
-	c.justRestarted = false
 	if now >= c.nextProbe {
 		c.tracker.Observe(c.deps.Prober.Probe(ctx))
 		c.nextProbe = now + c.cfg.ProbePeriod

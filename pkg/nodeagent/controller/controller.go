@@ -119,10 +119,6 @@ type Controller struct {
 	// event runs it), so that the failure threshold counts probe periods,
 	// not passes.
 	nextProbe time.Duration
-	// justRestarted delays the first probe of a new tracker by a period: a
-	// restart command may return before the old kubelet stops answering,
-	// and a healthy answer from it would arm the failure count early.
-	justRestarted bool
 
 	// lastKubeletVersion remembers the Node's version for offline passes;
 	// it is recorded in the state directory, so that a restart while the
@@ -261,13 +257,14 @@ func (c *Controller) round(ctx context.Context, p *pass) (again bool, err error)
 	if rendered == nil {
 		return false, nil
 	}
-	if err := c.apply(ctx, chosen, *rendered, p); err != nil {
+	restarted, err := c.apply(ctx, chosen, *rendered, p)
+	if err != nil {
 		return false, err
 	}
 	if !chosen.onTrial {
 		return false, nil
 	}
-	return c.judgeTrial(ctx, chosen, p)
+	return c.judgeTrial(ctx, chosen, restarted, p)
 }
 
 func (c *Controller) load(p *pass) {

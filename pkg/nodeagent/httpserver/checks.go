@@ -1,6 +1,7 @@
 package httpserver
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -20,7 +21,43 @@ func NamedCheck(name string, check func(*http.Request) error) Check {
 // pingCheck always passes: the server answers.
 var pingCheck = NamedCheck("ping", func(*http.Request) error { return nil })
 
-// installChecks serves path (all checks) and path/<name> (one check).
+// validateChecks refuses what would make two handlers claim one path, or a
+// path that is not the check's name: every check is served at
+// /healthz/<name> or /readyz/<name>, and /readyz runs the liveness checks
+// too.
+func validateChecks(checks []Check) error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, check := range checks {
+		switch {
+		case !validCheckName(check.Name):
+			errs = append(errs, fmt.Errorf("health check name %q: want letters, digits, '-' and '_' only", check.Name))
+		case seen[check.Name]:
+			errs = append(errs, fmt.Errorf("health check name %q used twice (%q is built in; liveness checks are readiness checks too)", check.Name, pingCheck.Name))
+		case check.Check == nil:
+			errs = append(errs, fmt.Errorf("health check %q has no function", check.Name))
+		}
+		seen[check.Name] = true
+	}
+	return errors.Join(errs...)
+}
+
+// validCheckName keeps a name a literal path segment: no wildcard braces,
+// slashes, spaces or dot segments for http.ServeMux to read as syntax.
+func validCheckName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range name {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// installChecks serves path (all checks) and path/<name> (one check); the
+// checks must have passed validateChecks.
 func installChecks(mux *http.ServeMux, path string, checks []Check) {
 	mux.Handle(path, checksHandler(path, checks))
 	for _, check := range checks {

@@ -31,16 +31,21 @@ type Checks struct {
 }
 
 // New listens on address right away, so that a taken port is an error at
-// start-up rather than later.
+// start-up rather than later. Check names must be unique across liveness
+// and readiness (and not "ping"), and letters, digits, '-' and '_' only.
 func New(address string, gatherer prometheus.Gatherer, checks Checks) (*Server, error) {
+	live := append([]Check{pingCheck}, checks.Liveness...)
+	ready := slices.Concat(live, checks.Readiness)
+	if err := validateChecks(ready); err != nil {
+		return nil, fmt.Errorf("health checks: %w", err)
+	}
 	listener, err := net.Listen("tcp", address)
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", address, err)
 	}
 	mux := http.NewServeMux()
-	live := append([]Check{pingCheck}, checks.Liveness...)
 	installChecks(mux, "/healthz", live)
-	installChecks(mux, "/readyz", slices.Concat(live, checks.Readiness))
+	installChecks(mux, "/readyz", ready)
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	return &Server{
 		listener: listener,

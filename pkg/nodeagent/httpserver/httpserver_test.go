@@ -88,3 +88,38 @@ func TestServer(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNewRefusesBadCheckNames: what would make http.ServeMux panic (two
+// handlers for one path, a name it reads as a pattern) is an error from
+// New, and no port is taken.
+func TestNewRefusesBadCheckNames(t *testing.T) {
+	ok := func(*http.Request) error { return nil }
+	tests := []struct {
+		name   string
+		checks Checks
+		want   string
+	}{
+		{"twice in liveness", Checks{Liveness: []Check{NamedCheck("a", ok), NamedCheck("a", ok)}}, `"a" used twice`},
+		{"in liveness and readiness", Checks{Liveness: []Check{NamedCheck("a", ok)}, Readiness: []Check{NamedCheck("a", ok)}}, `"a" used twice`},
+		{"twice in readiness", Checks{Readiness: []Check{NamedCheck("b", ok), NamedCheck("b", ok)}}, `"b" used twice`},
+		{"the built-in ping", Checks{Readiness: []Check{NamedCheck("ping", ok)}}, `"ping" used twice`},
+		{"empty", Checks{Liveness: []Check{NamedCheck("", ok)}}, `name ""`},
+		{"a wildcard", Checks{Liveness: []Check{NamedCheck("{x}", ok)}}, `name "{x}"`},
+		{"a slash", Checks{Readiness: []Check{NamedCheck("a/b", ok)}}, `name "a/b"`},
+		{"a space", Checks{Readiness: []Check{NamedCheck("a b", ok)}}, `name "a b"`},
+		{"a dot segment", Checks{Readiness: []Check{NamedCheck("..", ok)}}, `name ".."`},
+		{"no function", Checks{Readiness: []Check{NamedCheck("c", nil)}}, `"c" has no function`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, err := New("127.0.0.1:0", prometheus.NewRegistry(), tc.checks)
+			if err == nil {
+				_ = srv.listener.Close()
+				t.Fatal("New accepted the checks")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New = %v, want an error mentioning %s", err, tc.want)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package kubeclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -48,11 +49,11 @@ type Interface interface {
 	Events(namespace string) EventClient
 }
 
-// NewScheme returns a scheme that knows core/v1 only, for the client and
-// for the event recorder. client-go's kubernetes clientset registers every
-// API group of Kubernetes at start-up, and its typed clients import it: most
-// of the agent's memory at rest went to code and type data for APIs it
-// never calls.
+// NewScheme returns a scheme that knows core/v1 only. The agent builds one
+// and gives it to New and to its event recorder. client-go's kubernetes
+// clientset registers every API group of Kubernetes at start-up, and its
+// typed clients import it: most of the agent's memory at rest went to code
+// and type data for APIs it never calls.
 func NewScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	// core/v1 registers the v1 meta types (ListOptions, Status, ...) with
@@ -71,20 +72,20 @@ type Client struct {
 
 var _ Interface = (*Client)(nil)
 
-// NewForConfig makes a Client from cfg, which is copied. Use New for the
-// kubelet's certificate files, which also follows their rotation.
-func NewForConfig(cfg *rest.Config) (*Client, error) {
+// NewForConfig makes a Client from cfg, which is copied, with scheme (from
+// NewScheme) for its requests. Use New for the kubelet's certificate files,
+// which also follows their rotation.
+func NewForConfig(cfg *rest.Config, scheme *runtime.Scheme) (*Client, error) {
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the API transport: %w", err)
 	}
-	return newForConfigAndClient(cfg, httpClient)
+	return newForConfigAndClient(cfg, httpClient, scheme)
 }
 
-func newForConfigAndClient(cfg *rest.Config, httpClient *http.Client) (*Client, error) {
-	scheme, err := NewScheme()
-	if err != nil {
-		return nil, err
+func newForConfigAndClient(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme) (*Client, error) {
+	if scheme == nil {
+		return nil, errors.New("building the API client: no scheme given")
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.APIPath = "/api"

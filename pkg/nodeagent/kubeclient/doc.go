@@ -14,8 +14,9 @@
 // # Certificate rotation
 //
 // The kubelet rotates its client certificate by writing a new file and
-// moving the kubelet-client-current.pem symlink. New reads the files (by
-// path, following the symlink) every ten seconds, as the kubelet does for
+// moving the kubelet-client-current.pem symlink. Load reads the key pair
+// once at start-up, into Credentials; New starts from it and reads the
+// files again (by path, following the symlink) every ten seconds, as the kubelet does for
 // its own connections; when they hold a new certificate, new connections
 // present it and every open connection is closed, long-running watches
 // included. client-go's own reload closes connections only every five

@@ -2,8 +2,6 @@ package kubeclient
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -26,21 +24,58 @@ var DefaultBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1,
 // ErrNotReady wraps the reason a kubeconfig cannot be used yet.
 var ErrNotReady = errors.New("the kubelet's credentials are not ready")
 
+// Credentials are a loaded kubeconfig: the REST config and, when it names
+// client certificate files, the key pair read from them while loading, so
+// that start-up reads the files once. New follows their rotation from there.
+type Credentials struct {
+	Config *rest.Config
+	// keyPair is nil when Config names no certificate files.
+	keyPair *keyPair
+}
+
+// credentialsFor reads the key pair cfg names in files, if any.
+func credentialsFor(cfg *rest.Config) (Credentials, error) {
+	if !namesCertificateFiles(cfg) {
+		return Credentials{Config: cfg}, nil
+	}
+	pair, err := readKeyPair(cfg.CertFile, cfg.KeyFile)
+	if err != nil {
+		return Credentials{}, err
+	}
+	return Credentials{Config: cfg, keyPair: &pair}, nil
+}
+
+// namesCertificateFiles reports whether cfg authenticates with certificate
+// files, the kubelet's rotating kubelet-client-current.pem, rather than
+// with inline data or not by certificate at all.
+func namesCertificateFiles(cfg *rest.Config) bool {
+	return cfg.CertFile != "" && cfg.KeyFile != "" && len(cfg.CertData) == 0 && len(cfg.KeyData) == 0
+}
+
+// User is the user the client certificate authenticates as (its CN), or ""
+// without certificate files.
+func (c Credentials) User() string {
+	if c.keyPair == nil {
+		return ""
+	}
+	return c.keyPair.leaf.Subject.CommonName
+}
+
 // Load reads a kubeconfig and checks that its credentials can be used now.
 // Missing files (TLS bootstrap not done) give an error wrapping ErrNotReady;
 // anything else is a plain error.
-func Load(kubeconfig string) (*rest.Config, error) {
+func Load(kubeconfig string) (Credentials, error) {
 	if _, err := os.Stat(kubeconfig); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: kubeconfig %s does not exist yet", ErrNotReady, kubeconfig)
+		return Credentials{}, fmt.Errorf("%w: kubeconfig %s does not exist yet", ErrNotReady, kubeconfig)
 	}
 	// clientcmd refuses a kubeconfig whose certificate files are missing;
 	// look first, to tell "not yet" from "broken".
 	raw, err := clientcmd.LoadFromFile(kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
+		return Credentials{}, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
 	}
 	if err := clientcmd.ResolveLocalPaths(raw); err != nil {
-		return nil, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
+		return Credentials{}, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
 	}
 	if kubeContext := raw.Contexts[raw.CurrentContext]; kubeContext != nil {
 		if auth := raw.AuthInfos[kubeContext.AuthInfo]; auth != nil {
@@ -49,35 +84,33 @@ func Load(kubeconfig string) (*rest.Config, error) {
 					continue
 				}
 				if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-					return nil, fmt.Errorf("%w: client certificate file %s does not exist yet", ErrNotReady, path)
+					return Credentials{}, fmt.Errorf("%w: client certificate file %s does not exist yet", ErrNotReady, path)
 				}
 			}
 		}
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
+		return Credentials{}, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
 	}
-	if cfg.CertFile == "" && cfg.KeyFile == "" {
-		return cfg, nil
-	}
-	if _, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile); err != nil {
+	creds, err := credentialsFor(cfg)
+	if err != nil {
 		// A file being replaced right now reads as garbage for a moment;
 		// waiting is right for that too.
-		return nil, fmt.Errorf("%w: client certificate %s: %v", ErrNotReady, cfg.CertFile, err)
+		return Credentials{}, fmt.Errorf("%w: %v", ErrNotReady, err)
 	}
-	return cfg, nil
+	return creds, nil
 }
 
 // WaitForConfig loads the kubeconfig, waiting with backoff while the
 // kubelet's credentials are not there yet. Other errors end the wait.
 // status, when not nil, tells /readyz what it waits for.
-func WaitForConfig(ctx context.Context, kubeconfig string, backoff wait.Backoff, status *Status) (*rest.Config, error) {
+func WaitForConfig(ctx context.Context, kubeconfig string, backoff wait.Backoff, status *Status) (Credentials, error) {
 	logger := klog.FromContext(ctx)
-	var cfg *rest.Config
+	var creds Credentials
 	var lastErr error
 	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(context.Context) (bool, error) {
-		cfg, lastErr = Load(kubeconfig)
+		creds, lastErr = Load(kubeconfig)
 		switch {
 		case lastErr == nil:
 			status.setLoaded()
@@ -92,35 +125,18 @@ func WaitForConfig(ctx context.Context, kubeconfig string, backoff wait.Backoff,
 	})
 	if err != nil {
 		if lastErr != nil && !errors.Is(lastErr, ErrNotReady) {
-			return nil, lastErr
+			return Credentials{}, lastErr
 		}
-		return nil, fmt.Errorf("waiting for the kubelet's credentials: %w (last: %v)", err, lastErr)
+		return Credentials{}, fmt.Errorf("waiting for the kubelet's credentials: %w (last: %v)", err, lastErr)
 	}
-	return cfg, nil
-}
-
-// CertificateUser returns the user a client certificate file authenticates
-// as (its CN), or "" when cfg has no certificate file.
-func CertificateUser(cfg *rest.Config) (string, error) {
-	if cfg.CertFile == "" {
-		return "", nil
-	}
-	pair, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
-	if err != nil {
-		return "", fmt.Errorf("reading client certificate %s: %w", cfg.CertFile, err)
-	}
-	leaf, err := x509.ParseCertificate(pair.Certificate[0])
-	if err != nil {
-		return "", fmt.Errorf("parsing client certificate %s: %w", cfg.CertFile, err)
-	}
-	return leaf.Subject.CommonName, nil
+	return creds, nil
 }
 
 // CheckIdentity warns when the certificate is not the node's: every write
 // to the Node would then be refused.
-func CheckIdentity(ctx context.Context, cfg *rest.Config, nodeName string) {
-	user, err := CertificateUser(cfg)
-	if err != nil || user == "" {
+func CheckIdentity(ctx context.Context, creds Credentials, nodeName string) {
+	user := creds.User()
+	if user == "" {
 		return
 	}
 	if want := contract.NodeUserPrefix + nodeName; user != want {

@@ -86,16 +86,16 @@ func TestWaitsForBootstrapThenFollowsRotation(t *testing.T) {
 
 	// Nothing there yet: WaitForConfig waits.
 	type result struct {
-		cfg *rest.Config
-		err error
+		creds Credentials
+		err   error
 	}
 	done := make(chan result, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	fast := wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 1 << 30, Cap: 50 * time.Millisecond}
 	go func() {
-		cfg, err := WaitForConfig(ctx, kubeconfig, fast, nil)
-		done <- result{cfg, err}
+		creds, err := WaitForConfig(ctx, kubeconfig, fast, nil)
+		done <- result{creds, err}
 	}()
 	if _, err := Load(kubeconfig); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("Load without a kubeconfig: %v, want ErrNotReady", err)
@@ -122,11 +122,11 @@ func TestWaitsForBootstrapThenFollowsRotation(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if user, err := CertificateUser(r.cfg); err != nil || user != "system:node:node-1" {
-		t.Fatalf("CertificateUser = %q, %v", user, err)
+	if user := r.creds.User(); user != "system:node:node-1" {
+		t.Fatalf("User() = %q", user)
 	}
 
-	client, err := rest.HTTPClientFor(r.cfg)
+	client, err := rest.HTTPClientFor(r.creds.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/client-go/rest"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/transport"
 	"k8s.io/client-go/util/connrotation"
 	"k8s.io/klog/v2"
@@ -33,23 +34,29 @@ type Options struct {
 	CertificateCheckPeriod time.Duration
 }
 
-// New makes a Client from cfg. When cfg names client certificate files
-// (the kubelet's kubelet-client-current.pem), it follows their rotation
-// until ctx ends: it reads the files every CertificateCheckPeriod, and when
-// they hold a new certificate, new connections use it and every open
-// connection is closed, long-running watches included, so that requests
-// and watches move to the new certificate before the old one expires.
-func New(ctx context.Context, cfg *rest.Config, opts Options) (*Client, error) {
-	if cfg.CertFile == "" || cfg.KeyFile == "" || len(cfg.CertData) > 0 || len(cfg.KeyData) > 0 {
-		return NewForConfig(cfg)
+// New makes a Client from creds, with scheme (from NewScheme) for its
+// requests. When creds name client certificate files (the kubelet's
+// kubelet-client-current.pem), it follows their rotation until ctx ends:
+// starting from the key pair creds were loaded with, it reads the files
+// every CertificateCheckPeriod, and when they hold a new certificate, new
+// connections use it and every open connection is closed, long-running
+// watches included, so that requests and watches move to the new
+// certificate before the old one expires.
+func New(ctx context.Context, creds Credentials, scheme *runtime.Scheme, opts Options) (*Client, error) {
+	if creds.keyPair == nil && namesCertificateFiles(creds.Config) {
+		// Credentials{Config: cfg} built by hand: read what Load would have.
+		var err error
+		if creds, err = credentialsFor(creds.Config); err != nil {
+			return nil, err
+		}
+	}
+	cfg, pair := creds.Config, creds.keyPair
+	if pair == nil {
+		return NewForConfig(cfg, scheme)
 	}
 	period := opts.CertificateCheckPeriod
 	if period <= 0 {
 		period = DefaultCertificateCheckPeriod
-	}
-	pair, err := readKeyPair(cfg.CertFile, cfg.KeyFile)
-	if err != nil {
-		return nil, err
 	}
 	var inUse atomic.Pointer[tls.Certificate]
 	inUse.Store(&pair.parsed)
@@ -71,22 +78,23 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the API transport: %w", err)
 	}
-	client, err := newForConfigAndClient(cfg, &http.Client{Transport: roundTripper, Timeout: cfg.Timeout})
+	client, err := newForConfigAndClient(cfg, &http.Client{Transport: roundTripper, Timeout: cfg.Timeout}, scheme)
 	if err != nil {
 		return nil, err
 	}
-	go followRotation(ctx, cfg.CertFile, cfg.KeyFile, pair, period, func(next keyPair) {
+	go followRotation(ctx, cfg.CertFile, cfg.KeyFile, *pair, period, func(next keyPair) {
 		inUse.Store(&next.parsed)
 		dialer.CloseAll()
 	})
 	return client, nil
 }
 
-// keyPair is the raw content of a certificate and its key, and the two
-// parsed.
+// keyPair is the raw content of a certificate and its key, the two parsed,
+// and the certificate itself.
 type keyPair struct {
 	cert, key []byte
 	parsed    tls.Certificate
+	leaf      *x509.Certificate
 }
 
 // readKeyPair reads a certificate and key that are usable together.
@@ -113,7 +121,14 @@ func parseKeyPair(certFile, keyFile string, certPEM, keyPEM []byte) (keyPair, er
 	if err != nil {
 		return keyPair{}, fmt.Errorf("client certificate %s and key %s: %w", certFile, keyFile, err)
 	}
-	return keyPair{cert: certPEM, key: keyPEM, parsed: parsed}, nil
+	leaf := parsed.Leaf
+	if leaf == nil {
+		// tls.X509KeyPair leaves Leaf out under GODEBUG=x509keypairleaf=0.
+		if leaf, err = x509.ParseCertificate(parsed.Certificate[0]); err != nil {
+			return keyPair{}, fmt.Errorf("parsing client certificate %s: %w", certFile, err)
+		}
+	}
+	return keyPair{cert: certPEM, key: keyPEM, parsed: parsed, leaf: leaf}, nil
 }
 
 // followRotation calls rotated once the files hold another usable

@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeguard/nodeguard/test/controlplane"
@@ -53,6 +54,53 @@ func nodeListServer(t *testing.T, ca *controlplane.CA) (srv *httptest.Server, co
 	return srv, func() int { return len(accepted) }
 }
 
+func newScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return scheme
+}
+
+// TestNewUsesTheLoadedKeyPair: start-up reads the client certificate once,
+// in Load; New starts from that key pair instead of reading the files
+// again, so files gone in between change nothing until they come back.
+func TestNewUsesTheLoadedKeyPair(t *testing.T) {
+	ca, err := controlplane.NewCA("test-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := nodeListServer(t, ca)
+	dir := t.TempDir()
+	current := filepath.Join(dir, "kubelet-client-current.pem")
+	writePEM(t, ca, current, "loaded")
+	kubeconfig := filepath.Join(dir, "kubelet.conf")
+	if err := controlplane.WriteKubeconfig(kubeconfig, &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM(), CertFile: current, KeyFile: current}}); err != nil {
+		t.Fatal(err)
+	}
+	creds, err := Load(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(current); err != nil {
+		t.Fatal(err)
+	}
+	if user := creds.User(); user != "system:node:node-1" {
+		t.Errorf("User() = %q after the files went, want the loaded certificate's", user)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client, err := New(ctx, creds, newScheme(t), Options{})
+	if err != nil {
+		t.Fatalf("New read the certificate files again: %v", err)
+	}
+	list, err := client.Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 || list.Items[0].Name != "loaded" {
+		t.Fatalf("List = %+v, %v; want the loaded certificate presented", list, err)
+	}
+}
+
 // TestNewFollowsRotation shows that a client from New moves to a rotated
 // certificate by itself, with its connection open all along (HTTP/2 keeps
 // one connection, and would keep the old certificate on it forever).
@@ -71,7 +119,11 @@ func TestNewFollowsRotation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM(), CertFile: current, KeyFile: current}}
-	client, err := New(ctx, cfg, Options{CertificateCheckPeriod: 20 * time.Millisecond})
+	creds, err := credentialsFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := New(ctx, creds, newScheme(t), Options{CertificateCheckPeriod: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +168,7 @@ func TestNewWithoutCertificateFiles(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(&corev1.NodeList{Items: []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: r.URL.Query().Get("fieldSelector")}}}})
 	}))
 	defer srv.Close()
-	client, err := New(context.Background(), &rest.Config{Host: srv.URL}, Options{})
+	client, err := New(context.Background(), Credentials{Config: &rest.Config{Host: srv.URL}}, newScheme(t), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +187,7 @@ func TestNewRefusesUnusableCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := &rest.Config{Host: "https://127.0.0.1:1", TLSClientConfig: rest.TLSClientConfig{CertFile: bad, KeyFile: bad}}
-	if _, err := New(context.Background(), cfg, Options{}); err == nil {
+	if _, err := New(context.Background(), Credentials{Config: cfg}, newScheme(t), Options{}); err == nil {
 		t.Fatal("New accepted a certificate file that holds no certificate")
 	}
 }

@@ -79,7 +79,8 @@ func (f ConfigFile) Write(r Rendered) error {
 	// whatever mode an existing one has.
 	// The temporary file lives next to the target, so the rename never
 	// crosses file systems; its name (".<name><digits>") does not end in
-	// ".conf", so a kubelet listing --config-dir never reads it.
+	// ".conf", so a kubelet listing --config-dir never reads it. A kill
+	// before the rename leaves it behind: RemoveStaleTemps, at start-up.
 	if err := renameio.WriteFile(f.Path, r.Data, 0o644, renameio.WithTempDir(dir)); err != nil {
 		return fmt.Errorf("writing kubelet config %s: %w", f.Path, err)
 	}
