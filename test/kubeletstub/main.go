@@ -241,7 +241,7 @@ func (s *stub) run(b behavior, listener net.Listener, release, done chan struct{
 func (s *stub) server(name string, release chan struct{}) *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if n := s.failNext.Load(); n > 0 && s.failNext.CompareAndSwap(n, n-1) {
+		if s.takeFailure() {
 			http.Error(w, "[-]syncloop failed: kubeletstub told to fail this probe", http.StatusInternalServerError)
 			return
 		}
@@ -269,6 +269,21 @@ func (s *stub) server(name string, release chan struct{}) *http.Server {
 		_, _ = fmt.Fprintln(w, s.failNext.Load())
 	})
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+}
+
+// takeFailure reports whether this probe is one of the failNext to fail,
+// counting it. A compare-and-swap lost to a concurrent probe is retried:
+// giving up would answer healthy while failures are still owed.
+func (s *stub) takeFailure() bool {
+	for {
+		n := s.failNext.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.failNext.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
 }
 
 // down stops serving at once, as a killed process would.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -280,15 +279,6 @@ func (e *Env) NodeClient(node string) (kubernetes.Interface, error) {
 
 // NodeRESTConfig returns the kubelet credentials of node as a rest.Config.
 func (e *Env) NodeRESTConfig(node string) (*rest.Config, error) { return e.CP.NodeConfig(node) }
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 // WritePolicy replaces the policy file atomically, as a ConfigMap volume
 // update would.
