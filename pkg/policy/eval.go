@@ -108,14 +108,8 @@ func (e *Engine) EvalAdmission(ctx context.Context, in *AdmissionInput) (Admissi
 		e.metrics.skipped(PackageAdmission)
 		return AdmissionResult{}, nil
 	}
-	// Only the reviews that repeat are looked up and remembered; the others
-	// are not even digested.
 	key := doc.memoKey(in)
-	var hash uint64
-	memoizable := repeats(in)
-	if memoizable {
-		hash, memoizable = set.admissionMemo.hash(key)
-	}
+	hash, memoizable := set.admissionMemo.hash(key)
 	if result, ok := set.admissionMemo.get(key, hash, memoizable); ok {
 		e.metrics.remembered(PackageAdmission)
 		return result, nil
@@ -142,15 +136,6 @@ func (e *Engine) EvalAdmission(ctx context.Context, in *AdmissionInput) (Admissi
 		set.admissionMemo.put(key, hash, result)
 	}
 	return result, nil
-}
-
-// repeats reports whether in belongs to the one stream of admission reviews
-// that repeats: kubelets updating their own Node (status every few seconds,
-// mostly unchanged where policies look). Anything else (ConfigMap edits,
-// admins' writes, registrations) seldom repeats; remembering it would only
-// fill the memo, up to its bound, with verdicts never asked again.
-func repeats(in *AdmissionInput) bool {
-	return in.Node != "" && in.Request != nil && in.Request.Resource.Group == "" && in.Request.Resource.Resource == "nodes"
 }
 
 // EvalAuthz evaluates data.nodeguard.authz.deny and .allow for one

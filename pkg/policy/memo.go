@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"k8s.io/utils/lru"
 )
@@ -14,6 +15,10 @@ import (
 // admissionMemoEntries bounds the verdicts a policy set remembers: enough
 // for one distinct projected input per node of a large cluster.
 const admissionMemoEntries = 16384
+
+// doorkeeperSlots is how many once-seen inputs the memo keeps in mind (by
+// digest, 8 bytes each) while waiting for a second sighting.
+const doorkeeperSlots = 8192
 
 // verdictMemo remembers admission verdicts by the projected input they
 // were reached for. A verdict is a function of the input, the policy set
@@ -26,11 +31,21 @@ const admissionMemoEntries = 16384
 // a kubelet's status updates of its Node differ in heartbeats, images,
 // resourceVersion and the review's uid, none of which the shipped policies
 // read, so every update of a node after the first projects to the same
-// input. The input is still rendered for every review; what a hit spares
-// is converting it to Rego values and evaluating.
+// input. The same goes for a GitOps controller's server-side dry runs of
+// unchanged ConfigMaps on every sync. The input is still rendered for every
+// review; what a hit spares is converting it to Rego values and evaluating.
+//
+// A verdict is remembered only when its input comes a second time (the
+// doorkeeper of TinyLFU): inputs that never repeat (most edits, admins'
+// writes) would otherwise fill the memo, up to its bound, with verdicts
+// never asked for again, which a soak showed.
 type verdictMemo struct {
 	seed  maphash.Seed
 	cache *lru.Cache // hash -> memoEntry
+	// seenOnce holds digests of inputs evaluated once, direct-mapped; a
+	// lost or colliding slot only delays remembering (get compares inputs
+	// in full).
+	seenOnce [doorkeeperSlots]atomic.Uint64
 }
 
 type memoEntry struct {
@@ -75,13 +90,17 @@ func (m *verdictMemo) get(doc any, sum uint64, ok bool) (AdmissionResult, bool) 
 	return entry.result.clone(), true
 }
 
-// put remembers a verdict, with a copy of the input: the rendered input
-// shares its strings with the review's body, which the memo must neither
-// keep alive nor see reused.
+// put remembers a verdict, with a copy of the input, if the input was seen
+// before: the rendered input shares its strings with the review's body,
+// which the memo must neither keep alive nor see reused.
 func (m *verdictMemo) put(doc any, sum uint64, result AdmissionResult) {
-	if m != nil {
-		m.cache.Add(sum, memoEntry{doc: copyDoc(doc), result: result.clone()})
+	if m == nil {
+		return
 	}
+	if slot := &m.seenOnce[sum%doorkeeperSlots]; slot.Swap(sum) != sum {
+		return
+	}
+	m.cache.Add(sum, memoEntry{doc: copyDoc(doc), result: result.clone()})
 }
 
 // clone copies the lists, so that no caller shares them with the memo.

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -51,6 +52,8 @@ deny contains "frozen" if {
 		return res
 	}
 
+	remembers := func() int { return e.active.Load().admissionMemo.cache.Len() }
+
 	// A kubelet's status update: the stream that repeats.
 	statusUpdate := func(uid, object string) *AdmissionInput {
 		req := configMapRequest("UPDATE", "", "node-1", object)
@@ -59,12 +62,16 @@ deny contains "frozen" if {
 	}
 	forbidden := statusUpdate("uid-1", `{"metadata":{"name":"node-1","labels":{"pool":"forbidden"}}}`)
 	first := eval(forbidden)
-	if !first.Denied() || count(outcomeOK) != 1 || count(outcomeRemembered) != 0 {
-		t.Fatalf("first evaluation: %+v, evaluated %v, remembered %v", first, count(outcomeOK), count(outcomeRemembered))
+	if !first.Denied() || count(outcomeOK) != 1 || count(outcomeRemembered) != 0 || remembers() != 0 {
+		t.Fatalf("first evaluation: %+v, evaluated %v, remembered %v, memo %d", first, count(outcomeOK), count(outcomeRemembered), remembers())
 	}
 	// The same review with another uid, and an object differing in what no
-	// policy reads, project alike: remembered.
+	// policy reads, project alike: the second sighting is evaluated and
+	// remembered, the third answered from the memo.
 	again := statusUpdate("uid-2", `{"metadata":{"name":"node-1","resourceVersion":"7","labels":{"pool":"forbidden"}},"status":{"images":[]}}`)
+	if res := eval(again); !reflect.DeepEqual(res, first) || count(outcomeOK) != 2 || remembers() != 1 {
+		t.Errorf("second sighting: %+v (want %+v), evaluated %v, memo %d", res, first, count(outcomeOK), remembers())
+	}
 	if res := eval(again); !reflect.DeepEqual(res, first) || count(outcomeRemembered) != 1 {
 		t.Errorf("same projected input: %+v (want %+v), remembered %v", res, first, count(outcomeRemembered))
 	}
@@ -79,18 +86,25 @@ deny contains "frozen" if {
 	if res := eval(statusUpdate("uid-3", `{"metadata":{"name":"node-1","labels":{"pool":"fine"}}}`)); res.Denied() || count(outcomeRemembered) != remembered {
 		t.Errorf("another pool: %+v, remembered %v", res, count(outcomeRemembered))
 	}
-	// Reviews that seldom repeat (here a ConfigMap edit) are never
-	// remembered: they would only fill the memo.
+	// Any kind of review that comes back is remembered (a GitOps dry run
+	// of an unchanged ConfigMap); one seen once never fills the memo.
+	before := remembers()
+	for i := range 100 {
+		eval(&AdmissionInput{Request: configMapRequest("CREATE", fmt.Sprintf("ns-%d", i), "a", `{"metadata":{"name":"a"}}`)})
+	}
+	if remembers() != before {
+		t.Errorf("100 reviews seen once grew the memo by %d", remembers()-before)
+	}
 	edit := &AdmissionInput{Request: configMapRequest("CREATE", "forbidden", "a", `{"metadata":{"name":"a"}}`)}
-	if !eval(edit).Denied() || !eval(edit).Denied() || count(outcomeRemembered) != remembered {
-		t.Errorf("a ConfigMap edit was remembered: %v", count(outcomeRemembered)-remembered)
+	if !eval(edit).Denied() || !eval(edit).Denied() || !eval(edit).Denied() || count(outcomeRemembered) != remembered+1 {
+		t.Errorf("a repeated ConfigMap edit: remembered %v times, want 1", count(outcomeRemembered)-remembered)
 	}
 
 	// A verdict that read the graph is never remembered: it follows the
 	// graph.
 	in := statusUpdate("uid-4", `{"metadata":{"name":"node-1","labels":{"pool":"graph"}}}`)
 	remembered = count(outcomeRemembered)
-	if eval(in).Denied() || eval(in).Denied() {
+	if eval(in).Denied() || eval(in).Denied() || eval(in).Denied() {
 		t.Fatal("denied before the label was set")
 	}
 	g.mu.Lock()
