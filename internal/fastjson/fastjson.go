@@ -27,6 +27,8 @@ type Reader struct {
 	text   string
 	// objects indexes the fields of the document's top levels (scan).
 	objects map[int][]field
+	// unique: no object of the document's top levels repeats a key.
+	unique bool
 }
 
 // Parse validates the document and returns its root, or fails for invalid
@@ -34,14 +36,21 @@ type Reader struct {
 // copying the document.
 func (r *Reader) Parse(data []byte) gjson.Result {
 	text := unsafe.String(unsafe.SliceData(data), len(data))
-	objects, ok := scan(data, text)
+	objects, unique, ok := scan(data, text)
 	if !ok {
 		r.failed = true
 		return gjson.Result{}
 	}
-	r.data, r.text, r.objects = data, text, objects
+	r.data, r.text, r.objects, r.unique = data, text, objects, unique
 	return gjson.Parse(text)
 }
+
+// UniqueKeys reports whether the parsed document repeats no key in any
+// object of its top four levels (root, depths 1 to 3): for a review, the
+// objects it carries and their metadata, spec, status or data. Readers of
+// those may stop once they have what they need. False before Parse, or
+// after a Parse that failed.
+func (r *Reader) UniqueKeys() bool { return r.unique }
 
 // offset is where v's JSON starts in the parsed document, if it is a view
 // into it (every value gjson and the index hand out is).
@@ -183,19 +192,26 @@ func StringLists[V ~[]string](r *Reader, v gjson.Result) map[string]V {
 // canonical, through k8s.io/apimachinery's case-sensitive reflective
 // decoder otherwise (which then also reports what is malformed).
 func Decode[T any](data []byte, read func(r *Reader, root gjson.Result, out *T)) (T, error) {
+	out, _, err := DecodeUnique(data, read)
+	return out, err
+}
+
+// DecodeUnique is Decode, also reporting Reader.UniqueKeys of the document
+// (false when it did not decode).
+func DecodeUnique[T any](data []byte, read func(r *Reader, root gjson.Result, out *T)) (out T, uniqueKeys bool, err error) {
 	var r Reader
 	if root := r.Parse(data); !r.Failed() && root.IsObject() {
-		var out T
 		if read(&r, root, &out); !r.Failed() {
-			return out, nil
+			return out, r.UniqueKeys(), nil
 		}
+		out = *new(T)
 	}
-	var out T
 	if err := utiljson.Unmarshal(data, &out); err != nil {
 		var zero T
-		return zero, err
+		return zero, false, err
 	}
-	return out, nil
+	// The reader fell back, but the scan stands when it got that far.
+	return out, r.UniqueKeys(), nil
 }
 
 // Members walks the members of the JSON object text, handing over each key
@@ -206,7 +222,7 @@ func Decode[T any](data []byte, read func(r *Reader, root gjson.Result, out *T))
 // valid JSON object.
 func Members(text string, member func(key string, escaped bool, value string) bool) (ok bool) {
 	data := unsafe.Slice(unsafe.StringData(text), len(text))
-	objects, ok := scan(data, text)
+	objects, _, ok := scan(data, text)
 	if !ok {
 		return false
 	}

@@ -1,6 +1,11 @@
 package fastjson
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"encoding/json"
+	"slices"
+	"unicode/utf8"
+)
 
 // maxNesting bounds the scanner's recursion. Kubernetes objects nest a few
 // dozen levels at most; deeper documents go to the reflective decoder,
@@ -11,6 +16,16 @@ const maxNesting = 256
 // its children's, which is where a review's request lives. Walking an
 // indexed object costs nothing per byte; walking any other re-reads it.
 const indexDepth = 1
+
+// uniqueKeysDepth is how deep the scanner checks that no object repeats a
+// key: a review's objects (depth 2) and their metadata, spec, status or data
+// (depth 3), which readers may then stop reading once they have what they
+// need, without looking for a later repeat of it.
+const uniqueKeysDepth = 3
+
+// linearKeys is how many keys an object's repeat check compares one by one
+// before it builds a set.
+const linearKeys = 32
 
 // field is one member of an indexed object: its key (a view into the
 // document) and the position of its value.
@@ -32,19 +47,26 @@ type scanner struct {
 	ok   bool
 	// objects maps an indexed object's start offset to its fields.
 	objects map[int][]field
+	// keys holds the decoded keys of the objects being checked for
+	// repeats, innermost last; repeated records that one was found.
+	keys     []string
+	repeated bool
 }
 
 // scan validates data and indexes its top levels; ok is false for
 // anything encoding/json would not accept as exactly one JSON value.
-func scan(data []byte, text string) (objects map[int][]field, ok bool) {
+// unique reports that no object at depth <= uniqueKeysDepth repeats a key
+// (as encoding/json decodes keys, escapes included).
+func scan(data []byte, text string) (objects map[int][]field, unique, ok bool) {
 	s := scanner{data: data, text: text, ok: true}
+	s.keys = make([]string, 0, 32)
 	s.skipSpace()
 	s.value(0)
 	s.skipSpace()
 	if !s.ok || s.pos != len(s.data) {
-		return nil, false
+		return nil, false, false
 	}
-	return s.objects, true
+	return s.objects, !s.repeated, true
 }
 
 func (s *scanner) fail() { s.ok = false }
@@ -103,6 +125,8 @@ func (s *scanner) object(depth int) {
 	s.pos++ // {
 	var fields []field
 	record := depth <= indexDepth
+	check, base := depth <= uniqueKeysDepth, len(s.keys)
+	var seen map[string]struct{} // for an object past linearKeys
 	s.skipSpace()
 	if s.pos < len(s.data) && s.data[s.pos] == '}' {
 		s.pos++
@@ -129,13 +153,54 @@ func (s *scanner) object(depth int) {
 		if record && s.ok {
 			fields = append(fields, field{key: s.text[keyStart:keyEnd], keyEscaped: escaped, start: valueStart, end: s.pos})
 		}
+		if check && s.ok && !s.repeated {
+			seen = s.checkKey(base, s.text[keyStart:keyEnd], escaped, seen)
+		}
 		if !s.next('}') {
 			if s.ok {
 				s.index(record, start, fields)
 			}
+			s.keys = s.keys[:base]
 			return
 		}
 	}
+}
+
+// checkKey notes key, a member of the object whose keys start at
+// s.keys[base], and whether it repeats one; past linearKeys members, the
+// object's keys move into seen, which it returns.
+func (s *scanner) checkKey(base int, key string, escaped bool, seen map[string]struct{}) map[string]struct{} {
+	if escaped || !utf8.ValidString(key) {
+		// Rare in what the apiserver writes; decoded as encoding/json
+		// decodes keys, so that "\u0061" repeats "a" and invalid UTF-8
+		// becomes U+FFFD.
+		var decoded string
+		if err := json.Unmarshal([]byte(`"`+key+`"`), &decoded); err != nil {
+			s.repeated = true // cannot happen for a scanned string; be safe
+			return seen
+		}
+		key = decoded
+	}
+	keys := s.keys[base:]
+	switch {
+	case seen != nil:
+		_, s.repeated = seen[key]
+		seen[key] = struct{}{}
+		return seen
+	case len(keys) >= linearKeys:
+		seen = make(map[string]struct{}, 2*len(keys))
+		for _, k := range keys {
+			seen[k] = struct{}{}
+		}
+		_, s.repeated = seen[key]
+		seen[key] = struct{}{}
+		return seen
+	}
+	if slices.Contains(keys, key) {
+		s.repeated = true
+	}
+	s.keys = append(s.keys, key)
+	return seen
 }
 
 // next reads what follows a member or an element: a comma, when more

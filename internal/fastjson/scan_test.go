@@ -2,6 +2,7 @@ package fastjson
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -34,13 +35,14 @@ func scanSeeds() []string {
 		`01`, `1.`, `.5`, `1e`, `-`, `+1`, `tru`, `nul`, `{"a"}`, `{"a":}`, `{,}`, `[1,]`, `{"a":1,}`, `{"a":1}x`, `[[[[`, `]`,
 		strings.Repeat("[", maxNesting+1) + strings.Repeat("]", maxNesting+1),
 		strings.Repeat(`{"a":`, 10) + `1` + strings.Repeat(`}`, 10),
-		`{"dup":1,"dup":2}`, `{"k\"ey":1}`,
+		`{"dup":1,"dup":2}`, `{"k\"ey":1}`, `{"a":1,"\u0061":2}`, `{"a":{"b":{"c":{"d":1,"d":2}}}}`, `{"a":{"b":{"c":{"d":{"e":1,"e":2}}}}}`,
+		`[{"a":[{"b":1,"b":2}]}]`, `{"a":{"x":1},"b":{"x":1}}`, `{"k":{` + manyKeys(40, false) + `}}`, `{"k":{` + manyKeys(40, true) + `}}`,
 	}
 }
 
 func checkScan(t *testing.T, data []byte) {
 	text := unsafe.String(unsafe.SliceData(data), len(data))
-	objects, ok := scan(data, text)
+	objects, unique, ok := scan(data, text)
 	nested := strings.Count(text, "[")+strings.Count(text, "{") > maxNesting
 	if want := json.Valid(data); ok != want && !(want && nested) {
 		t.Fatalf("scan(%q) ok = %v, encoding/json.Valid = %v", data, ok, want)
@@ -48,11 +50,18 @@ func checkScan(t *testing.T, data []byte) {
 	if !ok {
 		return
 	}
+	if want := !repeatsKey(gjson.Parse(text), 0); unique != want {
+		t.Fatalf("scan(%q) unique = %v, want %v", data, unique, want)
+	}
 	// Every indexed object lists the fields gjson walks, in order, with
 	// the same raw keys and values.
 	for start, fields := range objects {
 		var want []string
-		gjson.Parse(text[start:]).ForEach(func(key, value gjson.Result) bool {
+		var object json.RawMessage
+		if err := json.NewDecoder(strings.NewReader(text[start:])).Decode(&object); err != nil {
+			t.Fatalf("object at %d of %q: %v", start, data, err)
+		}
+		gjson.Parse(string(object)).ForEach(func(key, value gjson.Result) bool {
 			want = append(want, key.Raw+":"+value.Raw)
 			return true
 		})
@@ -93,7 +102,7 @@ func BenchmarkScan(b *testing.B) {
 	b.Run("scan", func(b *testing.B) {
 		text := unsafe.String(unsafe.SliceData(doc), len(doc))
 		for b.Loop() {
-			if _, ok := scan(doc, text); !ok {
+			if _, _, ok := scan(doc, text); !ok {
 				b.Fatal("invalid")
 			}
 		}
@@ -155,4 +164,42 @@ func TestMembers(t *testing.T) {
 			t.Errorf("Members(%q) = %v, %+v; want %v, %+v", tc.text, ok, got, tc.ok, tc.want)
 		}
 	}
+}
+
+// repeatsKey is the reference for scan's unique: whether an object at
+// depth <= uniqueKeysDepth repeats a key, keys decoded by encoding/json.
+func repeatsKey(v gjson.Result, depth int) bool {
+	if depth > uniqueKeysDepth || !(v.IsObject() || v.IsArray()) {
+		return false
+	}
+	seen := map[string]bool{}
+	repeated := false
+	v.ForEach(func(key, value gjson.Result) bool {
+		if v.IsObject() {
+			var k string
+			if err := json.Unmarshal([]byte(key.Raw), &k); err != nil || seen[k] {
+				repeated = true
+			}
+			seen[k] = true
+		}
+		repeated = repeated || repeatsKey(value, depth+1)
+		return !repeated
+	})
+	return repeated
+}
+
+// manyKeys is n members with distinct keys, or with the last repeating the
+// first, past the scanner's linear check.
+func manyKeys(n int, repeat bool) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if repeat && i == n-1 {
+			i = 0
+		}
+		fmt.Fprintf(&b, `"key-%d":%d`, i, i)
+	}
+	return b.String()
 }

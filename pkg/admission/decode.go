@@ -14,9 +14,12 @@ import (
 // decodeReview decodes an AdmissionReview: reviews as the apiserver writes
 // them directly (the objects stay raw JSON, read later only as far as the
 // rules need), any other reflectively (internal/fastjson);
-// FuzzDecodeAdmissionReview checks both paths agree.
-func decodeReview(body []byte) (admissionv1.AdmissionReview, error) {
-	return fastjson.Decode(body, func(r *fastjson.Reader, root gjson.Result, review *admissionv1.AdmissionReview) {
+// FuzzDecodeAdmissionReview checks both paths agree. uniqueKeys reports
+// that no object of the review's top levels (fastjson.Reader.UniqueKeys),
+// nor of the objects it carries and their metadata, spec, status or data,
+// repeats a key.
+func decodeReview(body []byte) (review admissionv1.AdmissionReview, uniqueKeys bool, err error) {
+	return fastjson.DecodeUnique(body, func(r *fastjson.Reader, root gjson.Result, review *admissionv1.AdmissionReview) {
 		r.Object(root, func(key string, value gjson.Result) {
 			switch key {
 			case "apiVersion":

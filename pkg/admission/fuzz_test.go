@@ -76,7 +76,7 @@ func FuzzDecodeAdmissionReview(f *testing.F) {
 	f.Add([]byte(`{"request":{"userInfo":{"groups":[1]}}}`))
 	f.Add([]byte(`{"request":{"kind":{"kind":"A"},"kind":{"group":"B"}}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got, gotErr := decodeReview(body)
+		got, _, gotErr := decodeReview(body)
 		var want admissionv1.AdmissionReview
 		wantErr := utiljson.Unmarshal(body, &want)
 		if (gotErr == nil) != (wantErr == nil) {

@@ -37,7 +37,8 @@ func decodeNode(raw runtime.RawExtension, which string, needStatus bool) (*corev
 	var seenMetadata, seenSpec bool
 	// One pass over the top level and one over metadata and spec: a
 	// missing key (ownerReferences, usually) must not cost a rescan of the
-	// managed fields.
+	// managed fields. The top-level walk stops once it has what the rules
+	// read: ReviewFunc refuses a review whose objects repeat a key there.
 	d.each("", root, func(key string, value gjson.Result) bool {
 		switch key {
 		case "metadata":

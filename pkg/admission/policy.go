@@ -41,7 +41,9 @@ type Policies struct {
 // admit judges a request the built-in rules allowed, whose answer so far is
 // builtin.
 func (p *Policies) admit(ctx context.Context, a *Admitter, req *admissionv1.AdmissionRequest, builtin Result) Result {
-	in := &policy.AdmissionInput{Request: req}
+	// ReviewFunc answered every review that repeats a key in its objects
+	// before any rule read them.
+	in := &policy.AdmissionInput{Request: req, ObjectKeysUnique: true}
 	in.Node, in.KubeletVersion = policy.NodeOf(req.UserInfo.Username, req.UserInfo.Groups, p.Graph)
 	in.KubeletConfig, in.OldKubeletConfig = kubeletConfigsOf(a.configs, req, builtin.configs)
 	res, err := p.Engine.EvalAdmission(ctx, in)

@@ -29,6 +29,11 @@ func TestReviewFunc(t *testing.T) {
 	allowed.UID = "allowed-uid"
 	noUID := nodeReq(n1User, admissionv1.Update, "", "n1", mkNode("n1"), mkNode("n1")).build(t)
 	noUID.UID = ""
+	// An object that names its own node first and another one last: the
+	// rules stop reading once they have the metadata and spec, where
+	// encoding/json would take the last.
+	repeated := []byte(strings.Replace(string(reviewBody(t, "admission.k8s.io/v1", allowed)), `},"oldObject":`, `,"metadata":{"name":"n2"}},"oldObject":`, 1))
+	repeatedInMetadata := []byte(strings.Replace(string(reviewBody(t, "admission.k8s.io/v1", allowed)), `"object":{"metadata":{`, `"object":{"metadata":{"name":"n2",`, 1))
 
 	for _, tt := range []struct {
 		name    string
@@ -36,14 +41,18 @@ func TestReviewFunc(t *testing.T) {
 		wantErr string
 		wantUID string
 		allowed bool
+		// wantRule is the refusal's rule; "" is rule 1.
+		wantRule Rule
 	}{
-		{"refusal echoes the uid", reviewBody(t, "admission.k8s.io/v1", refused), "", "refused-uid", false},
-		{"allow echoes the uid", reviewBody(t, "admission.k8s.io/v1", allowed), "", "allowed-uid", true},
-		{"v1beta1", reviewBody(t, "admission.k8s.io/v1beta1", allowed), "expected admission.k8s.io/v1 AdmissionReview", "", false},
-		{"no request", reviewBody(t, "admission.k8s.io/v1", nil), "has no request", "", false},
-		{"no uid", reviewBody(t, "admission.k8s.io/v1", noUID), "has no uid", "", false},
-		{"not JSON", []byte("\x00\x01"), "decoding AdmissionReview", "", false},
-		{"wrong type", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":5}}`), "decoding", "", false},
+		{"refusal echoes the uid", reviewBody(t, "admission.k8s.io/v1", refused), "", "refused-uid", false, ""},
+		{"allow echoes the uid", reviewBody(t, "admission.k8s.io/v1", allowed), "", "allowed-uid", true, ""},
+		{"v1beta1", reviewBody(t, "admission.k8s.io/v1beta1", allowed), "expected admission.k8s.io/v1 AdmissionReview", "", false, ""},
+		{"no request", reviewBody(t, "admission.k8s.io/v1", nil), "has no request", "", false, ""},
+		{"no uid", reviewBody(t, "admission.k8s.io/v1", noUID), "has no uid", "", false, ""},
+		{"not JSON", []byte("\x00\x01"), "decoding AdmissionReview", "", false, ""},
+		{"wrong type", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":5}}`), "decoding", "", false, ""},
+		{"object repeats a key", repeated, "", "allowed-uid", false, RuleMalformed},
+		{"object's metadata repeats a key", repeatedInMetadata, "", "allowed-uid", false, RuleMalformed},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, err := review(context.Background(), tt.body)
@@ -64,7 +73,10 @@ func TestReviewFunc(t *testing.T) {
 			if string(r.UID) != tt.wantUID || r.Allowed != tt.allowed {
 				t.Fatalf("response = %+v", r)
 			}
-			if !tt.allowed && (r.Result == nil || r.Result.Code != 403 || !strings.Contains(r.Result.Message, "nodeguard rule 1 (own-node)")) {
+			if tt.wantRule == "" {
+				tt.wantRule = RuleOwnNode
+			}
+			if !tt.allowed && (r.Result == nil || r.Result.Code != 403 || !strings.Contains(r.Result.Message, "nodeguard "+string(tt.wantRule))) {
 				t.Fatalf("refusal status = %+v", r.Result)
 			}
 		})

@@ -38,7 +38,17 @@ type AdmissionInput struct {
 	// way to tell (durations render as "0s").
 	KubeletConfig    *kubeletconfigv1beta1.KubeletConfiguration
 	OldKubeletConfig *kubeletconfigv1beta1.KubeletConfiguration
+	// ObjectKeysUnique says that the request's object and oldObject repeat
+	// no key in their top two levels (the object's members, and theirs:
+	// metadata, spec, status, data), as pkg/admission makes sure of every
+	// review it answers. Those levels are then read only as far as the
+	// policies look; otherwise the rest of each is searched for a repeat
+	// of what was kept, which encoding/json would let override it.
+	ObjectKeysUnique bool
 }
+
+// uniqueKeyLevels is how many levels of an object ObjectKeysUnique covers.
+const uniqueKeyLevels = 2
 
 // AuthzInput is what an authorization policy sees as input:
 //
@@ -105,7 +115,11 @@ func (in *AdmissionInput) doc(p *projection, configs *configDocCache) (*rendered
 	if in == nil || in.Request == nil {
 		return nil, fmt.Errorf("admission input has no request")
 	}
-	request, err := admissionRequestDoc(in.Request, p.child("request"))
+	trusted := 0
+	if in.ObjectKeysUnique {
+		trusted = uniqueKeyLevels
+	}
+	request, err := admissionRequestDoc(in.Request, p.child("request"), trusted)
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +282,9 @@ func extraValue[V ~[]string](extra map[string]V) ast.Value {
 
 // admissionRequestDoc renders the request as encoding/json would, as the
 // Go values ast.LazyObject converts on demand.
-func admissionRequestDoc(r *admissionv1.AdmissionRequest, p *projection) (map[string]any, error) {
+// trusted is how many levels of object and oldObject hold no repeated key
+// (AdmissionInput.ObjectKeysUnique).
+func admissionRequestDoc(r *admissionv1.AdmissionRequest, p *projection, trusted int) (map[string]any, error) {
 	// Members no policy can read are left out, so that reviews that differ
 	// only there (the uid of every review) render alike for verdictMemo,
 	// and nothing is built for them. With no projection (nothing reads the
@@ -303,13 +319,14 @@ func admissionRequestDoc(r *admissionv1.AdmissionRequest, p *projection) (map[st
 	// encoding/json ignores omitempty on struct fields, so RawExtension
 	// fields are always present, null when empty.
 	for _, raw := range []struct {
-		key string
-		ext *runtime.RawExtension
-	}{{"object", &r.Object}, {"oldObject", &r.OldObject}, {"options", &r.Options}} {
+		key     string
+		ext     *runtime.RawExtension
+		trusted int
+	}{{"object", &r.Object, trusted}, {"oldObject", &r.OldObject, trusted}, {"options", &r.Options, 0}} {
 		if !keep(raw.key) {
 			continue
 		}
-		v, err := rawExtensionDoc(raw.ext, p.child(raw.key))
+		v, err := rawExtensionDoc(raw.ext, p.child(raw.key), raw.trusted)
 		if err != nil {
 			return nil, fmt.Errorf("decoding request.%s: %w", raw.key, err)
 		}
@@ -358,7 +375,7 @@ func userInfoDoc(u *authenticationv1.UserInfo) map[string]any {
 
 // rawExtensionDoc decodes the parts of embedded JSON that p keeps, once,
 // straight from the bytes the webhook received.
-func rawExtensionDoc(ext *runtime.RawExtension, p *projection) (any, error) {
+func rawExtensionDoc(ext *runtime.RawExtension, p *projection, trusted int) (any, error) {
 	if p == nil {
 		return nil, nil
 	}
@@ -374,7 +391,7 @@ func rawExtensionDoc(ext *runtime.RawExtension, p *projection) (any, error) {
 		}
 		raw = encoded
 	}
-	return projectJSON(raw, p)
+	return projectJSON(raw, p, trusted)
 }
 
 func kubeletConfigDoc(cfg *kubeletconfigv1beta1.KubeletConfiguration, p *projection) (any, error) {
@@ -385,7 +402,7 @@ func kubeletConfigDoc(cfg *kubeletconfigv1beta1.KubeletConfiguration, p *project
 	if err != nil {
 		return nil, fmt.Errorf("encoding KubeletConfiguration: %w", err)
 	}
-	return projectJSON(raw, p)
+	return projectJSON(raw, p, 0)
 }
 
 func sarSpecValue(s *authorizationv1.SubjectAccessReviewSpec, p *projection) ast.Value {

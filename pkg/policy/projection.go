@@ -132,8 +132,8 @@ func constantPath(tail ast.Ref) []string {
 // them (encoding/json checks a whole document before it decodes any of
 // it). Every part kept is validated before it is converted, and the closing
 // brace check catches a truncated object, which would otherwise lose
-// members silently.
-func projectJSON(raw []byte, p *projection) (any, error) {
+// members silently. The top trusted levels are known to repeat no key.
+func projectJSON(raw []byte, p *projection, trusted int) (any, error) {
 	if p == nil {
 		return nil, nil
 	}
@@ -145,10 +145,10 @@ func projectJSON(raw []byte, p *projection) (any, error) {
 	if trimmed := bytes.TrimRight(raw, " \t\r\n"); trimmed[len(trimmed)-1] != '}' {
 		return nil, errInvalidJSON
 	}
-	return projectResult(root, p)
+	return projectResult(root, p, trusted)
 }
 
-func projectResult(value gjson.Result, p *projection) (any, error) {
+func projectResult(value gjson.Result, p *projection, trusted int) (any, error) {
 	if p.all || !value.IsObject() {
 		return convertJSON(value)
 	}
@@ -163,7 +163,7 @@ func projectResult(value gjson.Result, p *projection) (any, error) {
 			return true
 		}
 		// A repeated key overwrites, as encoding/json decodes it.
-		doc[key.Str], err = projectResult(member, child)
+		doc[key.Str], err = projectResult(member, child, trusted-1)
 		if err != nil {
 			return false
 		}
@@ -172,6 +172,9 @@ func projectResult(value gjson.Result, p *projection) (any, error) {
 		// after the metadata policies read.
 		if len(doc) < len(p.children) || restMayRepeat {
 			return true
+		}
+		if trusted > 0 {
+			return false
 		}
 		restMayRepeat = p.mayRepeat(value.Raw[end(value.Raw, member.Raw):])
 		return restMayRepeat

@@ -123,7 +123,7 @@ func TestProjectJSON(t *testing.T) {
 	p.add([]string{"metadata", "name"})
 	p.add([]string{"spec"})
 	raw := []byte(`{"apiVersion":"v1","metadata":{"name":"n","labels":{"a":"1"},"managedFields":[{"x":1}],"name":"last"},"spec":{"n":1.5},"status":{"images":[1,2,3]}}`)
-	got, err := projectJSON(raw, p)
+	got, err := projectJSON(raw, p, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,11 +135,11 @@ func TestProjectJSON(t *testing.T) {
 		t.Errorf("projectJSON = %#v\nwant %#v", got, want)
 	}
 	for _, bad := range []string{`{"metadata": {"name": tru}}`, `{"metadata":`, `[`} {
-		if _, err := projectJSON([]byte(bad), p); err == nil {
+		if _, err := projectJSON([]byte(bad), p, 0); err == nil {
 			t.Errorf("projectJSON(%s) succeeded", bad)
 		}
 	}
-	if got, err := projectJSON([]byte(`{not json`), nil); got != nil || err != nil {
+	if got, err := projectJSON([]byte(`{not json`), nil, 0); got != nil || err != nil {
 		t.Errorf("nothing kept: %v, %v; want nil, nil", got, err)
 	}
 }
@@ -212,7 +212,7 @@ func TestProjectionStopsEarlyOnlyWhenExact(t *testing.T) {
 		{`{"metadata":{"name":"a","uid":"u","name":"d"},"status":{}}`, "d"},
 		{`{"metadata":{"name":"a"},"status":{"metadata":{"name":"nested"}}}`, "a"},
 	} {
-		got, err := projectJSON([]byte(tc.raw), p)
+		got, err := projectJSON([]byte(tc.raw), p, 0)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.raw, err)
 		}
@@ -225,6 +225,37 @@ func TestProjectionStopsEarlyOnlyWhenExact(t *testing.T) {
 		}
 		if name != tc.want || name != decoded.Metadata.Name {
 			t.Errorf("%s: name %v, want %s (encoding/json: %s)", tc.raw, name, tc.want, decoded.Metadata.Name)
+		}
+	}
+}
+
+// TestProjectionTrustsUniqueLevels: where the reader of the review made
+// sure no key repeats (ObjectKeysUnique), the walk stops at the first
+// occurrence without searching the rest; below those levels it still
+// searches. The inputs here break that promise on purpose, to show which
+// levels are trusted.
+func TestProjectionTrustsUniqueLevels(t *testing.T) {
+	p := &projection{}
+	p.add([]string{"metadata", "labels", "pool"})
+	for _, tc := range []struct {
+		raw     string
+		trusted int
+		want    string
+	}{
+		{`{"metadata":{"labels":{"pool":"a"}},"metadata":{"labels":{"pool":"b"}}}`, 0, "b"},
+		{`{"metadata":{"labels":{"pool":"a"}},"metadata":{"labels":{"pool":"b"}}}`, 1, "a"},
+		{`{"metadata":{"labels":{"pool":"a"},"labels":{"pool":"b"}}}`, 1, "b"},
+		{`{"metadata":{"labels":{"pool":"a"},"labels":{"pool":"b"}}}`, 2, "a"},
+		{`{"metadata":{"labels":{"pool":"a","pool":"b"}}}`, 2, "b"},
+		{`{"metadata":{"labels":{"pool":"a","pool":"b"}}}`, 3, "a"},
+	} {
+		got, err := projectJSON([]byte(tc.raw), p, tc.trusted)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.raw, err)
+		}
+		pool := got.(map[string]any)["metadata"].(map[string]any)["labels"].(map[string]any)["pool"]
+		if pool != tc.want {
+			t.Errorf("%s, %d levels trusted: pool %v, want %s", tc.raw, tc.trusted, pool, tc.want)
 		}
 	}
 }
