@@ -1,10 +1,11 @@
 package kubeletconfig
 
 import (
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"strings"
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,7 +32,9 @@ type Checked struct {
 }
 
 // Checker decodes and validates configurations, remembering the outcome
-// for content it has seen, by SHA-256 of the content.
+// for content it has seen. Content is found by a seeded hash and compared
+// in full, so that no crafted content can take another's outcome; SHA-256
+// of 4 KiB cost as much as the rest of a ConfigMap's rules.
 //
 // The same text comes back far more often than it changes: an update's old
 // object is the previous update's new one, every node assigned a pool
@@ -39,15 +42,22 @@ type Checked struct {
 // re-apply (and dry-run) unchanged ConfigMaps on every sync. Strictly
 // decoding YAML costs about half a millisecond; a repeat costs a hash.
 type Checker struct {
-	outcomes *lru.Cache
+	seed     maphash.Seed
+	outcomes *lru.Cache // checkerKey -> checkerEntry
 }
 
-// checkerKey names content by its SHA-256, and by whether that is the
-// content itself or a JSON string literal holding it: the literal
-// "\"x\"" and the content "x" must never share an outcome.
+// checkerKey finds content by its hash, and by whether that is the content
+// itself or a JSON string literal holding it: the literal "\"x\"" and the
+// content "x" must never share an outcome.
 type checkerKey struct {
 	quoted bool
-	sum    [sha256.Size]byte
+	sum    uint64
+}
+
+// checkerEntry is an outcome with a copy of the text it is for.
+type checkerEntry struct {
+	text    string
+	outcome *Checked
 }
 
 // errNotQuoted is CheckQuoted's error for text that is not one JSON string.
@@ -55,17 +65,32 @@ var errNotQuoted = errors.New("not a JSON string")
 
 // NewChecker returns a Checker that keeps the last entries outcomes.
 func NewChecker(entries int) *Checker {
-	return &Checker{outcomes: lru.New(max(entries, 1))}
+	return &Checker{seed: maphash.MakeSeed(), outcomes: lru.New(max(entries, 1))}
 }
 
 // Check decodes and validates data, or returns the outcome of the last time
 // it did for the same content.
 func (c *Checker) Check(data []byte) *Checked {
-	key := checkerKey{sum: sha256.Sum256(data)}
-	if outcome, ok := c.outcomes.Get(key); ok {
-		return outcome.(*Checked)
+	key := checkerKey{sum: maphash.Bytes(c.seed, data)}
+	if outcome, ok := c.lookup(key, unsafe.String(unsafe.SliceData(data), len(data))); ok {
+		return outcome
 	}
-	return c.checkAndAdd(key, data)
+	return c.checkAndAdd(key, string(data), data)
+}
+
+// lookup returns the outcome remembered for text under key, if any.
+func (c *Checker) lookup(key checkerKey, text string) (*Checked, bool) {
+	v, ok := c.outcomes.Get(key)
+	if !ok {
+		return nil, false
+	}
+	entry := v.(checkerEntry)
+	if entry.text != text {
+		// Another text with the same hash: decoded anew, and it takes
+		// the slot.
+		return nil, false
+	}
+	return entry.outcome, true
 }
 
 // CheckQuoted checks the configuration written as the JSON string literal
@@ -75,9 +100,9 @@ func (c *Checker) Check(data []byte) *Checked {
 // The literal is unquoted as encoding/json unquotes it, and only when its
 // outcome is not known; the error is for text that is not one JSON string.
 func (c *Checker) CheckQuoted(quoted string) (*Checked, error) {
-	key := checkerKey{quoted: true, sum: sha256.Sum256(stringBytes(quoted))}
-	if outcome, ok := c.outcomes.Get(key); ok {
-		return outcome.(*Checked), nil
+	key := checkerKey{quoted: true, sum: maphash.String(c.seed, quoted)}
+	if outcome, ok := c.lookup(key, quoted); ok {
+		return outcome, nil
 	}
 	var data string
 	if len(quoted) == 0 || quoted[0] != '"' {
@@ -86,16 +111,18 @@ func (c *Checker) CheckQuoted(quoted string) (*Checked, error) {
 	if err := json.Unmarshal(stringBytes(quoted), &data); err != nil {
 		return nil, fmt.Errorf("%w: %w", errNotQuoted, err)
 	}
-	return c.checkAndAdd(key, stringBytes(data)), nil
+	return c.checkAndAdd(key, strings.Clone(quoted), stringBytes(data)), nil
 }
 
-func (c *Checker) checkAndAdd(key checkerKey, data []byte) *Checked {
+// checkAndAdd decodes and validates data, remembering the outcome under
+// key for text, a copy the caller made, detached from the request body.
+func (c *Checker) checkAndAdd(key checkerKey, text string, data []byte) *Checked {
 	outcome := &Checked{}
 	outcome.Config, outcome.Err = Decode(data)
 	if outcome.Err == nil {
 		outcome.Invalid = Validate(outcome.Config)
 	}
-	c.outcomes.Add(key, outcome)
+	c.outcomes.Add(key, checkerEntry{text: text, outcome: outcome})
 	return outcome
 }
 

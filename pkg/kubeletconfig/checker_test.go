@@ -3,6 +3,7 @@ package kubeletconfig
 import (
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"os"
 	"reflect"
 	"strings"
@@ -145,5 +146,23 @@ func TestCheckQuoted(t *testing.T) {
 		if checked, err := c.CheckQuoted(bad); err == nil {
 			t.Errorf("CheckQuoted(%q) = %+v, want an error", bad, checked)
 		}
+	}
+}
+
+// TestCheckerComparesContent: an outcome is found by hash but given only
+// for the very text it was reached for; another text under the same hash
+// is decoded on its own.
+func TestCheckerComparesContent(t *testing.T) {
+	c := NewChecker(4)
+	content := "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: -1\n"
+	planted := &Checked{}
+	// A different text that hashed alike.
+	c.outcomes.Add(checkerKey{sum: maphash.String(c.seed, content)}, checkerEntry{text: "other", outcome: planted})
+	got := c.Check([]byte(content))
+	if got == planted || len(got.Invalid) == 0 {
+		t.Fatalf("Check = %+v: the outcome of another text under the same hash", got)
+	}
+	if again := c.Check([]byte(content)); again != got {
+		t.Fatal("the outcome was not remembered for its own text")
 	}
 }
