@@ -68,8 +68,9 @@ type Row struct {
 	Endpoint, Request string
 	Protocol          loadtest.Protocol
 	Requests          int
-	// Ours and OPA are every round's result, in order.
-	Ours, OPA []loadtest.Result
+	// Ours and OPA are every round's result, in order; Floor too, for
+	// the rows of a whole review (nil for the policies-only rows).
+	Ours, OPA, Floor []loadtest.Result
 }
 
 func median(rs []loadtest.Result) loadtest.Result {
@@ -88,6 +89,15 @@ func median(rs []loadtest.Result) loadtest.Result {
 
 // Speedup is the median round's throughput ratio.
 func (r Row) Speedup() float64 { return median(r.Ours).Throughput() / median(r.OPA).Throughput() }
+
+// Ceiling is the floor's throughput over the stock server's: the most any
+// decision, however cheap, could reach on this machine; 0 without a floor.
+func (r Row) Ceiling() float64 {
+	if len(r.Floor) == 0 {
+		return 0
+	}
+	return median(r.Floor).Throughput() / median(r.OPA).Throughput()
+}
 
 // Report is a whole run.
 type Report struct {
@@ -246,6 +256,8 @@ func rootsFrom(certFile string) (*x509.CertPool, error) {
 type pair struct {
 	endpoint, request string
 	ours, opa         target
+	// floor is nil for rows that compare the policies alone.
+	floor *target
 }
 
 // loadPair calibrates a request count from a short warm-up of each server,
@@ -265,24 +277,26 @@ func loadPair(ctx context.Context, cfg Config, client *http.Client, p loadtest.P
 	// takes longer, and both answer the same requests.
 	row.Requests = max(4*cfg.Concurrency, int(fastest*cfg.RoundDuration.Seconds()))
 	for round := range cfg.Rounds {
-		order := []bool{true, false}
-		if round%2 == 1 {
-			order = []bool{false, true}
+		// Rotate who goes first, so that no server always follows the
+		// same one.
+		order := []*target{&t.ours, &t.opa}
+		if t.floor != nil {
+			order = append(order, t.floor)
 		}
-		for _, ours := range order {
-			tg := t.opa
-			if ours {
-				tg = t.ours
-			}
+		for i := range order {
+			tg := order[(i+round)%len(order)]
 			res, err := loadtest.Load{Client: client, URL: tg.url, Bodies: tg.bodies, Concurrency: cfg.Concurrency,
 				Requests: row.Requests, Check: tg.check}.Run(ctx)
 			if err != nil {
 				return row, err
 			}
-			if ours {
+			switch tg {
+			case &t.ours:
 				row.Ours = append(row.Ours, res)
-			} else {
+			case &t.opa:
 				row.OPA = append(row.OPA, res)
+			default:
+				row.Floor = append(row.Floor, res)
 			}
 		}
 	}
@@ -388,8 +402,9 @@ func buildTargets(ctx context.Context, cfg Config, w *world, ep *Endpoints, opaU
 	opaAuthz := target{url: opaURL + opaAuthzPath, bodies: inputs, check: statusOK(`"result":`)}
 	pairs := []pair{{
 		endpoint: "/authorize", request: "node reads: allowed, refused, own Node (mixed)",
-		ours: target{url: ep.Authorize, bodies: reviews, check: statusOK(`"status":{`)},
-		opa:  opaAuthz,
+		ours:  target{url: ep.Authorize, bodies: reviews, check: statusOK(`"status":{`)},
+		opa:   opaAuthz,
+		floor: &target{url: ep.FloorAuthorize, bodies: reviews, check: statusOK(`"status":{`)},
 	}}
 	policyPairs := []pair{{
 		endpoint: "policies only, authorization", request: "node reads: allowed, refused, own Node (mixed)",
@@ -418,8 +433,9 @@ func buildTargets(ctx context.Context, cfg Config, w *world, ep *Endpoints, opaU
 		opaAdmission := target{url: opaURL + opaAdmissionPath, bodies: [][]byte{vc.input}, check: statusOK(`"result":`)}
 		pairs = append(pairs, pair{
 			endpoint: "/validate", request: vc.name,
-			ours: target{url: ep.Validate, bodies: [][]byte{vc.review}, check: statusOK(`"allowed":true`)},
-			opa:  opaAdmission,
+			ours:  target{url: ep.Validate, bodies: [][]byte{vc.review}, check: statusOK(`"allowed":true`)},
+			opa:   opaAdmission,
+			floor: &target{url: ep.FloorValidate, bodies: [][]byte{vc.review}, check: statusOK(`"allowed":true`)},
 		})
 		policyPairs = append(policyPairs, pair{
 			endpoint: "policies only, admission", request: vc.name,

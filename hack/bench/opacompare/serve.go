@@ -40,6 +40,11 @@ type Endpoints struct {
 	// answer as it does, from nodeguard's engine alone: the policy part.
 	PolicyAuthz     string `json:"policyAuthz"`
 	PolicyAdmission string `json:"policyAdmission"`
+	// FloorAuthorize and FloorValidate read the body and answer a fixed
+	// review, on the same kind of server in the same process: what
+	// loopback TLS and HTTP allow at most, whatever the decision costs.
+	FloorAuthorize string `json:"floorAuthorize"`
+	FloorValidate  string `json:"floorValidate"`
 	// CertFile and KeyFile are the serving certificate, which the stock
 	// server uses too.
 	CertFile string `json:"certFile"`
@@ -125,7 +130,10 @@ func Serve(ctx context.Context, shape cluster.Shape, dir string, out io.Writer) 
 		admission.WithPolicies(&admission.Policies{Engine: w.engine, Graph: w.graph, FailurePolicy: policy.AdmissionFailurePolicy}))))
 	srv.Handle(opaAuthzPath, policyAuthzHandler(w.engine))
 	srv.Handle(opaAdmissionPath, policyAdmissionHandler(w.engine))
+	srv.Handle(floorAuthorizePath, loadtest.FloorHandler(loadtest.FloorResponse))
+	srv.Handle(floorValidatePath, loadtest.FloorHandler(floorAdmissionResponse))
 	base := "https://" + l.Addr().String()
+	ep.FloorAuthorize, ep.FloorValidate = base+floorAuthorizePath, base+floorValidatePath
 	ep.Validate = base + "/validate?timeout=10s"
 	ep.PolicyAuthz, ep.PolicyAdmission = base+opaAuthzPath, base+opaAdmissionPath
 
@@ -136,6 +144,14 @@ func Serve(ctx context.Context, shape cluster.Shape, dir string, out io.Writer) 
 	}
 	return <-done
 }
+
+// The floors' paths, and the admission floor's answer (the authorization
+// floor answers loadtest.FloorResponse).
+const (
+	floorAuthorizePath     = "/floor/authorize"
+	floorValidatePath      = "/floor/validate"
+	floorAdmissionResponse = `{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","response":{"uid":"floor","allowed":true}}` + "\n"
+)
 
 // policyAnswer is the stock server's answer shape.
 type policyAnswer struct {
