@@ -215,6 +215,8 @@ func TestAdmit(t *testing.T) {
 		// Rule 2: labels, taints, ownerReferences, legacy configSource.
 		{"node adds a node-restriction label", base, nodeReq(n1User, U, "", "n1", mkNode("n1", withLabel("node-restriction.kubernetes.io/pool", "a")), mkNode("n1")), RuleNodeRestriction, "node-restriction.kubernetes.io/pool"},
 		{"node registers with a node-restriction subdomain label", base, nodeReq(n1User, C, "", "", mkNode("n1", withLabel("x.node-restriction.kubernetes.io/y", "a")), nil), RuleNodeRestriction, "x.node-restriction.kubernetes.io/y"},
+		{"node keeps its node-restriction label", base, nodeReq(n1User, U, "status", "n1", mkNode("n1", withLabel("node-restriction.kubernetes.io/pool", "a")), mkNode("n1", withLabel("node-restriction.kubernetes.io/pool", "a"))), "", ""},
+		{"node changes a node-restriction label", base, nodeReq(n1User, U, "", "n1", mkNode("n1", withLabel("node-restriction.kubernetes.io/pool", "b")), mkNode("n1", withLabel("node-restriction.kubernetes.io/pool", "a"))), RuleNodeRestriction, "node-restriction.kubernetes.io/pool"},
 		{"node removes a node-restriction label", base, nodeReq(n1User, U, "", "n1", mkNode("n1"), mkNode("n1", withLabel("node-restriction.kubernetes.io/pool", "a"))), RuleNodeRestriction, "node-restriction.kubernetes.io/pool"},
 		{"node sets a non-kubelet kubernetes.io label", base, nodeReq(n1User, U, "status", "n1", mkNode("n1", withLabel("node-role.kubernetes.io/control-plane", "")), mkNode("n1")), RuleNodeRestriction, "node-role.kubernetes.io/control-plane"},
 		{"node sets a non-kubelet k8s.io label", base, nodeReq(n1User, C, "", "", mkNode("n1", withLabel("example.k8s.io/x", "")), nil), RuleNodeRestriction, "example.k8s.io/x"},
@@ -317,6 +319,12 @@ func TestMalformedObjects(t *testing.T) {
 			Object: runtime.RawExtension{Raw: []byte(`{"metadata":{"name":1}}`)}, OldObject: runtime.RawExtension{Raw: []byte(`{}`)}},
 		{UID: "u", Operation: admissionv1.Create, Resource: metav1.GroupVersionResource{Version: "v1", Resource: "configmaps"}, UserInfo: adminUser,
 			Object: runtime.RawExtension{Raw: []byte(`[]`)}},
+		// Labels are decoded only when they changed, and then strictly.
+		{UID: "u", Operation: admissionv1.Update, Resource: metav1.GroupVersionResource{Version: "v1", Resource: "nodes"}, Name: "n1", UserInfo: n1User,
+			Object:    runtime.RawExtension{Raw: []byte(`{"metadata":{"name":"n1","labels":{"a":1}}}`)},
+			OldObject: runtime.RawExtension{Raw: []byte(`{"metadata":{"name":"n1","labels":{"a":"1"}}}`)}},
+		{UID: "u", Operation: admissionv1.Create, Resource: metav1.GroupVersionResource{Version: "v1", Resource: "nodes"}, UserInfo: n1User,
+			Object: runtime.RawExtension{Raw: []byte(`{"metadata":{"name":"n1","labels":"a"}}`)}},
 	} {
 		if got := a.Admit(context.Background(), req); got.Allowed || got.Rule != RuleMalformed {
 			t.Errorf("Admit(%s) = %+v, want refused as malformed", req.Object.Raw, got)

@@ -25,19 +25,26 @@ func FuzzDecodeNode(f *testing.F) {
 		f.Add(data)
 	}
 	for _, s := range []string{`{}`, `[]`, `{"metadata":{"labels":{"a":1}}}`, `{"metadata":{"name":"x\u0041"},"spec":{"taints":[{"key":"k","effect":"NoSchedule"}]}}`,
-		`{"metadata":{"labels":null,"annotations":{"a":"b"}},"status":{"nodeInfo":{"kubeletVersion":"v1.2.3"}}}`, `{"metadata":{"name":"a"`, `"x"`} {
+		`{"metadata":{"labels":null,"annotations":{"a":"b"}},"status":{"nodeInfo":{"kubeletVersion":"v1.2.3"}}}`,
+		`{"metadata":{"annotations":{"nodeguard.dev/config-source":"a/b","other":"x"},"labels":{"a":"b","a":"c"}}}`, `{"metadata":{"name":"a"`, `"x"`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, err := decodeNode(runtime.RawExtension{Raw: data}, "object", true)
+		got, rawLabels, err := decodeNode(runtime.RawExtension{Raw: data}, "object", true)
+		if err == nil && got != nil {
+			got.Labels, err = decodeLabels(rawLabels, "object")
+		}
 		var want corev1.Node
 		if utiljson.Unmarshal(data, &want) != nil || err != nil {
 			return
 		}
-		if want.Labels != nil && len(want.Labels) == 0 && got.Labels == nil || want.Annotations != nil && len(want.Annotations) == 0 && got.Annotations == nil {
+		if want.Labels != nil && len(want.Labels) == 0 && got.Labels == nil {
 			return
 		}
-		if got.Name != want.Name || !reflect.DeepEqual(got.Labels, want.Labels) || !reflect.DeepEqual(got.Annotations, want.Annotations) ||
+		// Only the assignment annotation is kept.
+		wantValue, wantAssigned := want.Annotations[contract.ConfigSourceAnnotation]
+		gotValue, gotAssigned := got.Annotations[contract.ConfigSourceAnnotation]
+		if got.Name != want.Name || !reflect.DeepEqual(got.Labels, want.Labels) || gotAssigned != wantAssigned || gotValue != wantValue || len(got.Annotations) > 1 ||
 			!reflect.DeepEqual(got.OwnerReferences, want.OwnerReferences) || !reflect.DeepEqual(got.Spec.Taints, want.Spec.Taints) ||
 			!reflect.DeepEqual(got.Spec.ConfigSource, want.Spec.ConfigSource) ||
 			got.Status.NodeInfo.KubeletVersion != want.Status.NodeInfo.KubeletVersion {

@@ -20,9 +20,10 @@ func (a *Admitter) admitNode(ctx context.Context, req *admissionv1.AdmissionRequ
 		return allow()
 	}
 	var node, old *corev1.Node
+	var labels, oldLabels string
 	var err error
 	if req.Operation != admissionv1.Delete {
-		if node, err = decodeNode(req.Object, "object", false); err != nil {
+		if node, labels, err = decodeNode(req.Object, "object", false); err != nil {
 			return refuse(RuleMalformed, "%v", err)
 		}
 		if node == nil {
@@ -32,7 +33,7 @@ func (a *Admitter) admitNode(ctx context.Context, req *admissionv1.AdmissionRequ
 	if req.Operation == admissionv1.Update {
 		// Judging an update needs what it changes; without the old
 		// object there is no safe answer.
-		if old, err = decodeNode(req.OldObject, "oldObject", false); err != nil {
+		if old, oldLabels, err = decodeNode(req.OldObject, "oldObject", false); err != nil {
 			return refuse(RuleMalformed, "%v", err)
 		}
 		if old == nil {
@@ -42,8 +43,20 @@ func (a *Admitter) admitNode(ctx context.Context, req *admissionv1.AdmissionRequ
 	// The kubelet version matters only at registration (rule 4) and when an
 	// assignment changes (rule 5); only then is the object's status read.
 	if node != nil && (old == nil || assignmentChanged(node, old)) {
-		if node, err = decodeNode(req.Object, "object", true); err != nil {
+		if node, _, err = decodeNode(req.Object, "object", true); err != nil {
 			return refuse(RuleMalformed, "%v", err)
+		}
+	}
+	// Labels written alike in both objects are unchanged, and rule 2 has
+	// nothing to compare: a kubelet's status updates never touch them.
+	if node != nil && (old == nil || labels != oldLabels) {
+		if node.Labels, err = decodeLabels(labels, "object"); err != nil {
+			return refuse(RuleMalformed, "%v", err)
+		}
+		if old != nil {
+			if old.Labels, err = decodeLabels(oldLabels, "oldObject"); err != nil {
+				return refuse(RuleMalformed, "%v", err)
+			}
 		}
 	}
 	if isNode {

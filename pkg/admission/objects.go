@@ -16,24 +16,27 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 )
 
-// decodeNode decodes the fields of a Node the rules read: name, labels,
-// annotations, ownerReferences, taints, the legacy configSource and, when
-// needStatus, the kubelet version. nil raw gives nil.
+// decodeNode decodes the fields of a Node the rules read: name, the
+// assignment annotation (the only annotation a rule reads),
+// ownerReferences, taints, the legacy configSource and, when needStatus,
+// the kubelet version. nil raw gives nil. The labels are left as written
+// (rawLabels, "" when absent) for decodeLabels: a kubelet's updates leave
+// them as they were, and comparing their text spares building two maps.
 //
 // A status update, the most frequent request in a cluster, is mostly
 // images, conditions and managed fields that no rule reads; gjson finds the
 // few values that matter without building, or even scanning, the rest, and
 // each value found is then decoded strictly into its API type.
-func decodeNode(raw runtime.RawExtension, which string, needStatus bool) (*corev1.Node, error) {
+func decodeNode(raw runtime.RawExtension, which string, needStatus bool) (n *corev1.Node, rawLabels string, err error) {
 	if len(raw.Raw) == 0 {
-		return nil, nil
+		return nil, "", nil
 	}
 	d := fieldDecoder{which: which, kind: "Node"}
 	root, err := d.parse(raw.Raw)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	n := &corev1.Node{}
+	n = &corev1.Node{}
 	var seenMetadata, seenSpec bool
 	// One pass over the top level and one over metadata and spec: a
 	// missing key (ownerReferences, usually) must not cost a rescan of the
@@ -48,9 +51,9 @@ func decodeNode(raw runtime.RawExtension, which string, needStatus bool) (*corev
 				case "name":
 					return d.string("metadata.name", v, &n.Name)
 				case "labels":
-					return d.stringMap("metadata.labels", v, &n.Labels)
+					rawLabels = v.Raw
 				case "annotations":
-					return d.stringMap("metadata.annotations", v, &n.Annotations)
+					return d.stringMapOf("metadata.annotations", v, &n.Annotations, isAssignmentAnnotation)
 				case "ownerReferences":
 					return d.json("metadata.ownerReferences", v, &n.OwnerReferences)
 				}
@@ -78,9 +81,23 @@ func decodeNode(raw runtime.RawExtension, which string, needStatus bool) (*corev
 		return d.err == nil && !(seenMetadata && seenSpec && !needStatus)
 	})
 	if d.err != nil {
-		return nil, d.err
+		return nil, "", d.err
 	}
-	return n, nil
+	return n, rawLabels, nil
+}
+
+func isAssignmentAnnotation(key string) bool { return key == contract.ConfigSourceAnnotation }
+
+// decodeLabels decodes the labels decodeNode left as written; "" (absent)
+// gives nil.
+func decodeLabels(rawLabels, which string) (map[string]string, error) {
+	if rawLabels == "" {
+		return nil, nil
+	}
+	d := fieldDecoder{which: which, kind: "Node"}
+	var labels map[string]string
+	d.stringMap("metadata.labels", gjson.Parse(rawLabels), &labels)
+	return labels, d.err
 }
 
 // configMapFields is what the rules read of a ConfigMap.
@@ -265,16 +282,29 @@ func (d *fieldDecoder) quotedStrings(path string, v gjson.Result, value func(key
 }
 
 func (d *fieldDecoder) stringMap(path string, v gjson.Result, target *map[string]string) bool {
+	return d.stringMapOf(path, v, target, nil)
+}
+
+// stringMapOf reads an object of strings, keeping only the members keep
+// (nil: all) accepts; every member is still checked. Nothing kept gives
+// nil.
+func (d *fieldDecoder) stringMapOf(path string, v gjson.Result, target *map[string]string, keep func(key string) bool) bool {
 	if v.Type == gjson.Null {
 		return true
 	}
 	if !v.IsObject() {
 		return d.fail(path, "want an object of strings, got %s", v.Type)
 	}
-	m := make(map[string]string)
+	var m map[string]string
+	if keep == nil {
+		m = make(map[string]string)
+	}
 	d.each(path, v, func(k string, value gjson.Result) bool {
 		if value.Type != gjson.String {
 			return d.fail(path+"["+k+"]", "want a string, got %s", value.Type)
+		}
+		if keep != nil && !keep(k) {
+			return true
 		}
 		// The member's path is built only for the rare value that needs
 		// encoding/json: concatenating it for every label was a tenth of
@@ -282,6 +312,9 @@ func (d *fieldDecoder) stringMap(path string, v gjson.Result, target *map[string
 		val := value.Str
 		if needsReference(value.Raw) && !d.json(path+"["+k+"]", value, &val) {
 			return false
+		}
+		if m == nil {
+			m = make(map[string]string, 1)
 		}
 		m[k] = val
 		return true
