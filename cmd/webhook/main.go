@@ -172,12 +172,14 @@ func run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	// /validate's reviews are large and grow a fresh goroutine's stack:
-	// they are decided on one long-lived worker per review allowed in flight.
+	// they are decided on one long-lived worker per review allowed in
+	// flight, and read into recycled buffers (admission keeps nothing of
+	// a body past its answer).
 	validateWorkers := server.StartWorkers(ctx, opts.MaxValidateInFlight)
 	validate, err := srv.LimitInFlight("/validate", opts.inFlightLimit(opts.MaxValidateInFlight, server.ShedAdmissionReview),
 		server.ReviewHandler("validate", opts.MaxValidateBodyBytes,
 			admission.ReviewFunc(admitter, admissionMetrics, admission.WithPolicies(policies.admission), admission.WithDecisionLog(decisionLog)),
-			server.OnWorkers(validateWorkers)))
+			server.OnWorkers(validateWorkers), server.ReuseBodies()))
 	if err != nil {
 		return err
 	}

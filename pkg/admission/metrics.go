@@ -40,8 +40,15 @@ func (m *Metrics) observe(req *admissionv1.AdmissionRequest, r Result, took time
 	if m == nil {
 		return
 	}
-	resource := req.Resource.Resource
-	if resource != "nodes" && resource != "configmaps" {
+	// Constants, never the request's own string: a label value outlives
+	// the request, whose body (which that string views) is reused.
+	var resource string
+	switch req.Resource.Resource {
+	case "nodes":
+		resource = "nodes"
+	case "configmaps":
+		resource = "configmaps"
+	default:
 		resource = "other"
 	}
 	outcome := "allowed"

@@ -148,7 +148,7 @@ func startValidate(tb testing.TB, shape cluster.Shape) (ours, floor string, root
 	// As cmd/webhook: decisions on long-lived workers, one per request in
 	// flight.
 	workers := server.StartWorkers(ctx, concurrency)
-	srv.HandleReview("/validate", server.ReviewHandler("validate", validateMaxBody, admission.ReviewFunc(admitter, nil), server.OnWorkers(workers)))
+	srv.HandleReview("/validate", server.ReviewHandler("validate", validateMaxBody, admission.ReviewFunc(admitter, nil), server.OnWorkers(workers), server.ReuseBodies()))
 	floorSrv := &http.Server{TLSConfig: tlsConfig.Config(), ReadHeaderTimeout: 10 * time.Second, Handler: FloorHandler(validateFloorResponse)}
 	done := make(chan struct{}, 2)
 	go func() { _ = srv.Run(ctx); done <- struct{}{} }()
