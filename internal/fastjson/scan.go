@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"slices"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -59,15 +60,26 @@ type scanner struct {
 // (as encoding/json decodes keys, escapes included).
 func scan(data []byte, text string) (objects map[int][]field, unique, ok bool) {
 	s := scanner{data: data, text: text, ok: true}
-	s.keys = make([]string, 0, 32)
+	keys := keyLists.Get().(*[]string)
+	s.keys = (*keys)[:0]
 	s.skipSpace()
 	s.value(0)
 	s.skipSpace()
+	// The keys view data: cleared, so that the pool keeps no document alive.
+	clear(s.keys[:cap(s.keys)])
+	*keys = s.keys[:0]
+	keyLists.Put(keys)
 	if !s.ok || s.pos != len(s.data) {
 		return nil, false, false
 	}
 	return s.objects, !s.repeated, true
 }
+
+// keyLists recycles the scanner's key lists: every review needs one.
+var keyLists = sync.Pool{New: func() any {
+	keys := make([]string, 0, 32)
+	return &keys
+}}
 
 func (s *scanner) fail() { s.ok = false }
 

@@ -223,8 +223,14 @@ func (d *fieldDecoder) each(path string, v gjson.Result, field func(key string, 
 	var seen fastjson.KeySet
 	v.ForEach(func(key, value gjson.Result) bool {
 		k := key.Str
-		if needsReference(key.Raw) && !d.json(path, key, &k) {
-			return false
+		if needsReference(key.Raw) {
+			// Its own variable: taking k's address would move every
+			// key to the heap.
+			var decoded string
+			if !d.json(path, key, &decoded) {
+				return false
+			}
+			k = decoded
 		}
 		if seen.Repeated(k) {
 			return d.fail(path, "repeated key %q", k)

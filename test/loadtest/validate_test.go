@@ -109,8 +109,9 @@ func mustJSON(tb testing.TB, v any) []byte {
 	return data
 }
 
-// startValidate serves /validate as cmd/webhook does and a floor beside it.
-func startValidate(tb testing.TB, shape cluster.Shape) (ours, floor string, roots *x509.CertPool) {
+// startValidate serves /validate as cmd/webhook does and a floor beside it,
+// with a self-signed certificate (certPEM).
+func startValidate(tb testing.TB, shape cluster.Shape) (ours, floor string, certPEM []byte) {
 	tb.Helper()
 	dir := tb.TempDir()
 	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey("localhost", []net.IP{net.IPv4(127, 0, 0, 1)}, nil)
@@ -127,9 +128,6 @@ func startValidate(tb testing.TB, shape cluster.Shape) (ours, floor string, root
 	if err != nil {
 		tb.Fatal(err)
 	}
-	roots = x509.NewCertPool()
-	roots.AppendCertsFromPEM(certPEM)
-
 	admitter := newValidateAdmitter(tb, shape)
 
 	var listeners []net.Listener
@@ -159,7 +157,14 @@ func startValidate(tb testing.TB, shape cluster.Shape) (ours, floor string, root
 		<-done
 		<-done
 	})
-	return "https://" + listeners[0].Addr().String() + "/validate?timeout=10s", "https://" + listeners[1].Addr().String() + "/validate?timeout=10s", roots
+	return "https://" + listeners[0].Addr().String() + "/validate?timeout=10s", "https://" + listeners[1].Addr().String() + "/validate?timeout=10s", certPEM
+}
+
+// rootsOf trusts one PEM certificate.
+func rootsOf(certPEM []byte) *x509.CertPool {
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(certPEM)
+	return roots
 }
 
 // newValidateAdmitter judges reviews as cmd/webhook does, over a graph of
@@ -199,7 +204,8 @@ func checkAllowed(_ int, resp *http.Response, body []byte) error {
 // TestValidateSmoke checks, without timing anything, that every request of
 // the load is answered allowed by both servers.
 func TestValidateSmoke(t *testing.T) {
-	ours, floor, roots := startValidate(t, smokeShape)
+	ours, floor, certPEM := startValidate(t, smokeShape)
+	roots := rootsOf(certPEM)
 	client := NewClient(HTTP2, roots, 4)
 	defer client.CloseIdleConnections()
 	for name, body := range validateBodies(t) {
@@ -227,7 +233,10 @@ func validateOpenLoopRate(name string) float64 {
 // a steady offered load (open loop), and prints both against the issue's
 // targets.
 func BenchmarkValidate(b *testing.B) {
-	ours, floor, roots := startValidate(b, benchShape)
+	// The servers run in a process of their own, as the webhook does
+	// beside the apiserver: the load generator's allocations must not
+	// drive their collector.
+	ours, floor, roots := startValidateProcess(b)
 	stalls := MeasureStalls(2 * time.Second)
 	type row struct {
 		ours, floor []Result
