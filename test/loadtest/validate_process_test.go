@@ -52,10 +52,17 @@ func TestValidateServerProcess(t *testing.T) {
 // startValidateProcess runs startValidate's servers in a process of their
 // own (this test binary, running TestValidateServerProcess), as the webhook
 // runs apart from the apiserver, and stops it when b ends.
-func startValidateProcess(b *testing.B) (ours, floor string, roots *x509.CertPool) {
+// Its collector runs with Go's defaults, unless the benchmark's own
+// environment sets GOGC or GOMEMLIMIT, which it inherits (gc lists them).
+func startValidateProcess(b *testing.B) (ours, floor string, roots *x509.CertPool, gc []string) {
 	b.Helper()
 	dir := b.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestValidateServerProcess$", "-test.timeout=0")
+	for _, name := range []string{"GOGC", "GOMEMLIMIT"} {
+		if value, ok := os.LookupEnv(name); ok {
+			gc = append(gc, name+"="+value)
+		}
+	}
 	cmd.Env = append(os.Environ(), validateServerEnv+"="+dir)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -85,7 +92,7 @@ func startValidateProcess(b *testing.B) (ours, floor string, roots *x509.CertPoo
 			if err := json.Unmarshal(data, &ep); err != nil {
 				b.Fatalf("reading the server process's endpoints: %v", err)
 			}
-			return ep.Ours, ep.Floor, rootsOf(ep.CertPEM)
+			return ep.Ours, ep.Floor, rootsOf(ep.CertPEM), gc
 		}
 		if !errors.Is(err, os.ErrNotExist) {
 			b.Fatal(err)

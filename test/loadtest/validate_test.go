@@ -236,7 +236,7 @@ func BenchmarkValidate(b *testing.B) {
 	// The servers run in a process of their own, as the webhook does
 	// beside the apiserver: the load generator's allocations must not
 	// drive their collector.
-	ours, floor, roots := startValidateProcess(b)
+	ours, floor, roots, gc := startValidateProcess(b)
 	stalls := MeasureStalls(2 * time.Second)
 	type row struct {
 		ours, floor []Result
@@ -298,6 +298,11 @@ func BenchmarkValidate(b *testing.B) {
 	if b.Failed() {
 		return
 	}
+	gcSettings := "Go's defaults"
+	if len(gc) > 0 {
+		gcSettings = strings.Join(gc, " ") + ", from the benchmark's environment"
+	}
+	fmt.Printf("\nServer process's collector: %s.\n", gcSettings)
 	fmt.Printf("\nMachine stalls before the load (one goroutine spinning for %v): %d over 1ms, longest %v.\n\n", stalls.Probed, stalls.Count, stalls.Max)
 	fmt.Println("| request | nodeguard throughput | floor throughput | ratio (median round) | target | closed loop p50 / p99 | open loop | p50 / p99 | p99 target |")
 	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
