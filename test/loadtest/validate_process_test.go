@@ -8,14 +8,59 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/nodeguard/nodeguard/test/manifests"
 )
 
 // validateServerEnv, when set to a directory, makes
 // TestValidateServerProcess serve /validate and its floor for
 // BenchmarkValidate, which starts this test binary again for it.
 const validateServerEnv = "NODEGUARD_LOADTEST_VALIDATE_SERVER"
+
+// validateGCEnv set to "go-defaults" runs the server process with Go's
+// collector settings instead of the shipped Deployment's.
+const validateGCEnv = "NODEGUARD_LOADTEST_GC"
+
+// shippedGCSettings reads GOGC and GOMEMLIMIT from the webhook container of
+// manifests/base, rendered as `kubectl kustomize` renders it.
+func shippedGCSettings(b *testing.B) []string {
+	b.Helper()
+	dir, err := manifests.Dir("base")
+	if err != nil {
+		b.Fatal(err)
+	}
+	objs, err := manifests.Render(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, obj := range objs {
+		if obj.GetKind() != "Deployment" || obj.GetName() != "nodeguard-webhook" {
+			continue
+		}
+		var deploy appsv1.Deployment
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &deploy); err != nil {
+			b.Fatal(err)
+		}
+		var settings []string
+		for _, c := range deploy.Spec.Template.Spec.Containers {
+			for _, e := range c.Env {
+				if c.Name == "webhook" && (e.Name == "GOGC" || e.Name == "GOMEMLIMIT") {
+					settings = append(settings, e.Name+"="+e.Value)
+				}
+			}
+		}
+		return settings
+	}
+	b.Fatal("manifests/base renders no Deployment nodeguard-webhook")
+	return nil
+}
 
 // validateEndpoints is what the server process tells the benchmark.
 type validateEndpoints struct {
@@ -52,18 +97,19 @@ func TestValidateServerProcess(t *testing.T) {
 // startValidateProcess runs startValidate's servers in a process of their
 // own (this test binary, running TestValidateServerProcess), as the webhook
 // runs apart from the apiserver, and stops it when b ends.
-// Its collector runs with Go's defaults, unless the benchmark's own
-// environment sets GOGC or GOMEMLIMIT, which it inherits (gc lists them).
+// Its collector is set as the shipped Deployment sets it (gc lists the
+// settings), or left to Go's defaults when validateGCEnv says so.
 func startValidateProcess(b *testing.B) (ours, floor string, roots *x509.CertPool, gc []string) {
 	b.Helper()
 	dir := b.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestValidateServerProcess$", "-test.timeout=0")
-	for _, name := range []string{"GOGC", "GOMEMLIMIT"} {
-		if value, ok := os.LookupEnv(name); ok {
-			gc = append(gc, name+"="+value)
-		}
+	env := slices.DeleteFunc(os.Environ(), func(e string) bool {
+		return strings.HasPrefix(e, "GOGC=") || strings.HasPrefix(e, "GOMEMLIMIT=")
+	})
+	if os.Getenv(validateGCEnv) != "go-defaults" {
+		gc = shippedGCSettings(b)
 	}
-	cmd.Env = append(os.Environ(), validateServerEnv+"="+dir)
+	cmd.Env = append(append(env, gc...), validateServerEnv+"="+dir)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -298,9 +298,9 @@ func BenchmarkValidate(b *testing.B) {
 	if b.Failed() {
 		return
 	}
-	gcSettings := "Go's defaults"
+	gcSettings := "Go's defaults (" + validateGCEnv + "=go-defaults)"
 	if len(gc) > 0 {
-		gcSettings = strings.Join(gc, " ") + ", from the benchmark's environment"
+		gcSettings = strings.Join(gc, " ") + ", as manifests/base ships them"
 	}
 	fmt.Printf("\nServer process's collector: %s.\n", gcSettings)
 	fmt.Printf("\nMachine stalls before the load (one goroutine spinning for %v): %d over 1ms, longest %v.\n\n", stalls.Probed, stalls.Count, stalls.Max)

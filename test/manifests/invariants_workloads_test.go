@@ -70,6 +70,21 @@ func workloadInvariants() []invariant {
 			},
 		},
 		{
+			name:  "the webhook's collector runs less often than Go's default, without a soft memory limit",
+			check: plain(checkWebhookGC),
+			breaks: []breakage{
+				{name: "GOGC left to Go's default", apply: func(t *testing.T, o objects) {
+					editDeployment(t, o, func(_ *appsv1.Deployment, c *corev1.Container) { setEnv(c, "GOGC", "") })
+				}},
+				{name: "GOGC below the default", apply: func(t *testing.T, o objects) {
+					editDeployment(t, o, func(_ *appsv1.Deployment, c *corev1.Container) { setEnv(c, "GOGC", "50") })
+				}},
+				{name: "a GOMEMLIMIT", apply: func(t *testing.T, o objects) {
+					editDeployment(t, o, func(_ *appsv1.Deployment, c *corev1.Container) { setEnv(c, "GOMEMLIMIT", "400MiB") })
+				}},
+			},
+		},
+		{
 			name:  "two webhook replicas on different nodes",
 			check: plain(checkWebhookReplicas),
 			breaks: []breakage{

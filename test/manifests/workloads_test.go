@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -416,4 +417,34 @@ func checkPolicyConfigMap(t *testing.T, o objects) error {
 		return err
 	}
 	return nil
+}
+
+// checkWebhookGC: the webhook's collector runs less often than Go's
+// default (its heap is mostly the long-lived graph; docs/benchmarks.md),
+// and no GOMEMLIMIT makes it run back to back after the graph is built
+// (docs/install.md).
+func checkWebhookGC(o objects) error {
+	_, c, err := webhookDeployment(o)
+	if err != nil {
+		return err
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	if gogc, err := strconv.Atoi(env["GOGC"]); err != nil || gogc <= 100 {
+		return fmt.Errorf("GOGC %q: want a number above Go's default of 100", env["GOGC"])
+	}
+	if limit, set := env["GOMEMLIMIT"]; set {
+		return fmt.Errorf("GOMEMLIMIT %q is set", limit)
+	}
+	return nil
+}
+
+// setEnv sets, or with value "" removes, a container's variable.
+func setEnv(c *corev1.Container, name, value string) {
+	c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+	if value != "" {
+		c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
+	}
 }
