@@ -433,13 +433,9 @@ func sarSpecValue(s *authorizationv1.SubjectAccessReviewSpec, p *projection) ast
 
 func resourceAttributesValue(ra *authorizationv1.ResourceAttributes, p *projection) ast.Value {
 	f := make(fields, 0, 9)
-	f.keepStrOmitEmpty(p, "namespace", ra.Namespace)
-	f.keepStrOmitEmpty(p, "verb", ra.Verb)
-	f.keepStrOmitEmpty(p, "group", ra.Group)
-	f.keepStrOmitEmpty(p, "version", ra.Version)
-	f.keepStrOmitEmpty(p, "resource", ra.Resource)
-	f.keepStrOmitEmpty(p, "subresource", ra.Subresource)
-	f.keepStrOmitEmpty(p, "name", ra.Name)
+	for _, attr := range resourceAttributeStrings {
+		f.keepStrOmitEmpty(p, attr.name, attr.get(ra))
+	}
 	if fs := ra.FieldSelector; fs != nil && p.child("fieldSelector") != nil {
 		f.add("fieldSelector", selectorValue(fs.RawSelector, len(fs.Requirements), func(i int) ast.Value {
 			r := fs.Requirements[i]
@@ -453,6 +449,32 @@ func resourceAttributesValue(ra *authorizationv1.ResourceAttributes, p *projecti
 		}))
 	}
 	return f.object()
+}
+
+// resourceAttributeStrings are the string members of ResourceAttributes,
+// in the order encoding/json writes them, under their JSON names: the
+// rendering and the prefilter's direct answers read them from here.
+var resourceAttributeStrings = []struct {
+	name string
+	get  func(*authorizationv1.ResourceAttributes) string
+}{
+	{"namespace", func(ra *authorizationv1.ResourceAttributes) string { return ra.Namespace }},
+	{"verb", func(ra *authorizationv1.ResourceAttributes) string { return ra.Verb }},
+	{"group", func(ra *authorizationv1.ResourceAttributes) string { return ra.Group }},
+	{"version", func(ra *authorizationv1.ResourceAttributes) string { return ra.Version }},
+	{"resource", func(ra *authorizationv1.ResourceAttributes) string { return ra.Resource }},
+	{"subresource", func(ra *authorizationv1.ResourceAttributes) string { return ra.Subresource }},
+	{"name", func(ra *authorizationv1.ResourceAttributes) string { return ra.Name }},
+}
+
+// resourceAttributeString reads the string member of ra named name.
+func resourceAttributeString(ra *authorizationv1.ResourceAttributes, name string) (string, bool) {
+	for _, attr := range resourceAttributeStrings {
+		if attr.name == name {
+			return attr.get(ra), true
+		}
+	}
+	return "", false
 }
 
 // selectorValue renders field and label selector attributes, which share

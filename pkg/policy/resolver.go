@@ -80,23 +80,8 @@ func (r *authzResolver) direct(ref ast.Ref) (v ast.Value, ok bool) {
 		if ra == nil {
 			return nil, true
 		}
-		var s string
-		switch keys[2] {
-		case "namespace":
-			s = ra.Namespace
-		case "verb":
-			s = ra.Verb
-		case "group":
-			s = ra.Group
-		case "version":
-			s = ra.Version
-		case "resource":
-			s = ra.Resource
-		case "subresource":
-			s = ra.Subresource
-		case "name":
-			s = ra.Name
-		default:
+		s, known := resourceAttributeString(ra, keys[2])
+		if !known {
 			return nil, false
 		}
 		if s == "" {
