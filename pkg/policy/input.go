@@ -287,9 +287,12 @@ func extraValue[V ~[]string](extra map[string]V) ast.Value {
 func admissionRequestDoc(r *admissionv1.AdmissionRequest, p *projection, trusted int) (map[string]any, error) {
 	// Members no policy can read are left out, so that reviews that differ
 	// only there (the uid of every review) render alike for verdictMemo,
-	// and nothing is built for them. With no projection (nothing reads the
-	// request) everything is kept, as before projections.
-	keep := func(key string) bool { return p == nil || p.child(key) != nil }
+	// and nothing is built for them. With no projection nothing reads the
+	// request, and nothing of it is rendered.
+	if p == nil {
+		return map[string]any{}, nil
+	}
+	keep := func(key string) bool { return p.child(key) != nil }
 	doc := make(map[string]any, 8)
 	set := func(key string, v func() any) {
 		if keep(key) {

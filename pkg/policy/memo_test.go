@@ -213,3 +213,29 @@ deny contains "unknown node" if {
 		t.Fatalf("%v verdicts remembered", n)
 	}
 }
+
+// TestVerdictMemoWhenNothingReadsTheRequest: a set whose rules read
+// nothing of input.request renders none of it, so that reviews differing
+// there (every review's uid) share a verdict.
+func TestVerdictMemoWhenNothingReadsTheRequest(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	metrics, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := newEngine(t, map[string]string{"p.rego": `package nodeguard.admission
+
+deny contains "node-9 may not write" if input.nodeguard.node == "node-9"
+`}, Options{Graph: &fakeGraph{}, Metrics: metrics})
+	for i := range 3 {
+		req := configMapRequest("UPDATE", "ns", "a", fmt.Sprintf(`{"metadata":{"name":"a","resourceVersion":"%d"}}`, i))
+		req.UID = types.UID(fmt.Sprintf("uid-%d", i))
+		res, err := e.EvalAdmission(context.Background(), &AdmissionInput{Request: req, Node: "node-9"})
+		if err != nil || !res.Denied() {
+			t.Fatalf("review %d: %+v, %v", i, res, err)
+		}
+	}
+	if got := testutil.ToFloat64(metrics.evaluations.WithLabelValues(PackageAdmission, outcomeRemembered)); got != 1 {
+		t.Errorf("remembered %v verdicts of three reviews alike but for their uid, want 1", got)
+	}
+}
