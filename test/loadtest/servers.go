@@ -27,6 +27,10 @@ const maxReviewBytes = 1 << 20
 const FloorResponse = `{"kind":"SubjectAccessReview","apiVersion":"authorization.k8s.io/v1",` +
 	`"metadata":{"creationTimestamp":null},"spec":{},"status":{"allowed":false,"reason":"floor"}}` + "\n"
 
+// AdmissionFloorResponse is the /validate floor's answer to every review:
+// allowed.
+const AdmissionFloorResponse = `{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","response":{"uid":"floor","allowed":true}}` + "\n"
+
 // Servers are nodeguard's /authorize and the floor, both on loopback
 // behind one server.DynamicTLS.
 type Servers struct {

@@ -21,7 +21,7 @@ func BenchmarkValidateHandler(b *testing.B) {
 		bodies[name+" (repeated)"] = [][]byte{body}
 	}
 	bodies["ConfigMap update (new content each time)"] = uniqueConfigMapUpdates(b, 4*kubeletconfig.DefaultCheckerEntries)
-	floor := FloorHandler(validateFloorResponse)
+	floor := FloorHandler(AdmissionFloorResponse)
 	ours := server.ReviewHandler("validate", validateMaxBody, admission.ReviewFunc(newValidateAdmitter(b, benchShape), nil), server.ReuseBodies())
 	for _, name := range slices.Sorted(func(yield func(string) bool) {
 		for k := range bodies {

@@ -42,9 +42,6 @@ const (
 	validateMaxBody = 7 << 20
 )
 
-// validateFloorResponse is the floor's fixed answer: allowed.
-const validateFloorResponse = `{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","response":{"uid":"floor","allowed":true}}` + "\n"
-
 // The pool ConfigMap the /validate load updates, and the node whose
 // status updates it sends.
 const (
@@ -147,7 +144,7 @@ func startValidate(tb testing.TB, shape cluster.Shape) (ours, floor string, cert
 	// flight.
 	workers := server.StartWorkers(ctx, concurrency)
 	srv.HandleReview("/validate", server.ReviewHandler("validate", validateMaxBody, admission.ReviewFunc(admitter, nil), server.OnWorkers(workers), server.ReuseBodies()))
-	floorSrv := &http.Server{TLSConfig: tlsConfig.Config(), ReadHeaderTimeout: 10 * time.Second, Handler: FloorHandler(validateFloorResponse)}
+	floorSrv := &http.Server{TLSConfig: tlsConfig.Config(), ReadHeaderTimeout: 10 * time.Second, Handler: FloorHandler(AdmissionFloorResponse)}
 	done := make(chan struct{}, 2)
 	go func() { _ = srv.Run(ctx); done <- struct{}{} }()
 	go func() { _ = floorSrv.ServeTLS(listeners[1], "", ""); done <- struct{}{} }()

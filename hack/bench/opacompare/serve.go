@@ -134,7 +134,7 @@ func Serve(ctx context.Context, shape cluster.Shape, dir string, out io.Writer) 
 	srv.Handle(opaAuthzPath, policyAuthzHandler(w.engine))
 	srv.Handle(opaAdmissionPath, policyAdmissionHandler(w.engine))
 	srv.Handle(floorAuthorizePath, loadtest.FloorHandler(loadtest.FloorResponse))
-	srv.Handle(floorValidatePath, loadtest.FloorHandler(floorAdmissionResponse))
+	srv.Handle(floorValidatePath, loadtest.FloorHandler(loadtest.AdmissionFloorResponse))
 	base := "https://" + l.Addr().String()
 	ep.FloorAuthorize, ep.FloorValidate = base+floorAuthorizePath, base+floorValidatePath
 	ep.Validate = base + "/validate?timeout=10s"
@@ -148,12 +148,10 @@ func Serve(ctx context.Context, shape cluster.Shape, dir string, out io.Writer) 
 	return <-done
 }
 
-// The floors' paths, and the admission floor's answer (the authorization
-// floor answers loadtest.FloorResponse).
+// The floors' paths; they answer loadtest's floor responses.
 const (
-	floorAuthorizePath     = "/floor/authorize"
-	floorValidatePath      = "/floor/validate"
-	floorAdmissionResponse = `{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","response":{"uid":"floor","allowed":true}}` + "\n"
+	floorAuthorizePath = "/floor/authorize"
+	floorValidatePath  = "/floor/validate"
 )
 
 // policyAnswer is the stock server's answer shape.
