@@ -81,16 +81,16 @@ func readResourceAttributes(r *fastjson.Reader, v gjson.Result, ra *authorizatio
 		case "fieldSelector":
 			ra.FieldSelector = nil
 			var sel authorizationv1.FieldSelectorAttributes
-			if readSelector(r, value, &sel.RawSelector, func(k, op string, values []string) {
-				sel.Requirements = append(sel.Requirements, metav1.FieldSelectorRequirement{Key: k, Operator: metav1.FieldSelectorOperator(op), Values: values})
+			if readSelector(r, value, &sel.RawSelector, &sel.Requirements, func(k, op string, values []string) metav1.FieldSelectorRequirement {
+				return metav1.FieldSelectorRequirement{Key: k, Operator: metav1.FieldSelectorOperator(op), Values: values}
 			}) {
 				ra.FieldSelector = &sel
 			}
 		case "labelSelector":
 			ra.LabelSelector = nil
 			var sel authorizationv1.LabelSelectorAttributes
-			if readSelector(r, value, &sel.RawSelector, func(k, op string, values []string) {
-				sel.Requirements = append(sel.Requirements, metav1.LabelSelectorRequirement{Key: k, Operator: metav1.LabelSelectorOperator(op), Values: values})
+			if readSelector(r, value, &sel.RawSelector, &sel.Requirements, func(k, op string, values []string) metav1.LabelSelectorRequirement {
+				return metav1.LabelSelectorRequirement{Key: k, Operator: metav1.LabelSelectorOperator(op), Values: values}
 			}) {
 				ra.LabelSelector = &sel
 			}
@@ -99,8 +99,9 @@ func readResourceAttributes(r *fastjson.Reader, v gjson.Result, ra *authorizatio
 }
 
 // readSelector reads a field or label selector: its raw form, and its
-// requirements, each handed to add.
-func readSelector(r *fastjson.Reader, v gjson.Result, raw *string, add func(key, op string, values []string)) bool {
+// requirements, each built by requirement. An empty array yields an empty,
+// non-nil list, as encoding/json decodes it.
+func readSelector[R any](r *fastjson.Reader, v gjson.Result, raw *string, requirements *[]R, requirement func(key, op string, values []string) R) bool {
 	return r.Object(v, func(k string, value gjson.Result) {
 		switch k {
 		case "rawSelector":
@@ -113,6 +114,7 @@ func readSelector(r *fastjson.Reader, v gjson.Result, raw *string, add func(key,
 				r.Fail()
 				return
 			}
+			*requirements = []R{}
 			value.ForEach(func(_, item gjson.Result) bool {
 				var key, op string
 				var values []string
@@ -129,7 +131,7 @@ func readSelector(r *fastjson.Reader, v gjson.Result, raw *string, add func(key,
 					r.Fail()
 					return false
 				}
-				add(key, op, values)
+				*requirements = append(*requirements, requirement(key, op, values))
 				return !r.Failed()
 			})
 		}

@@ -30,7 +30,7 @@ func FuzzDecodeReview(f *testing.F) {
 		f.Add(body)
 	}
 	for _, s := range []string{`{}`, `[]`, `null`, `{"spec":{"groups":[1]}}`, `{"spec":{"resourceAttributes":{"verb":"get"},"resourceAttributes":{"name":"x"}}}`,
-		`{"spec":{"user":"a\u00e9","extra":{}}}`, `{"spec":{"user":"\xff"}}`, `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":null}`} {
+		`{"spec":{"user":"a\u00e9","extra":{}}}`, `{"spec":{"resourceAttributes":{"fieldSelector":{"requirements":[]},"labelSelector":{"requirements":[]}}}}`, `{"spec":{"user":"\xff"}}`, `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":null}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
