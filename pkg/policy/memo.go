@@ -1,15 +1,16 @@
 package policy
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"hash/maphash"
 	"math"
 	"slices"
-	"sort"
 	"strings"
-	"sync/atomic"
 
 	"k8s.io/utils/lru"
+
+	"github.com/nodeguard/nodeguard/internal/doorkeeper"
 )
 
 // admissionMemoEntries bounds the verdicts a policy set remembers: enough
@@ -25,7 +26,8 @@ const doorkeeperSlots = 8192
 // and its data, and of the answers of non-deterministic built-ins (the
 // graph's, time, randomness): a memo lives as long as its policy set (whose
 // data never changes), and only evaluations that called no
-// non-deterministic built-in are remembered.
+// non-deterministic built-in are remembered. The prefilter's skips are
+// verdicts too, remembered unless they rested on the graph.
 //
 // It pays off because the projection leaves out what policies cannot read:
 // a kubelet's status updates of its Node differ in heartbeats, images,
@@ -33,7 +35,8 @@ const doorkeeperSlots = 8192
 // read, so every update of a node after the first projects to the same
 // input. The same goes for a GitOps controller's server-side dry runs of
 // unchanged ConfigMaps on every sync. The input is still rendered for every
-// review; what a hit spares is converting it to Rego values and evaluating.
+// review; what a hit spares is the prefilter, converting the input to Rego
+// values and evaluating.
 //
 // A verdict is remembered only when its input comes a second time (the
 // doorkeeper of TinyLFU): inputs that never repeat (most edits, admins'
@@ -42,10 +45,9 @@ const doorkeeperSlots = 8192
 type verdictMemo struct {
 	seed  maphash.Seed
 	cache *lru.Cache // hash -> memoEntry
-	// seenOnce holds digests of inputs evaluated once, direct-mapped; a
-	// lost or colliding slot only delays remembering (get compares inputs
-	// in full).
-	seenOnce [doorkeeperSlots]atomic.Uint64
+	// seenOnce holds digests of inputs evaluated once (get compares
+	// inputs in full).
+	seenOnce *doorkeeper.Doorkeeper
 }
 
 type memoEntry struct {
@@ -56,7 +58,7 @@ type memoEntry struct {
 }
 
 func newVerdictMemo() *verdictMemo {
-	return &verdictMemo{seed: maphash.MakeSeed(), cache: lru.New(admissionMemoEntries)}
+	return &verdictMemo{seed: maphash.MakeSeed(), cache: lru.New(admissionMemoEntries), seenOnce: doorkeeper.New(doorkeeperSlots)}
 }
 
 // hash digests a rendered input; ok is false for a document holding a
@@ -97,7 +99,7 @@ func (m *verdictMemo) put(doc any, sum uint64, result AdmissionResult) {
 	if m == nil {
 		return
 	}
-	if slot := &m.seenOnce[sum%doorkeeperSlots]; slot.Swap(sum) != sum {
+	if !m.seenOnce.SeenBefore(sum) {
 		return
 	}
 	m.cache.Add(sum, memoEntry{doc: copyDoc(doc), result: result.clone()})
@@ -162,11 +164,14 @@ func hashDoc(h *maphash.Hash, doc any) bool {
 	case map[string]any:
 		h.WriteByte(tagObject)
 		writeLen(h, len(x))
-		keys := make([]string, 0, len(x))
+		// The keys of the small objects a rendering holds are sorted on
+		// the stack: allocating for them was a fifth of the digest.
+		var stack [16]string
+		keys := stack[:0]
 		for k := range x {
 			keys = append(keys, k)
 		}
-		sort.Strings(keys)
+		slices.Sort(keys)
 		for _, k := range keys {
 			writeString(h, k)
 			if !hashDoc(h, x[k]) {
@@ -179,11 +184,11 @@ func hashDoc(h *maphash.Hash, doc any) bool {
 	return true
 }
 
-func writeLen(h *maphash.Hash, n int) {
+func writeLen(h *maphash.Hash, n int) { writeUint64(h, uint64(n)) }
+
+func writeUint64(h *maphash.Hash, n uint64) {
 	var b [8]byte
-	for i := range b {
-		b[i] = byte(uint64(n) >> (8 * i))
-	}
+	binary.LittleEndian.PutUint64(b[:], n)
 	_, _ = h.Write(b[:])
 }
 
