@@ -76,12 +76,15 @@ type Admitter struct {
 	// configs remembers decoded configurations: the same pool's content
 	// comes back with every node assigned it and every re-apply.
 	configs *kubeletconfig.Checker
+	// stored remembers the configurations of updated ConfigMaps' old
+	// objects.
+	stored *storedConfigs
 }
 
 // New returns an Admitter. policy returns the policy in force at each call;
 // configMaps lists eligible ConfigMaps with their data.
 func New(policy func() *config.Policy, configMaps corelisters.ConfigMapLister, g Graph) *Admitter {
-	return &Admitter{policy: policy, configMaps: configMaps, graph: g, configs: kubeletconfig.NewChecker(kubeletconfig.DefaultCheckerEntries)}
+	return &Admitter{policy: policy, configMaps: configMaps, graph: g, configs: kubeletconfig.NewChecker(kubeletconfig.DefaultCheckerEntries), stored: newStoredConfigs()}
 }
 
 // Admit decides one request.

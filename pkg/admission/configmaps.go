@@ -60,11 +60,11 @@ func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionR
 	// The old object matters only for forbidden fields: reading it is
 	// a third of a re-applied ConfigMap's cost.
 	if len(policy.ForbiddenDynamicFields) > 0 {
-		old, err := decodeConfigMap(req.OldObject, "oldObject")
+		old, err := a.stored.configOf(a.configs, req.OldObject.Raw)
 		if err != nil {
 			return refuse(RuleMalformed, "%v", err)
 		}
-		configs.old, configs.oldDecoded = eligibleKubeletConfig(a.configs, old), true
+		configs.old, configs.oldDecoded = old, true
 		if changed := forbiddenChanges(policy, configs.old, cfg); len(changed) > 0 {
 			return refuse(RuleConfigContent, "eligible ConfigMap %s may not set or change %s: the policy forbids changing them dynamically (forbiddenDynamicFields)",
 				ref, strings.Join(changed, ", "))

@@ -45,7 +45,7 @@ func (p *Policies) admit(ctx context.Context, a *Admitter, req *admissionv1.Admi
 	// before any rule read them.
 	in := &policy.AdmissionInput{Request: req, ObjectKeysUnique: true}
 	in.Node, in.KubeletVersion = policy.NodeOf(req.UserInfo.Username, req.UserInfo.Groups, p.Graph)
-	in.KubeletConfig, in.OldKubeletConfig = kubeletConfigsOf(a.configs, req, builtin.configs)
+	in.KubeletConfig, in.OldKubeletConfig = a.kubeletConfigsOf(req, builtin.configs)
 	res, err := p.Engine.EvalAdmission(ctx, in)
 	if err != nil {
 		// Counted by the engine (nodeguard_policy_evaluations_total);
@@ -108,7 +108,7 @@ func denialMessage(deny []policy.Violation) string {
 //
 // What rule 6 decoded already (decoded) is reused; only what it did not
 // need is decoded here.
-func kubeletConfigsOf(configs *kubeletconfig.Checker, req *admissionv1.AdmissionRequest, decoded *decodedConfigs) (cfg, old *kubeletconfigv1beta1.KubeletConfiguration) {
+func (a *Admitter) kubeletConfigsOf(req *admissionv1.AdmissionRequest, decoded *decodedConfigs) (cfg, old *kubeletconfigv1beta1.KubeletConfiguration) {
 	if req.Resource.Group != "" || req.Resource.Resource != "configmaps" || req.SubResource != "" {
 		return nil, nil
 	}
@@ -118,13 +118,12 @@ func kubeletConfigsOf(configs *kubeletconfig.Checker, req *admissionv1.Admission
 	if decoded == nil {
 		decoded = &decodedConfigs{}
 		if cm, err := decodeConfigMap(req.Object, "object"); err == nil {
-			decoded.new = eligibleKubeletConfig(configs, cm)
+			decoded.new = eligibleKubeletConfig(a.configs, cm)
 		}
 	}
 	if !decoded.oldDecoded && req.Operation == admissionv1.Update {
-		if cm, err := decodeConfigMap(req.OldObject, "oldObject"); err == nil {
-			decoded.old = eligibleKubeletConfig(configs, cm)
-		}
+		// A ConfigMap that does not decode leaves old nil.
+		decoded.old, _ = a.stored.configOf(a.configs, req.OldObject.Raw)
 	}
 	return decoded.new, decoded.old
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,16 +44,23 @@ func TestReviewFuncKeepsNothingOfTheBody(t *testing.T) {
 	review := ReviewFunc(newAdmitter(t, config.Default()), metrics, WithPolicies(&Policies{Engine: engine, Graph: testGraph()}))
 	edit := reviewBody(t, "admission.k8s.io/v1", cmReq(adminUser, admissionv1.Create, plainCM("app", goodConfig), nil).build(t))
 	status := reviewBody(t, "admission.k8s.io/v1", nodeReq(n1User, admissionv1.Update, "status", "n1", mkNode("n1"), mkNode("n1")).build(t))
+	// An update's old object is remembered (storedConfigs) from its second
+	// sighting on, and read from the memo on the third.
+	const ninetyPods = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 90\n"
+	update := reviewBody(t, "admission.k8s.io/v1", cmReq(adminUser, admissionv1.Update, eligibleCM("pool", ninetyPods), eligibleCM("pool", fewPods)).build(t))
 	for i := range 3 {
-		for _, body := range [][]byte{edit, status} {
+		for _, body := range [][]byte{edit, status, update} {
 			buf := bytes.Clone(body)
 			resp, err := review(context.Background(), buf)
 			if err != nil {
 				t.Fatal(err)
 			}
 			r := resp.(*admissionv1.AdmissionReview).Response
-			if bytes.Equal(body, edit) != r.Allowed {
+			if bytes.Equal(body, status) == r.Allowed {
 				t.Fatalf("review %d: %+v", i, r)
+			}
+			if bytes.Equal(body, update) && !slices.Contains(r.Warnings, "nodeguard policy nodeguard.admission/pods_changed: maxPods goes from 60 to 90") {
+				t.Fatalf("review %d of the update: warnings %q, want the old configuration's maxPods", i, r.Warnings)
 			}
 			// As the pool would: the buffer is another request's now.
 			for j := range buf {
@@ -74,12 +82,12 @@ func TestReviewFuncKeepsNothingOfTheBody(t *testing.T) {
 			counts[family.GetName()+"{"+strings.Join(labels, ",")+"}"] += m.GetCounter().GetValue()
 		}
 	}
-	// The third review matched the verdict remembered at the second: the
+	// Each third review matched the verdict remembered at the second: the
 	// memo compared against its own copy of the input, not a view.
 	for series, want := range map[string]float64{
-		"nodeguard_admission_decisions_total{outcome=allowed,resource=configmaps,rule=}":                             3,
+		"nodeguard_admission_decisions_total{outcome=allowed,resource=configmaps,rule=}":                             6,
 		"nodeguard_admission_decisions_total{outcome=refused,resource=nodes,rule=policy nodeguard.admission/status}": 3,
-		"nodeguard_policy_evaluations_total{outcome=remembered,package=" + policy.PackageAdmission + "}":             2,
+		"nodeguard_policy_evaluations_total{outcome=remembered,package=" + policy.PackageAdmission + "}":             3,
 	} {
 		if counts[series] != want {
 			t.Errorf("%s = %v, want %v; all series: %v", series, counts[series], want, counts)
