@@ -103,16 +103,22 @@ func (e *Engine) EvalAdmission(ctx context.Context, in *AdmissionInput) (Admissi
 	if err != nil {
 		return AdmissionResult{}, &EvalError{Package: PackageAdmission, Err: fmt.Errorf("building input: %w", err)}
 	}
-	input := ast.LazyObject(doc.input)
-	if !set.admissionFilter.mayMatch(inputResolver{input: input}) {
-		e.metrics.skipped(PackageAdmission)
-		return AdmissionResult{}, nil
-	}
 	key := doc.memoKey(in)
 	hash, memoizable := set.admissionMemo.hash(key)
 	if result, ok := set.admissionMemo.get(key, hash, memoizable); ok {
 		e.metrics.remembered(PackageAdmission)
 		return result, nil
+	}
+	// The memo comes first: a remembered verdict spares the prefilter too,
+	// and a skip is remembered like any verdict, unless it rested on the
+	// graph.
+	input := ast.LazyObject(doc.input)
+	if may, readGraph := set.admissionFilter.mayMatch(inputResolver{input: input}); !may {
+		e.metrics.skipped(PackageAdmission)
+		if memoizable && !readGraph {
+			set.admissionMemo.put(key, hash, AdmissionResult{})
+		}
+		return AdmissionResult{}, nil
 	}
 	var result AdmissionResult
 	var evalOpts []rego.EvalOption
@@ -154,7 +160,7 @@ func (e *Engine) EvalAuthz(ctx context.Context, in *AuthzInput) (AuthzResult, er
 	// The prefilter reads the review directly; the input is rendered only
 	// for an evaluation (or a question the review cannot answer).
 	resolver := &authzResolver{in: in, p: set.projection, filter: set.authzFilter}
-	if !set.authzFilter.mayMatch(resolver) {
+	if may, _ := set.authzFilter.mayMatch(resolver); !may {
 		e.metrics.skipped(PackageAuthz)
 		return AuthzResult{}, nil
 	}

@@ -86,6 +86,20 @@ deny contains "frozen" if {
 	if res := eval(statusUpdate("uid-3", `{"metadata":{"name":"node-1","labels":{"pool":"fine"}}}`)); res.Denied() || count(outcomeRemembered) != remembered {
 		t.Errorf("another pool: %+v, remembered %v", res, count(outcomeRemembered))
 	}
+	// An input no rule can match is skipped by the prefilter, and the skip
+	// is remembered like a verdict.
+	fine := statusUpdate("uid-5", `{"metadata":{"name":"node-1","labels":{"pool":"other"}}}`)
+	skipped := count(outcomeSkipped)
+	for range 2 {
+		if res := eval(fine); res.Denied() || len(res.Warn) > 0 {
+			t.Fatalf("another pool: %+v", res)
+		}
+	}
+	if res := eval(fine); res.Denied() || count(outcomeSkipped) != skipped+2 || count(outcomeRemembered) != remembered+1 {
+		t.Errorf("a skipped input seen three times: %+v, skipped %v times, remembered %v (want 2, 1)",
+			res, count(outcomeSkipped)-skipped, count(outcomeRemembered)-remembered)
+	}
+	remembered = count(outcomeRemembered)
 	// Any kind of review that comes back is remembered (a GitOps dry run
 	// of an unchanged ConfigMap); one seen once never fills the memo.
 	before := remembers()
@@ -101,7 +115,8 @@ deny contains "frozen" if {
 	}
 
 	// A verdict that read the graph is never remembered: it follows the
-	// graph.
+	// graph. The same goes for the prefilter's skip when it rested on the
+	// graph (the "frozen" rule's label guard).
 	in := statusUpdate("uid-4", `{"metadata":{"name":"node-1","labels":{"pool":"graph"}}}`)
 	remembered = count(outcomeRemembered)
 	if eval(in).Denied() || eval(in).Denied() || eval(in).Denied() {

@@ -68,29 +68,32 @@ func (p *prefilter) onlyDefinedness(ref ast.Ref) bool {
 
 // mayMatch reports whether some rule, or a default, could apply to the
 // input resolver answers for. A lookup error answers yes, leaving the
-// decision to the evaluation.
-func (p *prefilter) mayMatch(resolver ast.ValueResolver) bool {
+// decision to the evaluation. readGraph reports that the answer rests on
+// the graph (a rule's label guards were checked), so that it holds only
+// for now.
+func (p *prefilter) mayMatch(resolver ast.ValueResolver) (may, readGraph bool) {
 	if p == nil {
-		return true
+		return true, false
 	}
 	for _, idx := range p.indexes {
 		res, err := idx.Lookup(resolver)
 		if err != nil {
-			return true
+			return true, readGraph
 		}
 		candidates := res.Default != nil || len(res.Else) > 0
 		for _, r := range res.Rules {
 			if candidates {
 				break
 			}
+			readGraph = readGraph || len(p.guards[r]) > 0
 			candidates = p.guardsHold(r, resolver)
 		}
 		ast.IndexResultPool.Put(res)
 		if candidates {
-			return true
+			return true, readGraph
 		}
 	}
-	return false
+	return false, readGraph
 }
 
 // guardsHold reports whether every label guard of r may hold: false only
