@@ -13,9 +13,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-
 	"github.com/nodeguard/nodeguard/test/manifests"
 )
 
@@ -27,40 +24,6 @@ const validateServerEnv = "NODEGUARD_LOADTEST_VALIDATE_SERVER"
 // validateGCEnv set to "go-defaults" runs the server process with Go's
 // collector settings instead of the shipped Deployment's.
 const validateGCEnv = "NODEGUARD_LOADTEST_GC"
-
-// shippedGCSettings reads GOGC and GOMEMLIMIT from the webhook container of
-// manifests/base, rendered as `kubectl kustomize` renders it.
-func shippedGCSettings(b *testing.B) []string {
-	b.Helper()
-	dir, err := manifests.Dir("base")
-	if err != nil {
-		b.Fatal(err)
-	}
-	objs, err := manifests.Render(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, obj := range objs {
-		if obj.GetKind() != "Deployment" || obj.GetName() != "nodeguard-webhook" {
-			continue
-		}
-		var deploy appsv1.Deployment
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &deploy); err != nil {
-			b.Fatal(err)
-		}
-		var settings []string
-		for _, c := range deploy.Spec.Template.Spec.Containers {
-			for _, e := range c.Env {
-				if c.Name == "webhook" && (e.Name == "GOGC" || e.Name == "GOMEMLIMIT") {
-					settings = append(settings, e.Name+"="+e.Value)
-				}
-			}
-		}
-		return settings
-	}
-	b.Fatal("manifests/base renders no Deployment nodeguard-webhook")
-	return nil
-}
 
 // validateEndpoints is what the server process tells the benchmark.
 type validateEndpoints struct {
@@ -107,7 +70,10 @@ func startValidateProcess(b *testing.B) (ours, floor string, roots *x509.CertPoo
 		return strings.HasPrefix(e, "GOGC=") || strings.HasPrefix(e, "GOMEMLIMIT=")
 	})
 	if os.Getenv(validateGCEnv) != "go-defaults" {
-		gc = shippedGCSettings(b)
+		var err error
+		if gc, err = manifests.WebhookGCSettings(); err != nil {
+			b.Fatal(err)
+		}
 	}
 	cmd.Env = append(append(env, gc...), validateServerEnv+"="+dir)
 	cmd.Stderr = os.Stderr
