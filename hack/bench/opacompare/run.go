@@ -45,6 +45,9 @@ type Config struct {
 	WorkDir string
 	// Progress, when set, gets progress lines.
 	Progress io.Writer
+	// NodeguardGC are the collector settings (NAME=value) nodeguard's
+	// process runs with, for the report; the spawner applies them.
+	NodeguardGC []string
 }
 
 // DefaultConfig is the documented run: the load test's cluster and load.
@@ -71,6 +74,9 @@ type Row struct {
 	// Ours and OPA are every round's result, in order; Floor too, for
 	// the rows of a whole review (nil for the policies-only rows).
 	Ours, OPA, Floor []loadtest.Result
+	// OursCPU, OPACPU and FloorCPU are the CPU time each server's process
+	// used in each round; nil where process CPU times cannot be read.
+	OursCPU, OPACPU, FloorCPU []time.Duration
 }
 
 func median(rs []loadtest.Result) loadtest.Result {
@@ -99,6 +105,45 @@ func (r Row) Ceiling() float64 {
 	return median(r.Floor).Throughput() / median(r.OPA).Throughput()
 }
 
+// CPUSpeedup is the median round's ratio of the stock server's CPU time to
+// nodeguard's for the same requests: how many more requests nodeguard
+// answers per CPU-second, which is what its throughput becomes on cores
+// the load generator does not share. 0 when CPU times were not read.
+func (r Row) CPUSpeedup() float64 { return medianCPURatio(r.OPACPU, r.OursCPU) }
+
+// CPUCeiling is CPUSpeedup for the floor: the most any decision could
+// reach per server CPU-second; 0 without a floor or CPU times.
+func (r Row) CPUCeiling() float64 { return medianCPURatio(r.OPACPU, r.FloorCPU) }
+
+// medianCPURatio is the median over rounds of opa[i] / ours[i], rounds
+// whose denominator is 0 left out; 0 when nothing is left.
+func medianCPURatio(opa, ours []time.Duration) float64 {
+	if len(ours) == 0 || len(ours) != len(opa) {
+		return 0
+	}
+	ratios := make([]float64, 0, len(ours))
+	for i, o := range ours {
+		if o > 0 {
+			ratios = append(ratios, float64(opa[i])/float64(o))
+		}
+	}
+	if len(ratios) == 0 {
+		return 0
+	}
+	slices.Sort(ratios)
+	return ratios[len(ratios)/2]
+}
+
+// cpuPerRequest is a server's median round's CPU time per request.
+func cpuPerRequest(cpu []time.Duration, requests int) time.Duration {
+	if len(cpu) == 0 || requests == 0 {
+		return 0
+	}
+	sorted := slices.Clone(cpu)
+	slices.Sort(sorted)
+	return sorted[len(sorted)/2] / time.Duration(requests)
+}
+
 // Report is a whole run.
 type Report struct {
 	Config      Config
@@ -125,6 +170,8 @@ type target struct {
 	url    string
 	bodies [][]byte
 	check  func(i int, resp *http.Response, body []byte) error
+	// pid is the serving process, whose CPU time each round measures.
+	pid int
 }
 
 // Run builds the graph, starts nodeguard (in a child process running
@@ -187,7 +234,7 @@ func Run(ctx context.Context, cfg Config, spawn func(ctx context.Context, dir st
 	}
 	defer opa.stop()
 
-	targets, err := buildTargets(ctx, cfg, w, ep, opa.url, probe)
+	targets, err := buildTargets(ctx, cfg, w, ep, opa, probe)
 	if err != nil {
 		return nil, err
 	}
@@ -237,6 +284,7 @@ func startNodeguard(ctx context.Context, spawn func(ctx context.Context, dir str
 		stop()
 		return nil, nil, fmt.Errorf("reading nodeguard's endpoints: %w", err)
 	}
+	ep.PID = cmd.Process.Pid
 	return &ep, stop, nil
 }
 
@@ -285,18 +333,30 @@ func loadPair(ctx context.Context, cfg Config, client *http.Client, p loadtest.P
 		}
 		for i := range order {
 			tg := order[(i+round)%len(order)]
+			cpuBefore, cpuErr := processCPU(tg.pid)
+			if cpuErr != nil && !errors.Is(cpuErr, errNoProcessCPU) {
+				return row, cpuErr
+			}
 			res, err := loadtest.Load{Client: client, URL: tg.url, Bodies: tg.bodies, Concurrency: cfg.Concurrency,
 				Requests: row.Requests, Check: tg.check}.Run(ctx)
 			if err != nil {
 				return row, err
 			}
+			var cpu []time.Duration
+			if cpuErr == nil {
+				cpuAfter, err := processCPU(tg.pid)
+				if err != nil {
+					return row, err
+				}
+				cpu = []time.Duration{cpuAfter - cpuBefore}
+			}
 			switch tg {
 			case &t.ours:
-				row.Ours = append(row.Ours, res)
+				row.Ours, row.OursCPU = append(row.Ours, res), append(row.OursCPU, cpu...)
 			case &t.opa:
-				row.OPA = append(row.OPA, res)
+				row.OPA, row.OPACPU = append(row.OPA, res), append(row.OPACPU, cpu...)
 			default:
-				row.Floor = append(row.Floor, res)
+				row.Floor, row.FloorCPU = append(row.Floor, res), append(row.FloorCPU, cpu...)
 			}
 		}
 	}
@@ -378,7 +438,8 @@ var errDisagree = errors.New("nodeguard and the stock OPA server decide differen
 // buildTargets prepares the request bodies of both servers, and checks
 // once per distinct request that the stock server's policy verdict equals
 // nodeguard's engine's and its policy endpoint's.
-func buildTargets(ctx context.Context, cfg Config, w *world, ep *Endpoints, opaURL string, client *http.Client) ([]pair, error) {
+func buildTargets(ctx context.Context, cfg Config, w *world, ep *Endpoints, opa *opaServer, client *http.Client) ([]pair, error) {
+	opaURL := opa.url
 	reqs := cfg.Shape.Mixed([]cluster.Kind{cluster.AllowedRead, cluster.RefusedRead, cluster.OwnNodeGet}, 4096, 42)
 	reviews, inputs, ins, err := authzBodies(reqs, w.graph)
 	if err != nil {
@@ -399,16 +460,16 @@ func buildTargets(ctx context.Context, cfg Config, w *world, ep *Endpoints, opaU
 			}
 		}
 	}
-	opaAuthz := target{url: opaURL + opaAuthzPath, bodies: inputs, check: statusOK(`"result":`)}
+	opaAuthz := target{url: opaURL + opaAuthzPath, bodies: inputs, check: statusOK(`"result":`), pid: opa.cmd.Process.Pid}
 	pairs := []pair{{
 		endpoint: "/authorize", request: "node reads: allowed, refused, own Node (mixed)",
-		ours:  target{url: ep.Authorize, bodies: reviews, check: statusOK(`"status":{`)},
+		ours:  target{url: ep.Authorize, bodies: reviews, check: statusOK(`"status":{`), pid: ep.PID},
 		opa:   opaAuthz,
-		floor: &target{url: ep.FloorAuthorize, bodies: reviews, check: statusOK(`"status":{`)},
+		floor: &target{url: ep.FloorAuthorize, bodies: reviews, check: statusOK(`"status":{`), pid: ep.PID},
 	}}
 	policyPairs := []pair{{
 		endpoint: "policies only, authorization", request: "node reads: allowed, refused, own Node (mixed)",
-		ours: target{url: ep.PolicyAuthz, bodies: inputs, check: statusOK(`"result":`)},
+		ours: target{url: ep.PolicyAuthz, bodies: inputs, check: statusOK(`"result":`), pid: ep.PID},
 		opa:  opaAuthz,
 	}}
 
@@ -430,16 +491,16 @@ func buildTargets(ctx context.Context, cfg Config, w *world, ep *Endpoints, opaU
 				return nil, fmt.Errorf("%w on %s at %s: nodeguard %+v, answer %+v", errDisagree, vc.name, url, ours, *theirs.Result)
 			}
 		}
-		opaAdmission := target{url: opaURL + opaAdmissionPath, bodies: [][]byte{vc.input}, check: statusOK(`"result":`)}
+		opaAdmission := target{url: opaURL + opaAdmissionPath, bodies: [][]byte{vc.input}, check: statusOK(`"result":`), pid: opa.cmd.Process.Pid}
 		pairs = append(pairs, pair{
 			endpoint: "/validate", request: vc.name,
-			ours:  target{url: ep.Validate, bodies: [][]byte{vc.review}, check: statusOK(`"allowed":true`)},
+			ours:  target{url: ep.Validate, bodies: [][]byte{vc.review}, check: statusOK(`"allowed":true`), pid: ep.PID},
 			opa:   opaAdmission,
-			floor: &target{url: ep.FloorValidate, bodies: [][]byte{vc.review}, check: statusOK(`"allowed":true`)},
+			floor: &target{url: ep.FloorValidate, bodies: [][]byte{vc.review}, check: statusOK(`"allowed":true`), pid: ep.PID},
 		})
 		policyPairs = append(policyPairs, pair{
 			endpoint: "policies only, admission", request: vc.name,
-			ours: target{url: ep.PolicyAdmission, bodies: [][]byte{vc.input}, check: statusOK(`"result":`)},
+			ours: target{url: ep.PolicyAdmission, bodies: [][]byte{vc.input}, check: statusOK(`"result":`), pid: ep.PID},
 			opa:  opaAdmission,
 		})
 	}

@@ -49,6 +49,8 @@ type Endpoints struct {
 	// server uses too.
 	CertFile string `json:"certFile"`
 	KeyFile  string `json:"keyFile"`
+	// PID is the serving process, filled in by the parent.
+	PID int `json:"-"`
 }
 
 // world is the graph and policy engine both processes build alike.

@@ -11,12 +11,15 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/nodeguard/nodeguard/hack/bench/opacompare"
 	"github.com/nodeguard/nodeguard/test/loadtest"
+	"github.com/nodeguard/nodeguard/test/manifests"
 )
 
 // errMissed is returned when --fail-on-miss is set and a target was missed.
@@ -69,10 +72,20 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("finding this program: %w", err)
 	}
+	// nodeguard's process collects garbage as the shipped Deployment
+	// makes the webhook collect it; the stock server keeps its own
+	// defaults.
+	if cfg.NodeguardGC, err = manifests.WebhookGCSettings(); err != nil {
+		return err
+	}
 	spawn := func(ctx context.Context, dir string) (*exec.Cmd, error) {
-		return exec.CommandContext(ctx, self, serveCommand,
+		cmd := exec.CommandContext(ctx, self, serveCommand,
 			"--nodes", strconv.Itoa(cfg.Shape.Nodes), "--pods-per-node", strconv.Itoa(cfg.Shape.PodsPerNode),
-			"--work-dir", dir), nil
+			"--work-dir", dir)
+		cmd.Env = append(slices.DeleteFunc(os.Environ(), func(e string) bool {
+			return strings.HasPrefix(e, "GOGC=") || strings.HasPrefix(e, "GOMEMLIMIT=")
+		}), cfg.NodeguardGC...)
+		return cmd, nil
 	}
 	rep, err := opacompare.Run(ctx, cfg, spawn)
 	if err != nil {
