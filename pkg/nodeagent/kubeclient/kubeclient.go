@@ -33,8 +33,9 @@ type Credentials struct {
 	keyPair *keyPair
 }
 
-// credentialsFor reads the key pair cfg names in files, if any.
-func credentialsFor(cfg *rest.Config) (Credentials, error) {
+// CredentialsFor makes Credentials of a REST config built without Load,
+// reading the key pair it names in files, if any.
+func CredentialsFor(cfg *rest.Config) (Credentials, error) {
 	if !namesCertificateFiles(cfg) {
 		return Credentials{Config: cfg}, nil
 	}
@@ -93,7 +94,7 @@ func Load(kubeconfig string) (Credentials, error) {
 	if err != nil {
 		return Credentials{}, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
 	}
-	creds, err := credentialsFor(cfg)
+	creds, err := CredentialsFor(cfg)
 	if err != nil {
 		// A file being replaced right now reads as garbage for a moment;
 		// waiting is right for that too.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -43,12 +44,11 @@ type Options struct {
 // watches included, so that requests and watches move to the new
 // certificate before the old one expires.
 func New(ctx context.Context, creds Credentials, scheme *runtime.Scheme, opts Options) (*Client, error) {
+	if creds.Config == nil {
+		return nil, errors.New("building the API client: the credentials hold no REST config")
+	}
 	if creds.keyPair == nil && namesCertificateFiles(creds.Config) {
-		// Credentials{Config: cfg} built by hand: read what Load would have.
-		var err error
-		if creds, err = credentialsFor(creds.Config); err != nil {
-			return nil, err
-		}
+		return nil, fmt.Errorf("building the API client: the credentials name certificate files (%s) but hold no key pair: make them with Load or CredentialsFor", creds.Config.CertFile)
 	}
 	cfg, pair := creds.Config, creds.keyPair
 	if pair == nil {

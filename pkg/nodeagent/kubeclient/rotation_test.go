@@ -119,7 +119,7 @@ func TestNewFollowsRotation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM(), CertFile: current, KeyFile: current}}
-	creds, err := credentialsFor(cfg)
+	creds, err := CredentialsFor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,8 +187,15 @@ func TestNewRefusesUnusableCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := &rest.Config{Host: "https://127.0.0.1:1", TLSClientConfig: rest.TLSClientConfig{CertFile: bad, KeyFile: bad}}
-	if _, err := New(context.Background(), Credentials{Config: cfg}, newScheme(t), Options{}); err == nil {
-		t.Fatal("New accepted a certificate file that holds no certificate")
+	if _, err := CredentialsFor(cfg); err == nil {
+		t.Fatal("CredentialsFor accepted a certificate file that holds no certificate")
+	}
+	// Credentials made by hand, skipping the files, are refused too.
+	if _, err := New(context.Background(), Credentials{Config: cfg}, newScheme(t), Options{}); err == nil || !strings.Contains(err.Error(), "CredentialsFor") {
+		t.Fatalf("New with certificate files but no key pair: %v, want an error saying how to make credentials", err)
+	}
+	if _, err := New(context.Background(), Credentials{}, newScheme(t), Options{}); err == nil {
+		t.Fatal("New accepted credentials without a REST config")
 	}
 }
 
