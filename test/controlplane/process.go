@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nodeguard/nodeguard/test/freeport"
 )
 
 // stopGrace is how long a process gets to exit after SIGTERM before it is killed.
@@ -152,18 +153,19 @@ func tailFile(path string, lines int) string {
 	return string(bytes.Join(all, []byte("\n")))
 }
 
-// freePorts returns n distinct loopback ports that were free a moment ago. Another process can
-// still take one before we bind it; Start notices and retries with fresh ports.
+// freePorts returns n distinct loopback ports that were free a moment ago,
+// below the ephemeral range (package freeport): no outgoing connection
+// takes them before etcd or the apiserver binds them, or while the
+// apiserver restarts on its port. Another process can still bind one first;
+// Start notices and retries with fresh ports.
 func freePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	for range n {
-		// Holding each listener until all are chosen keeps the n ports distinct.
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		port, err := freeport.Get()
 		if err != nil {
-			return nil, fmt.Errorf("finding a free loopback port: %w", err)
+			return nil, err
 		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	return ports, nil
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeguard/nodeguard/test/controlplane"
+	"github.com/nodeguard/nodeguard/test/freeport"
 	"github.com/nodeguard/nodeguard/test/manifests"
 )
 
@@ -91,7 +92,7 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		return nil, err
 	}
 	e.binary = webhook[0]
-	port, err := freePort()
+	port, err := freeport.Get()
 	if err != nil {
 		return nil, err
 	}

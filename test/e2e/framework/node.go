@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/test/controlplane"
+	"github.com/nodeguard/nodeguard/test/freeport"
 )
 
 // DefaultKubeletVersion is what a simulated kubelet reports unless told
@@ -138,10 +139,10 @@ func StartNode(ctx context.Context, env *Env, opts NodeOptions) (node *Node, err
 	n.restartLog = filepath.Join(n.Dir, "kubelet-restarts.log")
 	n.certLink = filepath.Join(n.Dir, "pki", "kubelet-client-current.pem")
 	n.kubeconfig = filepath.Join(n.Dir, "kubelet.kubeconfig")
-	if n.KubeletHealthzPort, err = freePort(); err != nil {
+	if n.KubeletHealthzPort, err = freeport.Get(); err != nil {
 		return nil, err
 	}
-	if n.AgentPort, err = freePort(); err != nil {
+	if n.AgentPort, err = freeport.Get(); err != nil {
 		return nil, err
 	}
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nodeguard/nodeguard/test/freeport"
 )
 
 // Replica is one more webhook process beside the Env's own: the same binary
@@ -36,7 +38,7 @@ const readyTimeout = 2 * time.Minute
 // StartReplica starts the webhook binary with the Env's arguments on a free
 // port, extraArgs last (so they win), and returns once its /readyz passes.
 func (e *Env) StartReplica(ctx context.Context, name string, extraArgs ...string) (*Replica, error) {
-	port, err := freePort()
+	port, err := freeport.Get()
 	if err != nil {
 		return nil, err
 	}

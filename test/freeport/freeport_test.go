@@ -1,4 +1,4 @@
-package framework
+package freeport
 
 import "testing"
 
@@ -33,19 +33,19 @@ func TestFreePort(t *testing.T) {
 	}
 	seen := map[int]bool{}
 	for range 200 {
-		port, err := freePort()
+		port, err := Get()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if port < low || port >= high {
-			t.Fatalf("freePort() = %d, outside %d-%d", port, low, high-1)
+			t.Fatalf("Get() = %d, outside %d-%d", port, low, high-1)
 		}
 		if seen[port] {
-			t.Fatalf("freePort() handed out %d twice", port)
+			t.Fatalf("Get() handed out %d twice", port)
 		}
 		seen[port] = true
 		if !bindable(port) {
-			t.Fatalf("freePort() = %d, which cannot be bound", port)
+			t.Fatalf("Get() = %d, which cannot be bound", port)
 		}
 	}
 }

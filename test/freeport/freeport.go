@@ -1,4 +1,4 @@
-package framework
+package freeport
 
 import (
 	"errors"
@@ -20,10 +20,10 @@ const ephemeralRangeFile = "/proc/sys/net/ipv4/ip_local_port_range"
 const defaultEphemeralLow = 32768
 
 // minWindow is the fewest ports below the ephemeral range worth choosing
-// from; with fewer, freePort falls back to the kernel's choice.
+// from; with fewer, Get falls back to the kernel's choice.
 const minWindow = 1024
 
-// handedOut remembers every port freePort returned in this process: a
+// handedOut remembers every port Get returned in this process: a
 // process under test that has not bound its port yet, or that is
 // restarting, leaves it free, and a second caller must not get it.
 var handedOut = struct {
@@ -31,14 +31,14 @@ var handedOut = struct {
 	ports map[int]bool
 }{ports: map[int]bool{}}
 
-// freePort returns a loopback port that is free now and that nothing else
+// Get returns a loopback port that is free now and that nothing else
 // in this test process was given. It is chosen below the kernel's ephemeral
 // range: a port from there (what binding port 0 gives) can be taken by any
 // outgoing connection between this call and the bind of the process under
 // test, or while that process restarts, whereas a port below the range is
 // taken only by an explicit bind. The start is random, so that test
 // processes running side by side rarely probe the same ports.
-func freePort() (int, error) {
+func Get() (int, error) {
 	handedOut.Lock()
 	defer handedOut.Unlock()
 	low, high, ok := portWindow(readEphemeralRange())
@@ -95,7 +95,7 @@ func readEphemeralRange() string {
 	return string(data)
 }
 
-// portWindow is where freePort chooses, [low, high): the upper half of the
+// portWindow is where Get chooses, [low, high): the upper half of the
 // unprivileged ports below the ephemeral range, which starts at the first
 // number of rangeFile's content ("32768\t60999\n"); the default start when
 // it does not parse. ok is false when the window would be too small.
