@@ -24,12 +24,17 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/metrics"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/source"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/statelock"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/validation"
 )
 
 // queueKey is the work queue's only key: every reason to look again adds it.
 const queueKey = "node"
+
+// stateLockRetry is how often an agent waiting for another to exit tries
+// the state directory's lock again.
+const stateLockRetry = time.Second
 
 // maxPendingEvents bounds the Events kept while the apiserver is unknown.
 const maxPendingEvents = 32
@@ -77,6 +82,20 @@ func run(ctx context.Context, cfg Config, newClient func(context.Context) (kubec
 	if err != nil {
 		return err
 	}
+	// Before anything in the state directory or beside the kubelet's file
+	// is read or cleaned up: another agent may still be running there.
+	lock, err := statelock.Acquire(ctx, cfg.StateDir, stateLockRetry)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer func() {
+		if err := lock.Release(); err != nil {
+			klog.FromContext(ctx).Error(err, "Could not release the state directory's lock")
+		}
+	}()
 	store, err := checkpoint.Open(cfg.StateDir, checkpoint.Options{})
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient/kubeclienttest"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/statelock"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/trial"
 )
@@ -161,5 +162,59 @@ func TestRunFailsOnABrokenKubeconfig(t *testing.T) {
 	err := Run(ctx, cfg)
 	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "kubeconfig") {
 		t.Fatalf("Run = %v (ctx %v)", err, ctx.Err())
+	}
+}
+
+// TestSecondAgentWaitsForTheFirst: an agent started on a node where another
+// still runs (a force-deleted pod, a surge) touches nothing until the first
+// exits: not the kubelet's directory, where it would remove the first's
+// in-flight temporary file as a crash's leftover, nor the API.
+func TestSecondAgentWaitsForTheFirst(t *testing.T) {
+	cfg := testConfig(t, "http://127.0.0.1:1/healthz")
+	// The first agent's write in flight.
+	inFlight := filepath.Join(filepath.Dir(cfg.KubeletConfigFile), "."+filepath.Base(cfg.KubeletConfigFile)+"4242")
+	if err := os.WriteFile(inFlight, []byte("partial"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first, err := statelock.Acquire(context.Background(), cfg.StateDir, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{}, 2)
+	newClient := func(context.Context) (kubeclient.Interface, error) {
+		started <- struct{}{}
+		return kubeclienttest.Wrap(fake.NewClientset()), nil
+	}
+	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), logr.Discard()), 500*time.Millisecond)
+	defer cancel()
+	if err := run(ctx, cfg, newClient); err != nil {
+		t.Fatalf("a waiting agent stopped with %v, want a clean stop", err)
+	}
+	if len(started) != 0 {
+		t.Fatal("the second agent reached the API while the first held the lock")
+	}
+	if _, err := os.Stat(inFlight); err != nil {
+		t.Fatalf("the second agent removed the first's in-flight file: %v", err)
+	}
+
+	// Once the first is gone, the next one starts (and cleans up).
+	if err := first.Release(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithCancel(klog.NewContext(context.Background(), logr.Discard()))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, newClient) }()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the agent did not start after the lock was released")
+	}
+	if _, err := os.Stat(inFlight); !os.IsNotExist(err) {
+		t.Errorf("the leftover temporary file %s is still there (%v)", inFlight, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 }
