@@ -25,8 +25,8 @@ type Reader struct {
 	failed bool
 	data   []byte
 	text   string
-	// objects indexes the fields of the document's top levels (scan).
-	objects map[int][]field
+	// index holds the fields of the document's top levels (scan).
+	index index
 	// unique: no object of the document's top levels repeats a key.
 	unique bool
 }
@@ -36,12 +36,12 @@ type Reader struct {
 // copying the document.
 func (r *Reader) Parse(data []byte) gjson.Result {
 	text := unsafe.String(unsafe.SliceData(data), len(data))
-	objects, unique, ok := scan(data, text)
+	idx, unique, ok := scan(data, text)
 	if !ok {
 		r.failed = true
 		return gjson.Result{}
 	}
-	r.data, r.text, r.objects, r.unique = data, text, objects, unique
+	r.data, r.text, r.index, r.unique = data, text, idx, unique
 	return gjson.Parse(text)
 }
 
@@ -148,32 +148,36 @@ func (r *Reader) Object(v gjson.Result, field func(key string, value gjson.Resul
 		r.failed = true
 		return false
 	}
-	var seen KeySet
-	visit := func(key string, escaped bool, value gjson.Result) bool {
-		// Invalid UTF-8 in a key becomes U+FFFD in encoding/json, which
-		// has the final word.
-		if escaped || !utf8.ValidString(key) || seen.Repeated(key) {
-			r.failed = true
-			return false
-		}
-		field(key, value)
-		return !r.failed
-	}
 	// An indexed object's fields are known already: its values, however
-	// large, are not read again.
+	// large, are not read again. (Each walk has its own key set: the one
+	// the closure below captures lives on the heap.)
 	if off, ok := r.offset(v); ok {
-		if fields, indexed := r.objects[off]; indexed {
+		if fields, indexed := r.index.lookup(off); indexed {
+			var seen KeySet
 			for _, f := range fields {
-				if !visit(f.key, f.keyEscaped, gjson.Parse(r.text[f.start:f.end])) {
+				if !r.member(&seen, f.key, f.keyEscaped, gjson.Parse(r.text[f.start:f.end]), field) {
 					break
 				}
 			}
 			return !r.failed
 		}
 	}
+	var seen KeySet
 	v.ForEach(func(key, value gjson.Result) bool {
-		return visit(key.Str, strings.IndexByte(key.Raw, '\\') >= 0, value)
+		return r.member(&seen, key.Str, strings.IndexByte(key.Raw, '\\') >= 0, value, field)
 	})
+	return !r.failed
+}
+
+// member hands one member to field, unless its key is escaped, not valid
+// UTF-8 (encoding/json, which has the final word, makes it U+FFFD), or
+// repeated, which fail.
+func (r *Reader) member(seen *KeySet, key string, escaped bool, value gjson.Result, field func(key string, value gjson.Result)) bool {
+	if escaped || !utf8.ValidString(key) || seen.Repeated(key) {
+		r.failed = true
+		return false
+	}
+	field(key, value)
 	return !r.failed
 }
 
@@ -222,12 +226,12 @@ func DecodeUnique[T any](data []byte, read func(r *Reader, root gjson.Result, ou
 // valid JSON object.
 func Members(text string, member func(key string, escaped bool, value string) bool) (ok bool) {
 	data := unsafe.Slice(unsafe.StringData(text), len(text))
-	objects, _, ok := scan(data, text)
+	idx, _, ok := scan(data, text)
 	if !ok {
 		return false
 	}
 	start := len(text) - len(strings.TrimLeft(text, " \t\r\n"))
-	fields, isObject := objects[start]
+	fields, isObject := idx.lookup(start)
 	if !isObject || text[start] != '{' {
 		return false
 	}

@@ -8,9 +8,11 @@ import "slices"
 // serves the usual handful of keys without allocating; a set takes over
 // past it. The zero value is empty.
 type KeySet struct {
-	buf  [8]string
-	list []string
-	set  map[string]struct{}
+	// buf[:n] are the keys while they are few; no slice of buf is kept,
+	// which would point the set at itself and move it to the heap.
+	buf [8]string
+	n   int
+	set map[string]struct{}
 }
 
 // Repeated adds key and reports whether it was already there.
@@ -22,17 +24,18 @@ func (k *KeySet) Repeated(key string) bool {
 		k.set[key] = struct{}{}
 		return false
 	}
-	if k.list == nil {
-		k.list = k.buf[:0]
-	}
-	if slices.Contains(k.list, key) {
+	if slices.Contains(k.buf[:k.n], key) {
 		return true
 	}
-	if k.list = append(k.list, key); len(k.list) == len(k.buf) {
-		k.set = make(map[string]struct{}, 2*len(k.list))
-		for _, s := range k.list {
-			k.set[s] = struct{}{}
-		}
+	if k.n < len(k.buf) {
+		k.buf[k.n] = key
+		k.n++
+		return false
 	}
+	k.set = make(map[string]struct{}, 2*len(k.buf))
+	for _, s := range k.buf {
+		k.set[s] = struct{}{}
+	}
+	k.set[key] = struct{}{}
 	return false
 }

@@ -36,6 +36,30 @@ type field struct {
 	start, end int
 }
 
+// index lists the fields of a document's indexed objects: a handful (the
+// root and its object members), so a list searched in order beats a map,
+// and one array holds every object's fields.
+type index struct {
+	objects []indexedObject
+	fields  []field
+}
+
+// indexedObject is where an object starts in the document, and its fields
+// in index.fields.
+type indexedObject struct {
+	start, from, to int
+}
+
+// lookup returns the fields of the object that starts at offset start.
+func (x *index) lookup(start int) ([]field, bool) {
+	for _, o := range x.objects {
+		if o.start == start {
+			return x.fields[o.from:o.to], true
+		}
+	}
+	return nil, false
+}
+
 // scanner validates a whole document in one pass (RFC 8259, as strictly as
 // encoding/json) and records, on the way, where the fields of the objects
 // at depth <= indexDepth are, so that the review's top levels are never
@@ -46,8 +70,12 @@ type scanner struct {
 	text string // data viewed as a string, for keys
 	pos  int
 	ok   bool
-	// objects maps an indexed object's start offset to its fields.
-	objects map[int][]field
+	// index is what the scan recorded; pending holds the fields of the
+	// indexed objects being scanned, innermost last (an object's fields
+	// move to the index when it ends, before its parent records the
+	// member that holds it).
+	index   index
+	pending []field
 	// keys holds the decoded keys of the objects being checked for
 	// repeats, innermost last; repeated records that one was found.
 	keys     []string
@@ -58,27 +86,33 @@ type scanner struct {
 // anything encoding/json would not accept as exactly one JSON value.
 // unique reports that no object at depth <= uniqueKeysDepth repeats a key
 // (as encoding/json decodes keys, escapes included).
-func scan(data []byte, text string) (objects map[int][]field, unique, ok bool) {
+func scan(data []byte, text string) (idx index, unique, ok bool) {
 	s := scanner{data: data, text: text, ok: true}
-	keys := keyLists.Get().(*[]string)
-	s.keys = (*keys)[:0]
+	scratch := scratchPool.Get().(*scanScratch)
+	s.keys, s.pending = scratch.keys[:0], scratch.pending[:0]
 	s.skipSpace()
 	s.value(0)
 	s.skipSpace()
-	// The keys view data: cleared, so that the pool keeps no document alive.
+	// Both view data: cleared, so that the pool keeps no document alive.
 	clear(s.keys[:cap(s.keys)])
-	*keys = s.keys[:0]
-	keyLists.Put(keys)
+	clear(s.pending[:cap(s.pending)])
+	scratch.keys, scratch.pending = s.keys[:0], s.pending[:0]
+	scratchPool.Put(scratch)
 	if !s.ok || s.pos != len(s.data) {
-		return nil, false, false
+		return index{}, false, false
 	}
-	return s.objects, !s.repeated, true
+	return s.index, !s.repeated, true
 }
 
-// keyLists recycles the scanner's key lists: every review needs one.
-var keyLists = sync.Pool{New: func() any {
-	keys := make([]string, 0, 32)
-	return &keys
+// scanScratch is what a scan needs only while it runs; every review needs
+// one, so they are recycled.
+type scanScratch struct {
+	keys    []string
+	pending []field
+}
+
+var scratchPool = sync.Pool{New: func() any {
+	return &scanScratch{keys: make([]string, 0, 32), pending: make([]field, 0, 16)}
 }}
 
 func (s *scanner) fail() { s.ok = false }
@@ -135,14 +169,14 @@ func (s *scanner) object(depth int) {
 	}
 	start := s.pos
 	s.pos++ // {
-	var fields []field
 	record := depth <= indexDepth
+	mark := len(s.pending)
 	check, base := depth <= uniqueKeysDepth, len(s.keys)
 	var seen map[string]struct{} // for an object past linearKeys
 	s.skipSpace()
 	if s.pos < len(s.data) && s.data[s.pos] == '}' {
 		s.pos++
-		s.index(record, start, fields)
+		s.record(record, start, mark)
 		return
 	}
 	for s.ok {
@@ -163,14 +197,14 @@ func (s *scanner) object(depth int) {
 		valueStart := s.pos
 		s.value(depth + 1)
 		if record && s.ok {
-			fields = append(fields, field{key: s.text[keyStart:keyEnd], keyEscaped: escaped, start: valueStart, end: s.pos})
+			s.pending = append(s.pending, field{key: s.text[keyStart:keyEnd], keyEscaped: escaped, start: valueStart, end: s.pos})
 		}
 		if check && s.ok && !s.repeated {
 			seen = s.checkKey(base, s.text[keyStart:keyEnd], escaped, seen)
 		}
 		if !s.next('}') {
 			if s.ok {
-				s.index(record, start, fields)
+				s.record(record, start, mark)
 			}
 			s.keys = s.keys[:base]
 			return
@@ -236,14 +270,16 @@ func (s *scanner) next(closing byte) (more bool) {
 	return false
 }
 
-func (s *scanner) index(record bool, start int, fields []field) {
+// record moves the fields of the object starting at start, pending from
+// mark on, to the index.
+func (s *scanner) record(record bool, start, mark int) {
 	if !record {
 		return
 	}
-	if s.objects == nil {
-		s.objects = make(map[int][]field, 2)
-	}
-	s.objects[start] = fields
+	from := len(s.index.fields)
+	s.index.fields = append(s.index.fields, s.pending[mark:]...)
+	s.index.objects = append(s.index.objects, indexedObject{start: start, from: from, to: len(s.index.fields)})
+	s.pending = s.pending[:mark]
 }
 
 func (s *scanner) array(depth int) {

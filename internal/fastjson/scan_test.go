@@ -42,7 +42,7 @@ func scanSeeds() []string {
 
 func checkScan(t *testing.T, data []byte) {
 	text := unsafe.String(unsafe.SliceData(data), len(data))
-	objects, unique, ok := scan(data, text)
+	idx, unique, ok := scan(data, text)
 	nested := strings.Count(text, "[")+strings.Count(text, "{") > maxNesting
 	if want := json.Valid(data); ok != want && !(want && nested) {
 		t.Fatalf("scan(%q) ok = %v, encoding/json.Valid = %v", data, ok, want)
@@ -53,9 +53,14 @@ func checkScan(t *testing.T, data []byte) {
 	if want := !repeatsKey(gjson.Parse(text), 0); unique != want {
 		t.Fatalf("scan(%q) unique = %v, want %v", data, unique, want)
 	}
+	// Every object at depth <= indexDepth is indexed, once.
+	if want := countObjects(gjson.Parse(text), 0); len(idx.objects) != want {
+		t.Fatalf("scan(%q) indexed %d objects, want %d", data, len(idx.objects), want)
+	}
 	// Every indexed object lists the fields gjson walks, in order, with
 	// the same raw keys and values.
-	for start, fields := range objects {
+	for _, o := range idx.objects {
+		start, fields := o.start, idx.fields[o.from:o.to]
 		var want []string
 		var object json.RawMessage
 		if err := json.NewDecoder(strings.NewReader(text[start:])).Decode(&object); err != nil {
@@ -202,4 +207,20 @@ func manyKeys(n int, repeat bool) string {
 		fmt.Fprintf(&b, `"key-%d":%d`, i, i)
 	}
 	return b.String()
+}
+
+// countObjects counts the objects at depth <= indexDepth in v, at depth.
+func countObjects(v gjson.Result, depth int) int {
+	if depth > indexDepth || !(v.IsObject() || v.IsArray()) {
+		return 0
+	}
+	n := 0
+	if v.IsObject() {
+		n = 1
+	}
+	v.ForEach(func(_, child gjson.Result) bool {
+		n += countObjects(child, depth+1)
+		return true
+	})
+	return n
 }
