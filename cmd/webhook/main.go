@@ -165,16 +165,19 @@ func run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	decisionLog := opts.decisionLog()
+	// Decoding and deciding a review grows a fresh goroutine's stack (the
+	// HTTP/2 server starts one per request): reviews are decided on one
+	// long-lived worker per review allowed in flight.
+	authorizeWorkers := server.StartWorkers(ctx, opts.MaxAuthorizeInFlight)
 	authorize, err := srv.LimitInFlight("/authorize", opts.inFlightLimit(opts.MaxAuthorizeInFlight, server.ShedSubjectAccessReview),
 		server.ReviewHandler("authorize", opts.MaxAuthorizeBodyBytes,
-			authz.ReviewFunc(authorizer, authzMetrics, authz.WithPolicies(policies.authz), authz.WithDecisionLog(decisionLog))))
+			authz.ReviewFunc(authorizer, authzMetrics, authz.WithPolicies(policies.authz), authz.WithDecisionLog(decisionLog)),
+			server.OnWorkers(authorizeWorkers)))
 	if err != nil {
 		return err
 	}
-	// /validate's reviews are large and grow a fresh goroutine's stack:
-	// they are decided on one long-lived worker per review allowed in
-	// flight, and read into recycled buffers (admission keeps nothing of
-	// a body past its answer).
+	// /validate's reviews are also read into recycled buffers (admission
+	// keeps nothing of a body past its answer).
 	validateWorkers := server.StartWorkers(ctx, opts.MaxValidateInFlight)
 	validate, err := srv.LimitInFlight("/validate", opts.inFlightLimit(opts.MaxValidateInFlight, server.ShedAdmissionReview),
 		server.ReviewHandler("validate", opts.MaxValidateBodyBytes,

@@ -20,6 +20,10 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/server"
 )
 
+// authorizeWorkers is the worker pool cmd/webhook gives /authorize: one per
+// review its --max-authorize-in-flight default allows.
+const authorizeWorkers = 64
+
 // maxReviewBytes is the body cap cmd/webhook gives /authorize.
 const maxReviewBytes = 1 << 20
 
@@ -101,9 +105,15 @@ func Start(ctx context.Context, certDir string, a *authz.Authorizer, p *authz.Po
 		closeAll()
 		return nil, fmt.Errorf("building nodeguard server: %w", err)
 	}
-	ours.HandleReview("/authorize", server.ReviewHandler("authorize", maxReviewBytes, authz.ReviewFunc(a, nil)))
+	// Only errors are worth seeing from servers under load.
+	ctx, cancel := context.WithCancel(klog.NewContext(ctx, klog.FromContext(ctx).V(100)))
+	// Decided on long-lived workers, as cmd/webhook decides them; they stop
+	// with the servers.
+	ours.HandleReview("/authorize", server.ReviewHandler("authorize", maxReviewBytes, authz.ReviewFunc(a, nil),
+		server.OnWorkers(server.StartWorkers(ctx, authorizeWorkers))))
 	if p != nil {
-		ours.HandleReview(policiesPath, server.ReviewHandler("authorize", maxReviewBytes, authz.ReviewFunc(a, nil, authz.WithPolicies(p))))
+		ours.HandleReview(policiesPath, server.ReviewHandler("authorize", maxReviewBytes, authz.ReviewFunc(a, nil, authz.WithPolicies(p)),
+			server.OnWorkers(server.StartWorkers(ctx, authorizeWorkers))))
 	}
 	floor := &http.Server{
 		Handler:           FloorHandler(FloorResponse),
@@ -112,8 +122,6 @@ func Start(ctx context.Context, certDir string, a *authz.Authorizer, p *authz.Po
 		IdleTimeout:       90 * time.Second,
 	}
 
-	// Only errors are worth seeing from servers under load.
-	ctx, cancel := context.WithCancel(klog.NewContext(ctx, klog.FromContext(ctx).V(100)))
 	s := &Servers{
 		AuthorizeURL: "https://" + listeners[0].Addr().String() + "/authorize?timeout=30s",
 		FloorURL:     "https://" + listeners[1].Addr().String() + "/authorize?timeout=30s",
