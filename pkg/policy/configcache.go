@@ -3,6 +3,7 @@ package policy
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"weak"
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -20,12 +21,16 @@ import (
 // converts without writing to the document it wraps).
 type configDocCache struct {
 	entries sync.Map // configKey -> *configDoc
+	// lastID numbers the renderings.
+	lastID atomic.Uint64
 }
 
-// configDoc is one rendering. Its address identifies the rendering for
-// verdictMemo, which then need not digest the whole configuration: a
-// configDoc is never changed once stored.
+// configDoc is one rendering. Its ID identifies the rendering for
+// verdictMemo, which then need not encode the whole configuration: a
+// configDoc is never changed once stored, and no two renderings of one
+// cache share an ID (an address could be reused once one is collected).
 type configDoc struct {
+	id         uint64
 	projection *projection
 	doc        any
 }
@@ -55,7 +60,7 @@ func (c *configDocCache) doc(cfg *kubeletconfigv1beta1.KubeletConfiguration, p *
 	if err != nil {
 		return nil, nil, err
 	}
-	v, loaded := c.entries.LoadOrStore(key, &configDoc{projection: p, doc: doc})
+	v, loaded := c.entries.LoadOrStore(key, &configDoc{id: c.lastID.Add(1), projection: p, doc: doc})
 	if !loaded {
 		runtime.AddCleanup(cfg, func(k configKey) { c.entries.Delete(k) }, key)
 	}

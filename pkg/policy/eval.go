@@ -103,9 +103,9 @@ func (e *Engine) EvalAdmission(ctx context.Context, in *AdmissionInput) (Admissi
 	if err != nil {
 		return AdmissionResult{}, &EvalError{Package: PackageAdmission, Err: fmt.Errorf("building input: %w", err)}
 	}
-	key := doc.memoKey(in)
-	hash, memoizable := set.admissionMemo.hash(key)
-	if result, ok := set.admissionMemo.get(key, hash, memoizable); ok {
+	key := set.admissionMemo.input(doc.memoKey(in))
+	defer key.release()
+	if result, ok := set.admissionMemo.get(key); ok {
 		e.metrics.remembered(PackageAdmission)
 		return result, nil
 	}
@@ -115,8 +115,8 @@ func (e *Engine) EvalAdmission(ctx context.Context, in *AdmissionInput) (Admissi
 	input := ast.LazyObject(doc.input)
 	if may, readGraph := set.admissionFilter.mayMatch(inputResolver{input: input}); !may {
 		e.metrics.skipped(PackageAdmission)
-		if memoizable && !readGraph {
-			set.admissionMemo.put(key, hash, AdmissionResult{})
+		if !readGraph {
+			set.admissionMemo.put(key, AdmissionResult{})
 		}
 		return AdmissionResult{}, nil
 	}
@@ -125,7 +125,7 @@ func (e *Engine) EvalAdmission(ctx context.Context, in *AdmissionInput) (Admissi
 	// Records the calls of non-deterministic built-ins (the graph's among
 	// them): a verdict that depended on one is not remembered.
 	nondeterministic := opabuiltins.NDBCache{}
-	if memoizable {
+	if key.ok {
 		evalOpts = append(evalOpts, rego.EvalNDBuiltinCache(nondeterministic))
 	}
 	err = e.eval(ctx, set.admission, input, PackageAdmission, func(bindings rego.Vars) (err error) {
@@ -138,8 +138,8 @@ func (e *Engine) EvalAdmission(ctx context.Context, in *AdmissionInput) (Admissi
 	if err != nil {
 		return AdmissionResult{}, err
 	}
-	if memoizable && len(nondeterministic) == 0 {
-		set.admissionMemo.put(key, hash, result)
+	if key.ok && len(nondeterministic) == 0 {
+		set.admissionMemo.put(key, result)
 	}
 	return result, nil
 }

@@ -146,7 +146,7 @@ func (in *AdmissionInput) doc(p *projection, configs *configDocCache) (*rendered
 	}, nil
 }
 
-// memoKey is what verdictMemo digests: the input, with each cached
+// memoKey is what verdictMemo encodes: the input, with each cached
 // configuration standing for itself by identity rather than content.
 func (r *renderedAdmission) memoKey(in *AdmissionInput) any {
 	nodeguard := r.input["nodeguard"].(map[string]any)

@@ -1,12 +1,12 @@
 package policy
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"hash/maphash"
-	"math"
 	"slices"
-	"strings"
+	"sync"
 
 	"k8s.io/utils/lru"
 
@@ -44,16 +44,16 @@ const doorkeeperSlots = 8192
 // never asked for again, which a soak showed.
 type verdictMemo struct {
 	seed  maphash.Seed
-	cache *lru.Cache // hash -> memoEntry
+	cache *lru.Cache // digest -> memoEntry
 	// seenOnce holds digests of inputs evaluated once (get compares
 	// inputs in full).
 	seenOnce *doorkeeper.Doorkeeper
 }
 
 type memoEntry struct {
-	// doc is a copy of the rendered input, sharing no memory with the
-	// review it came from.
-	doc    any
+	// key is the input's encoding (encodeDoc): a copy, sharing no memory
+	// with the review it came from.
+	key    []byte
 	result AdmissionResult
 }
 
@@ -61,48 +61,68 @@ func newVerdictMemo() *verdictMemo {
 	return &verdictMemo{seed: maphash.MakeSeed(), cache: lru.New(admissionMemoEntries), seenOnce: doorkeeper.New(doorkeeperSlots)}
 }
 
-// hash digests a rendered input; ok is false for a document holding a
-// type the renderers do not produce, which is then never remembered.
-func (m *verdictMemo) hash(doc any) (sum uint64, ok bool) {
-	if m == nil {
-		return 0, false
-	}
-	var h maphash.Hash
-	h.SetSeed(m.seed)
-	if !hashDoc(&h, doc) {
-		return 0, false
-	}
-	return h.Sum64(), true
+// memoInput is one review's rendered input, encoded for the memo: digested
+// and compared as bytes, so that a lookup walks the rendering once.
+type memoInput struct {
+	encoded []byte
+	sum     uint64
+	// ok is false when the input cannot be remembered: no memo, or a
+	// type the renderers do not produce.
+	ok bool
 }
 
-// get returns the verdict remembered for doc, if any.
-func (m *verdictMemo) get(doc any, sum uint64, ok bool) (AdmissionResult, bool) {
-	if m == nil || !ok {
+// maxPooledEncoding is the largest encoding buffer kept for the next
+// review; a rare large input's buffer goes to the collector instead.
+const maxPooledEncoding = 64 << 10
+
+var memoInputs = sync.Pool{New: func() any { return &memoInput{encoded: make([]byte, 0, 1024)} }}
+
+// input encodes and digests a rendered input; release it when done.
+func (m *verdictMemo) input(doc any) *memoInput {
+	in := memoInputs.Get().(*memoInput)
+	in.encoded, in.ok = in.encoded[:0], false
+	if m == nil {
+		return in
+	}
+	if in.encoded, in.ok = encodeDoc(in.encoded, doc); in.ok {
+		in.sum = maphash.Bytes(m.seed, in.encoded)
+	}
+	return in
+}
+
+func (in *memoInput) release() {
+	if cap(in.encoded) > maxPooledEncoding {
+		in.encoded = nil
+	}
+	memoInputs.Put(in)
+}
+
+// get returns the verdict remembered for in, if any.
+func (m *verdictMemo) get(in *memoInput) (AdmissionResult, bool) {
+	if m == nil || !in.ok {
 		return AdmissionResult{}, false
 	}
-	v, found := m.cache.Get(sum)
+	v, found := m.cache.Get(in.sum)
 	if !found {
 		return AdmissionResult{}, false
 	}
 	entry := v.(memoEntry)
 	// Equal digests are not equal inputs.
-	if !equalDoc(entry.doc, doc) {
+	if !bytes.Equal(entry.key, in.encoded) {
 		return AdmissionResult{}, false
 	}
 	return entry.result.clone(), true
 }
 
-// put remembers a verdict, with a copy of the input, if the input was seen
-// before: the rendered input shares its strings with the review's body,
-// which the memo must neither keep alive nor see reused.
-func (m *verdictMemo) put(doc any, sum uint64, result AdmissionResult) {
-	if m == nil {
+// put remembers a verdict for in, if in was seen before.
+func (m *verdictMemo) put(in *memoInput, result AdmissionResult) {
+	if m == nil || !in.ok {
 		return
 	}
-	if !m.seenOnce.SeenBefore(sum) {
+	if !m.seenOnce.SeenBefore(in.sum) {
 		return
 	}
-	m.cache.Add(sum, memoEntry{doc: copyDoc(doc), result: result.clone()})
+	m.cache.Add(in.sum, memoEntry{key: bytes.Clone(in.encoded), result: result.clone()})
 }
 
 // clone copies the lists, so that no caller shares them with the memo.
@@ -110,7 +130,7 @@ func (r AdmissionResult) clone() AdmissionResult {
 	return AdmissionResult{Deny: slices.Clone(r.Deny), Warn: slices.Clone(r.Warn)}
 }
 
-// Tags keep documents of different shapes from digesting alike.
+// Tags keep documents of different shapes from encoding alike.
 const (
 	tagNull byte = iota
 	tagFalse
@@ -122,48 +142,44 @@ const (
 	tagRendering
 )
 
-// hashDoc digests the values the input renderers produce: JSON values as
-// decoded (nil, bool, string, json.Number, []any, map[string]any), the
-// []string the review's user groups and extra are, and cached
-// configuration renderings (*configDoc), by identity.
-func hashDoc(h *maphash.Hash, doc any) bool {
+// encodeDoc appends the encoding of a document the input renderers
+// produce: JSON values as decoded (nil, bool, string, json.Number, []any,
+// map[string]any), the []string the review's user groups and extra are,
+// and cached configuration renderings (*configDoc), by their ID. Every
+// value is tagged and every length written, and objects' keys are sorted,
+// so that two documents encode alike exactly when they are equal. ok is
+// false for any other type.
+func encodeDoc(b []byte, doc any) (_ []byte, ok bool) {
 	switch x := doc.(type) {
 	case nil:
-		h.WriteByte(tagNull)
+		b = append(b, tagNull)
 	case bool:
 		if x {
-			h.WriteByte(tagTrue)
+			b = append(b, tagTrue)
 		} else {
-			h.WriteByte(tagFalse)
+			b = append(b, tagFalse)
 		}
 	case string:
-		h.WriteByte(tagString)
-		writeString(h, x)
+		b = appendString(append(b, tagString), x)
 	case json.Number:
-		h.WriteByte(tagNumber)
-		writeString(h, string(x))
+		b = appendString(append(b, tagNumber), string(x))
 	case []string:
-		h.WriteByte(tagArray)
-		writeLen(h, len(x))
+		b = binary.AppendUvarint(append(b, tagArray), uint64(len(x)))
 		for _, s := range x {
-			h.WriteByte(tagString)
-			writeString(h, s)
+			b = appendString(append(b, tagString), s)
 		}
 	case []any:
-		h.WriteByte(tagArray)
-		writeLen(h, len(x))
+		b = binary.AppendUvarint(append(b, tagArray), uint64(len(x)))
 		for _, item := range x {
-			if !hashDoc(h, item) {
-				return false
+			if b, ok = encodeDoc(b, item); !ok {
+				return b, false
 			}
 		}
 	case *configDoc:
 		// A cached rendering stands for itself (see renderedAdmission).
-		h.WriteByte(tagRendering)
-		maphash.WriteComparable(h, x)
+		b = binary.AppendUvarint(append(b, tagRendering), x.id)
 	case map[string]any:
-		h.WriteByte(tagObject)
-		writeLen(h, len(x))
+		b = binary.AppendUvarint(append(b, tagObject), uint64(len(x)))
 		// The keys of the small objects a rendering holds are sorted on
 		// the stack: allocating for them was a fifth of the digest.
 		var stack [16]string
@@ -173,104 +189,16 @@ func hashDoc(h *maphash.Hash, doc any) bool {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			writeString(h, k)
-			if !hashDoc(h, x[k]) {
-				return false
+			if b, ok = encodeDoc(appendString(b, k), x[k]); !ok {
+				return b, false
 			}
 		}
 	default:
-		return false
+		return b, false
 	}
-	return true
+	return b, true
 }
 
-func writeLen(h *maphash.Hash, n int) { writeUint64(h, uint64(n)) }
-
-func writeUint64(h *maphash.Hash, n uint64) {
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], n)
-	_, _ = h.Write(b[:])
-}
-
-func writeString(h *maphash.Hash, s string) {
-	writeLen(h, min(len(s), math.MaxInt))
-	_, _ = h.WriteString(s)
-}
-
-// copyDoc deep-copies a document hashDoc accepted, strings included.
-func copyDoc(doc any) any {
-	switch x := doc.(type) {
-	case string:
-		return strings.Clone(x)
-	case json.Number:
-		return json.Number(strings.Clone(string(x)))
-	case []string:
-		out := make([]string, len(x))
-		for i, s := range x {
-			out[i] = strings.Clone(s)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, item := range x {
-			out[i] = copyDoc(item)
-		}
-		return out
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, v := range x {
-			out[strings.Clone(k)] = copyDoc(v)
-		}
-		return out
-	default:
-		return x
-	}
-}
-
-// equalDoc compares two documents hashDoc accepted; reflect.DeepEqual
-// cost a third of a remembered answer.
-func equalDoc(a, b any) bool {
-	switch x := a.(type) {
-	case nil:
-		return b == nil
-	case bool:
-		y, ok := b.(bool)
-		return ok && x == y
-	case string:
-		y, ok := b.(string)
-		return ok && x == y
-	case json.Number:
-		y, ok := b.(json.Number)
-		return ok && x == y
-	case []string:
-		y, ok := b.([]string)
-		return ok && slices.Equal(x, y)
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !equalDoc(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case *configDoc:
-		y, ok := b.(*configDoc)
-		return ok && x == y
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, v := range x {
-			w, ok := y[k]
-			if !ok || !equalDoc(v, w) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }

@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"testing"
@@ -133,31 +135,55 @@ deny contains "frozen" if {
 	}
 }
 
-func TestHashDoc(t *testing.T) {
-	m := newVerdictMemo()
-	cd := &configDoc{}
+func TestEncodeDoc(t *testing.T) {
 	docs := []any{
-		nil, true, false, "", "a", []string{"a"}, []any{"a"}, []any{}, map[string]any{},
+		nil, true, false, "", "a", json.Number("1"), []string{"a"}, []string{}, []any{"b"}, []any{[]any{}}, map[string]any{},
 		map[string]any{"a": "b"}, map[string]any{"a": []any{"b"}}, map[string]any{"ab": ""}, map[string]any{"a": "b", "c": nil},
-		cd, &configDoc{},
+		map[string]any{"a": "bc"}, map[string]any{"ab": "c"}, []any{"a", "b"}, []any{"ab"}, []string{"b", "a"}, []string{"ba"},
+		&configDoc{id: 1}, &configDoc{id: 2},
+	}
+	// The user's groups are a []string, a decoded array a []any: the same
+	// value to a policy, and to the memo.
+	if s, _ := encodeDoc(nil, []string{"a", "b"}); !bytes.Equal(s, must(encodeDoc(nil, []any{"a", "b"}))) {
+		t.Error("a list of strings encodes unlike the same array decoded from JSON")
 	}
 	for i, a := range docs {
-		ha, ok := m.hash(a)
+		ea, ok := encodeDoc(nil, a)
 		if !ok {
-			t.Fatalf("doc %d not hashable", i)
+			t.Fatalf("doc %d not encodable", i)
 		}
-		if hb, _ := m.hash(copyDoc(a)); hb != ha || !equalDoc(a, copyDoc(a)) {
-			t.Errorf("doc %d: a copy hashes or compares differently", i)
+		// Map order varies from walk to walk; the encoding must not.
+		for range 10 {
+			if again, _ := encodeDoc(nil, a); !bytes.Equal(again, ea) {
+				t.Fatalf("doc %d encodes differently on another walk", i)
+			}
 		}
 		for j, b := range docs {
-			if i != j && equalDoc(a, b) {
-				t.Errorf("docs %d and %d compare equal", i, j)
+			if eb, _ := encodeDoc(nil, b); i != j && bytes.Equal(ea, eb) {
+				t.Errorf("docs %d (%#v) and %d (%#v) encode alike", i, a, j, b)
 			}
 		}
 	}
-	if _, ok := m.hash(map[string]any{"a": 1.5}); ok {
-		t.Error("a type the renderers never produce was hashed")
+	big := map[string]any{}
+	for i := range 40 {
+		big[fmt.Sprint("key-", i)] = i%2 == 0
 	}
+	first, _ := encodeDoc(nil, big)
+	for range 10 {
+		if again, _ := encodeDoc(nil, big); !bytes.Equal(again, first) {
+			t.Fatal("an object past the stack's sorting buffer encodes differently on another walk")
+		}
+	}
+	if _, ok := encodeDoc(nil, map[string]any{"a": 1.5}); ok {
+		t.Error("a type the renderers never produce was encoded")
+	}
+}
+
+func must(b []byte, ok bool) []byte {
+	if !ok {
+		panic("not encodable")
+	}
+	return b
 }
 
 // BenchmarkVerdictMemo: a kubelet's Node status update judged by the
