@@ -1,13 +1,10 @@
 package admission
 
 import (
-	"hash/maphash"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
-	"k8s.io/utils/lru"
 
-	"github.com/nodeguard/nodeguard/internal/doorkeeper"
+	"github.com/nodeguard/nodeguard/internal/bytememo"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 )
 
@@ -34,21 +31,14 @@ const storedConfigDoorkeeperSlots = 1024
 // of the object.
 //
 // An object is remembered on its second sighting only, with a copy of its
-// JSON detached from the review's body, and compared in full on lookup:
-// equal digests are not equal objects.
+// JSON detached from the review's body, and compared in full on lookup
+// (internal/bytememo).
 type storedConfigs struct {
-	seed     maphash.Seed
-	cache    *lru.Cache // digest -> storedConfig
-	seenOnce *doorkeeper.Doorkeeper
-}
-
-type storedConfig struct {
-	raw    string
-	config *kubeletconfigv1beta1.KubeletConfiguration
+	configs *bytememo.Memo[*kubeletconfigv1beta1.KubeletConfiguration]
 }
 
 func newStoredConfigs() *storedConfigs {
-	return &storedConfigs{seed: maphash.MakeSeed(), cache: lru.New(storedConfigEntries), seenOnce: doorkeeper.New(storedConfigDoorkeeperSlots)}
+	return &storedConfigs{configs: bytememo.New[*kubeletconfigv1beta1.KubeletConfiguration](storedConfigEntries, storedConfigDoorkeeperSlots)}
 }
 
 // configOf returns the configuration of the eligible ConfigMap that raw,
@@ -59,15 +49,13 @@ func (s *storedConfigs) configOf(configs *kubeletconfig.Checker, raw []byte) (*k
 	if len(raw) > maxStoredConfigBytes {
 		return decodeStoredConfig(configs, raw)
 	}
-	sum := maphash.Bytes(s.seed, raw)
-	if v, ok := s.cache.Get(sum); ok {
-		if entry := v.(storedConfig); entry.raw == string(raw) {
-			return entry.config, nil
-		}
+	sum := s.configs.Sum(raw)
+	if cfg, ok := s.configs.Get(raw, sum); ok {
+		return cfg, nil
 	}
 	cfg, err := decodeStoredConfig(configs, raw)
-	if err == nil && s.seenOnce.SeenBefore(sum) {
-		s.cache.Add(sum, storedConfig{raw: string(raw), config: cfg})
+	if err == nil {
+		s.configs.Put(raw, sum, cfg)
 	}
 	return cfg, err
 }

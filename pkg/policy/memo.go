@@ -1,16 +1,12 @@
 package policy
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"hash/maphash"
 	"slices"
 	"sync"
 
-	"k8s.io/utils/lru"
-
-	"github.com/nodeguard/nodeguard/internal/doorkeeper"
+	"github.com/nodeguard/nodeguard/internal/bytememo"
 )
 
 // admissionMemoEntries bounds the verdicts a policy set remembers: enough
@@ -43,22 +39,11 @@ const doorkeeperSlots = 8192
 // writes) would otherwise fill the memo, up to its bound, with verdicts
 // never asked for again, which a soak showed.
 type verdictMemo struct {
-	seed  maphash.Seed
-	cache *lru.Cache // digest -> memoEntry
-	// seenOnce holds digests of inputs evaluated once (get compares
-	// inputs in full).
-	seenOnce *doorkeeper.Doorkeeper
-}
-
-type memoEntry struct {
-	// key is the input's encoding (encodeDoc): a copy, sharing no memory
-	// with the review it came from.
-	key    []byte
-	result AdmissionResult
+	verdicts *bytememo.Memo[AdmissionResult] // by the input's encoding
 }
 
 func newVerdictMemo() *verdictMemo {
-	return &verdictMemo{seed: maphash.MakeSeed(), cache: lru.New(admissionMemoEntries), seenOnce: doorkeeper.New(doorkeeperSlots)}
+	return &verdictMemo{verdicts: bytememo.New[AdmissionResult](admissionMemoEntries, doorkeeperSlots)}
 }
 
 // memoInput is one review's rendered input, encoded for the memo: digested
@@ -85,7 +70,7 @@ func (m *verdictMemo) input(doc any) *memoInput {
 		return in
 	}
 	if in.encoded, in.ok = encodeDoc(in.encoded, doc); in.ok {
-		in.sum = maphash.Bytes(m.seed, in.encoded)
+		in.sum = m.verdicts.Sum(in.encoded)
 	}
 	return in
 }
@@ -102,16 +87,11 @@ func (m *verdictMemo) get(in *memoInput) (AdmissionResult, bool) {
 	if m == nil || !in.ok {
 		return AdmissionResult{}, false
 	}
-	v, found := m.cache.Get(in.sum)
-	if !found {
+	result, ok := m.verdicts.Get(in.encoded, in.sum)
+	if !ok {
 		return AdmissionResult{}, false
 	}
-	entry := v.(memoEntry)
-	// Equal digests are not equal inputs.
-	if !bytes.Equal(entry.key, in.encoded) {
-		return AdmissionResult{}, false
-	}
-	return entry.result.clone(), true
+	return result.clone(), true
 }
 
 // put remembers a verdict for in, if in was seen before.
@@ -119,10 +99,7 @@ func (m *verdictMemo) put(in *memoInput, result AdmissionResult) {
 	if m == nil || !in.ok {
 		return
 	}
-	if !m.seenOnce.SeenBefore(in.sum) {
-		return
-	}
-	m.cache.Add(in.sum, memoEntry{key: bytes.Clone(in.encoded), result: result.clone()})
+	m.verdicts.Put(in.encoded, in.sum, result.clone())
 }
 
 // clone copies the lists, so that no caller shares them with the memo.

@@ -54,7 +54,7 @@ deny contains "frozen" if {
 		return res
 	}
 
-	remembers := func() int { return e.active.Load().admissionMemo.cache.Len() }
+	remembers := func() int { return e.active.Load().admissionMemo.verdicts.Len() }
 
 	// A kubelet's status update: the stream that repeats.
 	statusUpdate := func(uid, object string) *AdmissionInput {
