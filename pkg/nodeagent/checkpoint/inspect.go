@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/statelock"
 )
 
 // Inspection is a state directory as read, without changing it, by Inspect.
@@ -59,6 +60,9 @@ func Inspect(dir string) (Inspection, error) {
 		case strings.HasPrefix(name, tempPrefix) && e.Type().IsRegular():
 			in.Temporary = append(in.Temporary, name)
 		case e.IsDir() && (name == checkpointsDirName || name == corruptDirName):
+		case e.Type().IsRegular() && name == statelock.FileName:
+			// The running agent's lock: an empty file whose content means
+			// nothing.
 		case e.Type().IsRegular() && isRecordName(name):
 			records[name] = true
 		default:

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/statelock"
 )
 
 // TestInspect lays out state directories, sound and damaged, and checks what
@@ -78,6 +80,9 @@ func TestInspect(t *testing.T) {
 			}
 		},
 		wantErr: []string{"record assigned points at", "record active points at", "record trial points at"},
+	}, {
+		name:   "the running agent's lock is part of the directory",
+		damage: func(t *testing.T, s *Store) { write(t, s, statelock.FileName, "") },
 	}, {
 		name:    "a file the agent never writes",
 		damage:  func(t *testing.T, s *Store) { write(t, s, "assigned.bak", "") },
