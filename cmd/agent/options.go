@@ -83,7 +83,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side QPS limit towards the kube-apiserver.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst towards the kube-apiserver.")
 
-	fs.StringVar(&o.StateDir, "state-dir", o.StateDir, "Directory for checkpoints and the assigned, last-known-good, active, trial and bad records (created with mode 0700). Must survive reboots.")
+	fs.StringVar(&o.StateDir, "state-dir", o.StateDir, "Directory for checkpoints and the assigned, last-known-good, active, trial and bad records (created with mode 0700). Must survive reboots. One agent runs per directory: an agent waits while another holds its agent.lock.")
 
 	fs.StringVar(&o.KubeletConfigMode, "kubelet-config-mode", o.KubeletConfigMode, `Which kubelet file the agent owns. "config": the kubelet's --config file, rendered from the ConfigMap with node-local fields taken from --local-config-file, or a copy of that file when nothing is assigned. "drop-in": one drop-in in the kubelet's --config-dir (its name must end in .conf), holding the ConfigMap minus the node-local fields, and removed when nothing is assigned.`)
 	fs.StringVar(&o.KubeletConfigFile, "kubelet-config-file", o.KubeletConfigFile, "The file the agent writes (atomically): the kubelet's --config file in config mode, e.g. /etc/kubernetes/kubelet.conf.d/90-nodeguard.conf in drop-in mode.")
