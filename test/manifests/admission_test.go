@@ -23,7 +23,6 @@ import (
 
 const (
 	namespace      = "nodeguard"
-	webhookName    = "nodeguard-webhook"
 	agentName      = "nodeguard-agent"
 	vwcName        = "nodeguard"
 	maxTimeout     = 5

@@ -1,10 +1,9 @@
 package manifests
 
 import (
-	"fmt"
+	"slices"
 
-	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // WebhookGCSettings returns the garbage collector settings (GOGC,
@@ -16,30 +15,29 @@ func WebhookGCSettings() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := Render(dir)
+	rendered, err := Render(dir)
 	if err != nil {
 		return nil, err
 	}
-	for _, obj := range objs {
-		if obj.GetKind() != "Deployment" || obj.GetName() != "nodeguard-webhook" {
-			continue
-		}
-		var deploy appsv1.Deployment
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &deploy); err != nil {
-			return nil, fmt.Errorf("reading the rendered Deployment nodeguard-webhook: %w", err)
-		}
-		var settings []string
-		for _, c := range deploy.Spec.Template.Spec.Containers {
-			if c.Name != "webhook" {
-				continue
-			}
-			for _, e := range c.Env {
-				if e.Name == "GOGC" || e.Name == "GOMEMLIMIT" {
-					settings = append(settings, e.Name+"="+e.Value)
-				}
-			}
-		}
-		return settings, nil
+	_, c, err := webhookDeployment(rendered)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("manifests/base renders no Deployment nodeguard-webhook")
+	var settings []string
+	for name, value := range gcEnv(c) {
+		settings = append(settings, name+"="+value)
+	}
+	slices.Sort(settings)
+	return settings, nil
+}
+
+// gcEnv is the collector's variables among c's environment.
+func gcEnv(c *corev1.Container) map[string]string {
+	env := map[string]string{}
+	for _, e := range c.Env {
+		if e.Name == "GOGC" || e.Name == "GOMEMLIMIT" {
+			env[e.Name] = e.Value
+		}
+	}
+	return env
 }

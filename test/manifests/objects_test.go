@@ -9,14 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/nodeguard/nodeguard/pkg/certs"
 )
-
-// objects is one rendering of a kustomization.
-type objects []*unstructured.Unstructured
 
 func (o objects) deepCopy() objects {
 	out := make(objects, len(o))
@@ -24,46 +20,6 @@ func (o objects) deepCopy() objects {
 		out[i] = obj.DeepCopy()
 	}
 	return out
-}
-
-func (o objects) ofKind(kind string) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	for _, obj := range o {
-		if obj.GetKind() == kind {
-			out = append(out, obj)
-		}
-	}
-	return out
-}
-
-func (o objects) get(kind, name string) (*unstructured.Unstructured, error) {
-	var found *unstructured.Unstructured
-	for _, obj := range o.ofKind(kind) {
-		if obj.GetName() != name {
-			continue
-		}
-		if found != nil {
-			return nil, fmt.Errorf("two %s objects named %s", kind, name)
-		}
-		found = obj
-	}
-	if found == nil {
-		return nil, fmt.Errorf("no %s named %s", kind, name)
-	}
-	return found, nil
-}
-
-// typed converts the object kind/name to T.
-func typed[T any](o objects, kind, name string) (*T, error) {
-	obj, err := o.get(kind, name)
-	if err != nil {
-		return nil, err
-	}
-	var out T
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, &out, true); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", kind, name, err)
-	}
-	return &out, nil
 }
 
 // edit changes the object kind/name through its typed form, in place.

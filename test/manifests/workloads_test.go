@@ -20,22 +20,9 @@ import (
 )
 
 const (
-	webhookContainer = "webhook"
-	agentContainer   = "agent"
-	securePort       = 8443
+	agentContainer = "agent"
+	securePort     = 8443
 )
-
-func webhookDeployment(o objects) (*appsv1.Deployment, *corev1.Container, error) {
-	deploy, err := typed[appsv1.Deployment](o, "Deployment", webhookName)
-	if err != nil {
-		return nil, nil, err
-	}
-	c := container(&deploy.Spec.Template.Spec, webhookContainer)
-	if c == nil {
-		return nil, nil, fmt.Errorf("Deployment %s has no container %s", webhookName, webhookContainer)
-	}
-	return deploy, c, nil
-}
 
 func agentDaemonSet(o objects) (*appsv1.DaemonSet, *corev1.Container, error) {
 	ds, err := typed[appsv1.DaemonSet](o, "DaemonSet", agentName)
@@ -47,15 +34,6 @@ func agentDaemonSet(o objects) (*appsv1.DaemonSet, *corev1.Container, error) {
 		return nil, nil, fmt.Errorf("DaemonSet %s has no container %s", agentName, agentContainer)
 	}
 	return ds, c, nil
-}
-
-func container(spec *corev1.PodSpec, name string) *corev1.Container {
-	for i := range spec.Containers {
-		if spec.Containers[i].Name == name {
-			return &spec.Containers[i]
-		}
-	}
-	return nil
 }
 
 // checkWebhookHardened: the webhook's pods meet Pod Security's "restricted"
@@ -428,10 +406,7 @@ func checkWebhookGC(o objects) error {
 	if err != nil {
 		return err
 	}
-	env := map[string]string{}
-	for _, e := range c.Env {
-		env[e.Name] = e.Value
-	}
+	env := gcEnv(c)
 	if gogc, err := strconv.Atoi(env["GOGC"]); err != nil || gogc <= 100 {
 		return fmt.Errorf("GOGC %q: want a number above Go's default of 100", env["GOGC"])
 	}
