@@ -84,7 +84,8 @@ type Admitter struct {
 // New returns an Admitter. policy returns the policy in force at each call;
 // configMaps lists eligible ConfigMaps with their data.
 func New(policy func() *config.Policy, configMaps corelisters.ConfigMapLister, g Graph) *Admitter {
-	return &Admitter{policy: policy, configMaps: configMaps, graph: g, configs: kubeletconfig.NewChecker(kubeletconfig.DefaultCheckerEntries), stored: newStoredConfigs()}
+	configs := kubeletconfig.NewChecker(kubeletconfig.DefaultCheckerEntries)
+	return &Admitter{policy: policy, configMaps: configMaps, graph: g, configs: configs, stored: newStoredConfigs(configs)}
 }
 
 // Admit decides one request.

@@ -60,7 +60,7 @@ func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionR
 	// The old object matters only for forbidden fields: reading it is
 	// a third of a re-applied ConfigMap's cost.
 	if len(policy.ForbiddenDynamicFields) > 0 {
-		old, err := a.stored.configOf(a.configs, req.OldObject.Raw)
+		old, err := a.stored.configOf(req.OldObject.Raw)
 		if err != nil {
 			return refuse(RuleMalformed, "%v", err)
 		}

@@ -123,7 +123,7 @@ func (a *Admitter) kubeletConfigsOf(req *admissionv1.AdmissionRequest, decoded *
 	}
 	if !decoded.oldDecoded && req.Operation == admissionv1.Update {
 		// A ConfigMap that does not decode leaves old nil.
-		decoded.old, _ = a.stored.configOf(a.configs, req.OldObject.Raw)
+		decoded.old, _ = a.stored.configOf(req.OldObject.Raw)
 	}
 	return decoded.new, decoded.old
 }

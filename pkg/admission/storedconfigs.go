@@ -34,36 +34,38 @@ const storedConfigDoorkeeperSlots = 1024
 // JSON detached from the review's body, and compared in full on lookup
 // (internal/bytememo).
 type storedConfigs struct {
+	// checker decodes what is not remembered.
+	checker *kubeletconfig.Checker
 	configs *bytememo.Memo[*kubeletconfigv1beta1.KubeletConfiguration]
 }
 
-func newStoredConfigs() *storedConfigs {
-	return &storedConfigs{configs: bytememo.New[*kubeletconfigv1beta1.KubeletConfiguration](storedConfigEntries, storedConfigDoorkeeperSlots)}
+func newStoredConfigs(checker *kubeletconfig.Checker) *storedConfigs {
+	return &storedConfigs{checker: checker, configs: bytememo.New[*kubeletconfigv1beta1.KubeletConfiguration](storedConfigEntries, storedConfigDoorkeeperSlots)}
 }
 
 // configOf returns the configuration of the eligible ConfigMap that raw,
 // an update's old object, holds: nil when it is not eligible or its
 // configuration does not decode (it may predate the webhook). The error is
 // for an object that is not a ConfigMap; errors are never remembered.
-func (s *storedConfigs) configOf(configs *kubeletconfig.Checker, raw []byte) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
+func (s *storedConfigs) configOf(raw []byte) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
 	if len(raw) > maxStoredConfigBytes {
-		return decodeStoredConfig(configs, raw)
+		return s.decode(raw)
 	}
 	sum := s.configs.Sum(raw)
 	if cfg, ok := s.configs.Get(raw, sum); ok {
 		return cfg, nil
 	}
-	cfg, err := decodeStoredConfig(configs, raw)
+	cfg, err := s.decode(raw)
 	if err == nil {
 		s.configs.Put(raw, sum, cfg)
 	}
 	return cfg, err
 }
 
-func decodeStoredConfig(configs *kubeletconfig.Checker, raw []byte) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
+func (s *storedConfigs) decode(raw []byte) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
 	cm, err := decodeConfigMap(runtime.RawExtension{Raw: raw}, "oldObject")
 	if err != nil {
 		return nil, err
 	}
-	return eligibleKubeletConfig(configs, cm), nil
+	return eligibleKubeletConfig(s.checker, cm), nil
 }

@@ -12,21 +12,21 @@ func TestStoredConfigs(t *testing.T) {
 	good := raw(t, eligibleCM("good", goodConfig)).Raw
 
 	t.Run("remembered on the second sighting", func(t *testing.T) {
-		s := newStoredConfigs()
-		first, err := s.configOf(checker, good)
+		s := newStoredConfigs(checker)
+		first, err := s.configOf(good)
 		if err != nil || first == nil || first.MaxPods != 110 {
 			t.Fatalf("configOf = %+v, %v; want the configuration with maxPods 110", first, err)
 		}
 		if s.configs.Len() != 0 {
 			t.Fatal("remembered on its first sighting")
 		}
-		if _, err := s.configOf(checker, good); err != nil {
+		if _, err := s.configOf(good); err != nil {
 			t.Fatal(err)
 		}
 		if s.configs.Len() != 1 {
 			t.Fatalf("%d entries after the second sighting, want 1", s.configs.Len())
 		}
-		again, err := s.configOf(checker, good)
+		again, err := s.configOf(good)
 		if err != nil || again != first {
 			t.Fatalf("a remembered object gave %p, %v; want the checker's configuration %p", again, err, first)
 		}
@@ -44,9 +44,9 @@ func TestStoredConfigs(t *testing.T) {
 		{"not JSON", []byte(`[`), "not a JSON object"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStoredConfigs()
+			s := newStoredConfigs(checker)
 			for range 3 {
-				got, err := s.configOf(checker, tc.raw)
+				got, err := s.configOf(tc.raw)
 				if got != nil {
 					t.Fatalf("configOf = %+v, want nil", got)
 				}
@@ -61,12 +61,12 @@ func TestStoredConfigs(t *testing.T) {
 	}
 
 	t.Run("large objects are not remembered", func(t *testing.T) {
-		s := newStoredConfigs()
+		s := newStoredConfigs(checker)
 		cm := eligibleCM("large", goodConfig)
 		cm.Data["padding"] = strings.Repeat("p", maxStoredConfigBytes)
 		large := raw(t, cm).Raw
 		for range 3 {
-			if got, err := s.configOf(checker, large); err != nil || got == nil || got.MaxPods != 110 {
+			if got, err := s.configOf(large); err != nil || got == nil || got.MaxPods != 110 {
 				t.Fatalf("configOf = %+v, %v", got, err)
 			}
 		}
