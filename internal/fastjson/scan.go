@@ -176,7 +176,9 @@ func (s *scanner) object(depth int) {
 	s.skipSpace()
 	if s.pos < len(s.data) && s.data[s.pos] == '}' {
 		s.pos++
-		s.record(record, start, mark)
+		if record {
+			s.indexObject(start, mark)
+		}
 		return
 	}
 	for s.ok {
@@ -203,8 +205,8 @@ func (s *scanner) object(depth int) {
 			seen = s.checkKey(base, s.text[keyStart:keyEnd], escaped, seen)
 		}
 		if !s.next('}') {
-			if s.ok {
-				s.record(record, start, mark)
+			if s.ok && record {
+				s.indexObject(start, mark)
 			}
 			s.keys = s.keys[:base]
 			return
@@ -270,12 +272,9 @@ func (s *scanner) next(closing byte) (more bool) {
 	return false
 }
 
-// record moves the fields of the object starting at start, pending from
-// mark on, to the index.
-func (s *scanner) record(record bool, start, mark int) {
-	if !record {
-		return
-	}
+// indexObject moves the fields of the object starting at start, pending
+// from mark on, to the index.
+func (s *scanner) indexObject(start, mark int) {
 	from := len(s.index.fields)
 	s.index.fields = append(s.index.fields, s.pending[mark:]...)
 	s.index.objects = append(s.index.objects, indexedObject{start: start, from: from, to: len(s.index.fields)})
