@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the real etcd and kube-apiserver that nodeguard's tests and `make run` start.
+# Builds the real etcd, kube-apiserver and kubelet that nodeguard's tests and `make run` start,
+# and fakecri, the kubelet's own fake container runtime served on a unix socket.
 #
 # They are built from the Go module proxy (hack/tools/etcd, hack/tools/kube) rather than
 # downloaded, and cached outside the repo so only the first run pays for the build. Each binary
@@ -7,7 +8,7 @@
 # go.mod/go.sum (or to this recipe) rebuilds it, anything else reuses it. A binary found without
 # a stamp (put there by hand, say envtest's) is trusted as it is.
 #
-# Usage: hack/testbin.sh [etcd] [kube-apiserver]    (no argument: both)
+# Usage: hack/testbin.sh [etcd] [kube-apiserver] [kubelet] [fakecri]    (no argument: all)
 # Prints the binary directory on stdout and progress on stderr, so that
 #   NODEGUARD_BIN_DIR="$(hack/testbin.sh)"
 # works. The directory is $NODEGUARD_BIN_DIR, else $XDG_CACHE_HOME/nodeguard/bin/<version>,
@@ -40,12 +41,13 @@ die() {
 command -v go >/dev/null 2>&1 || die "go is not on PATH (Go 1.26 is needed; on CI it is /usr/local/go/bin)"
 
 module_hash() {
-	local dir="$1"
+	local dir="$1" package="$2"
 	{
 		echo "recipe=${recipe}"
 		cat "${dir}/go.mod" "${dir}/go.sum"
-		# etcd's main.go is built too; for kube-apiserver, go.sum pins everything that is built.
-		if [[ -f "${dir}/main.go" ]]; then cat "${dir}/main.go"; fi
+		# A package of the tools module itself (etcd's main, fakecri) is built from its own
+		# files too; for the Kubernetes binaries, go.sum pins everything that is built.
+		if [[ "${package}" == .* ]]; then cat "${dir}/${package}"/*.go; fi
 	} | sha256sum | cut -d' ' -f1
 }
 
@@ -55,7 +57,7 @@ ensure() {
 	shift 4
 	local binary="${bin_dir}/${name}" stamp="${bin_dir}/.${name}.stamp"
 	local want
-	want="$(module_hash "${module_dir}")"
+	want="$(module_hash "${module_dir}" "${package}")"
 
 	if [[ -x "${binary}" ]]; then
 		if [[ ! -f "${stamp}" ]]; then
@@ -85,7 +87,7 @@ ensure() {
 
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
-	targets=(etcd kube-apiserver)
+	targets=(etcd kube-apiserver kubelet fakecri)
 fi
 
 mkdir -p "${bin_dir}"
@@ -100,13 +102,14 @@ fi
 for target in "${targets[@]}"; do
 	case "${target}" in
 	etcd) ensure etcd "${repo_root}/hack/tools/etcd" . "~1 min" ;;
-	kube-apiserver)
+	kube-apiserver | kubelet)
 		# Without these the binary calls itself v0.0.0-master, as any plain `go build` of
 		# Kubernetes does; upstream's release build sets the same variables.
-		ensure kube-apiserver "${repo_root}/hack/tools/kube" k8s.io/kubernetes/cmd/kube-apiserver "~4-8 min" \
+		ensure "${target}" "${repo_root}/hack/tools/kube" "k8s.io/kubernetes/cmd/${target}" "~2-8 min" \
 			-ldflags "-X k8s.io/component-base/version.gitVersion=${kube_version} -X k8s.io/component-base/version.gitMajor=${kube_major} -X k8s.io/component-base/version.gitMinor=${kube_minor} -X k8s.io/component-base/version.gitTreeState=clean"
 		;;
-	*) die "unknown binary ${target} (want etcd or kube-apiserver)" ;;
+	fakecri) ensure fakecri "${repo_root}/hack/tools/kube" ./cmd/fakecri "~20 s" ;;
+	*) die "unknown binary ${target} (want etcd, kube-apiserver, kubelet or fakecri)" ;;
 	esac
 done
 

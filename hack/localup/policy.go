@@ -2,27 +2,20 @@ package main
 
 import (
 	"fmt"
-	"slices"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeguard/nodeguard/pkg/config"
 )
 
-// stubCrashField is the KubeletConfiguration field test/kubeletstub reads
-// its misbehaviour from.
-const stubCrashField = "staticPodURL"
-
-// rewritePolicy sets the minimum kubelet version of a NodeguardPolicy and
-// lets stubCrashField change dynamically, and checks the result as the
-// webhook will.
+// rewritePolicy sets the minimum kubelet version of a NodeguardPolicy, and
+// checks the result as the webhook will.
 func rewritePolicy(shipped []byte, minKubeletVersion string) (string, error) {
 	var f config.File
 	if err := yaml.UnmarshalStrict(shipped, &f); err != nil {
 		return "", fmt.Errorf("the shipped policy: %w", err)
 	}
 	f.MinKubeletVersion = minKubeletVersion
-	f.ForbiddenDynamicFields = slices.DeleteFunc(f.ForbiddenDynamicFields, func(field string) bool { return field == stubCrashField })
 	data, err := yaml.Marshal(f)
 	if err != nil {
 		return "", fmt.Errorf("encoding the policy: %w", err)

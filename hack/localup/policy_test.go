@@ -57,13 +57,9 @@ func TestRewritePolicy(t *testing.T) {
 			if f.MinKubeletVersion != tc.minVersion {
 				t.Errorf("minKubeletVersion %q, want %q", f.MinKubeletVersion, tc.minVersion)
 			}
-			if slices.Contains(f.ForbiddenDynamicFields, stubCrashField) {
-				t.Errorf("%s is still forbidden: %v", stubCrashField, f.ForbiddenDynamicFields)
-			}
 			if tc.name == "shipped" {
-				want := slices.DeleteFunc(slices.Clone(original.ForbiddenDynamicFields), func(f string) bool { return f == stubCrashField })
-				if !slices.Equal(f.ForbiddenDynamicFields, want) || len(want) == 0 {
-					t.Errorf("forbiddenDynamicFields %v, want the shipped ones but %s: %v", f.ForbiddenDynamicFields, stubCrashField, want)
+				if !slices.Equal(f.ForbiddenDynamicFields, original.ForbiddenDynamicFields) || len(original.ForbiddenDynamicFields) == 0 {
+					t.Errorf("forbiddenDynamicFields %v, want the shipped ones: %v", f.ForbiddenDynamicFields, original.ForbiddenDynamicFields)
 				}
 				if f.AllowNodeSelfAssignment != original.AllowNodeSelfAssignment || !slices.Equal(f.ExemptUsers, original.ExemptUsers) {
 					t.Errorf("the rest of the shipped policy changed: %+v, was %+v", f, original)

@@ -93,12 +93,12 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 		c.step("removed %s; nothing is left running", dir)
 	}()
 
-	if err := c.slow(ctx, "etcd and kube-apiserver "+controlplane.KubernetesVersion+": using the cached build, or building them (hack/testbin.sh; the first time takes 5-10 minutes)",
+	if err := c.slow(ctx, "etcd, kube-apiserver and kubelet "+controlplane.KubernetesVersion+": using the cached build, or building them (hack/testbin.sh; the first time takes 7-12 minutes)",
 		func(ctx context.Context) error { return ensureControlPlaneBinaries(ctx, c) }); err != nil {
 		return err
 	}
 	var binaries framework.NodeBinaries
-	if err := c.slow(ctx, "building the node agent (cmd/agent) and the stand-in kubelet (test/kubeletstub)", func(ctx context.Context) error {
+	if err := c.slow(ctx, "building the node agent (cmd/agent) and the kubelet's stand-in systemd unit (test/kubeletunit)", func(ctx context.Context) error {
 		var err error
 		binaries, err = framework.BuildNodeBinaries(ctx, filepath.Join(dir, "bin"))
 		return err
@@ -130,8 +130,7 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 			c.detail("webhook log, last lines:\n%s", env.WebhookLogTail(15))
 		}
 	}()
-	c.detail("policy file: manifests/base/policy.yaml with minKubeletVersion %s, and %s allowed to change (the stand-in\n"+
-		"kubelet's cue to crash); Rego policies: the shipped ones (policies/)", opts.minKubeletVersion, stubCrashField)
+	c.detail("policy file: manifests/base/policy.yaml with minKubeletVersion %s; Rego policies: the shipped ones (policies/)", opts.minKubeletVersion)
 
 	kubeconfig := filepath.Join(dir, "admin.kubeconfig")
 	if err := controlplane.WriteKubeconfig(kubeconfig, env.CP.AdminConfig()); err != nil {
@@ -158,13 +157,13 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 
 	c.chapter("nodeguard is running")
 	plugin := "go run ./cmd/kubectl-nodeguard --kubeconfig " + kubeconfig
-	c.printf("etcd, kube-apiserver (%s), the webhook and %d nodes, each an agent (trial %s) beside a stand-in kubelet.\n",
+	c.printf("etcd, kube-apiserver (%s), the webhook and %d nodes, each a real kubelet on its fake container runtime with an agent (trial %s) beside it.\n",
 		env.CP.URL(), len(s.nodes), opts.trialPeriod)
 	c.printf("Admin kubeconfig:\n    %s\n", kubeconfig)
 	c.printf("From the repository root, try:\n    %s status\n    %s assign %s/pool-blue node-3\n    %s explain node-3 %s/pool-blue\n",
 		plugin, plugin, configNamespace, plugin, configNamespace)
 	c.printf("or any kubectl with --kubeconfig %s.\n", kubeconfig)
-	c.printf("Logs (removed on exit unless --keep): %s/env/webhook.log, %s/env/controlplane/, %s/env/nodes/NODE/{agent,kubelet}.log\n", dir, dir, dir)
+	c.printf("Logs (removed on exit unless --keep): %s/env/webhook.log, %s/env/controlplane/, %s/env/nodes/NODE/{agent,kubelet,fakecri}.log\n", dir, dir, dir)
 	if opts.demoOnly {
 		return nil
 	}
@@ -213,10 +212,7 @@ func (w indented) Write(p []byte) (int, error) {
 const oldKubeletVersion = "v1.29.4"
 
 // demoPolicy is the shipped policy (manifests/base/policy.yaml) with the
-// minimum kubelet version given, and without staticPodURL among the
-// forbidden fields: the stand-in kubelet reads that field as its cue to
-// crash, the demonstration's stand-in for a configuration that breaks a real
-// kubelet.
+// minimum kubelet version given.
 func demoPolicy(minKubeletVersion string) (string, error) {
 	root, err := controlplane.RepoRoot()
 	if err != nil {

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -25,9 +28,6 @@ const (
 	// the namespace manifests/base creates for them, the only one the
 	// shipped config_namespaces policy allows by default.
 	configNamespace = "kubelet-configs"
-	// allowDangerousFields lets a ConfigMap set a field the shipped
-	// dangerous_fields policy otherwise refuses (it then warns instead).
-	allowDangerousFields = "nodeguard.dev/allow-dangerous-fields"
 	// waitTimeout bounds each wait of the story: generous, for a busy
 	// two-core machine.
 	waitTimeout = 2 * time.Minute
@@ -55,8 +55,9 @@ func demoNodes() []struct{ name, pool string } {
 // startNodes starts the nodes, adding what stops each to cleanups as soon as
 // it runs, so that an interruption half-way stops what was started.
 func (s *story) startNodes(ctx context.Context, cleanups *[]func()) error {
-	what := fmt.Sprintf("starting %d simulated nodes: each registers its Node with its own client certificate (system:node:NAME),\n"+
-		"    then runs a stand-in kubelet and the agent; trials last %s here (a real agent's default is 10m)", len(demoNodes()), s.opts.trialPeriod)
+	what := fmt.Sprintf("starting %d nodes: each a real kubelet %s on the kubelet's own fake container runtime, run by a stand-in\n"+
+		"    systemd unit (Restart=always), registering its Node with its own client certificate (system:node:NAME), and the agent\n"+
+		"    beside it with the same credentials; trials last %s here (a real agent's default is 10m)", len(demoNodes()), framework.DefaultKubeletVersion, s.opts.trialPeriod)
 	err := s.c.slow(ctx, what, func(ctx context.Context) error {
 		for _, d := range demoNodes() {
 			n, err := framework.StartNode(ctx, s.env, framework.NodeOptions{
@@ -67,8 +68,8 @@ func (s *story) startNodes(ctx context.Context, cleanups *[]func()) error {
 			}
 			*cleanups = append(*cleanups, n.Stop)
 			s.nodes = append(s.nodes, n)
-			s.c.detail("%s  pool=%s  kubelet %s  (stand-in kubelet /healthz on 127.0.0.1:%d, agent on 127.0.0.1:%d)",
-				n.Name, d.pool, framework.DefaultKubeletVersion, n.KubeletHealthzPort, n.AgentPort)
+			s.c.detail("%s  pool=%s  kubelet %s  (kubelet /healthz on 127.0.0.1:%d, its API on 127.0.0.1:%d, agent on 127.0.0.1:%d)",
+				n.Name, d.pool, framework.DefaultKubeletVersion, n.KubeletHealthzPort, n.KubeletPort, n.AgentPort)
 		}
 		return nil
 	})
@@ -133,6 +134,9 @@ func (s *story) assignToPool(ctx context.Context) (*corev1.ConfigMap, error) {
 	for _, n := range blue {
 		s.c.detail("%s: %s is active and last-known-good (KubeletConfigReady=True, %s)", n.Name, refString(cm), status.ReasonConfigActive)
 	}
+	if err := s.showCapacity(ctx, blue, 150); err != nil {
+		return nil, err
+	}
 	return cm, nil
 }
 
@@ -140,12 +144,10 @@ func (s *story) assignToPool(ctx context.Context) (*corev1.ConfigMap, error) {
 // one node of the pool first, and is rolled back to last-known-good.
 func (s *story) rollBack(ctx context.Context, good *corev1.ConfigMap) error {
 	s.c.chapter("2. Roll out a bad configuration, and watch it roll back")
-	s.c.step("creating ConfigMap %s/pool-blue-v2: maxPods: 200, and %s: %s,\n"+
-		"    which the stand-in kubelet takes as its cue to crash, as a real kubelet would on a bad configuration\n"+
-		"    (annotated %s=true: the shipped policies refuse %s otherwise)",
-		configNamespace, stubCrashField, strings.TrimSpace(strings.TrimPrefix(framework.CrashingKubelet, stubCrashField+":")),
-		allowDangerousFields, stubCrashField)
-	bad, err := s.createConfig(ctx, "pool-blue-v2", "maxPods: 200\n"+framework.CrashingKubelet, map[string]string{allowDangerousFields: "true"})
+	crash := framework.CrashingKubelet()
+	s.c.step("creating ConfigMap %s/pool-blue-v2: maxPods: 200, and %s    which passes admission (nothing in the configuration alone says it is wrong), but makes a real kubelet\n"+
+		"    exit at start-up on this %d-CPU machine", configNamespace, crash, runtime.NumCPU())
+	bad, err := s.createConfig(ctx, "pool-blue-v2", "maxPods: 200\n"+crash, nil)
 	if err != nil {
 		return err
 	}
@@ -172,8 +174,14 @@ func (s *story) rollBack(ctx context.Context, good *corev1.ConfigMap) error {
 			if err != nil {
 				return false, "", err
 			}
-			last := restarts[len(restarts)-1].Behavior
-			return last == "healthy", "last start: " + last, nil
+			file, err := canary.KubeletConfig()
+			if err != nil {
+				return false, "", err
+			}
+			sum := sha256.Sum256([]byte(file))
+			last := restarts[len(restarts)-1]
+			return last.Behavior == framework.KubeletRunning && last.SHA256 == hex.EncodeToString(sum[:]) && lastCrashed(restarts),
+				"last start: " + last.Cause + " -> " + last.Behavior, nil
 		})
 	}); err != nil {
 		return err
@@ -184,13 +192,54 @@ func (s *story) rollBack(ctx context.Context, good *corev1.ConfigMap) error {
 	s.c.detail("%s: rolled back to %s (KubeletConfigReady=%s, %s)", canary.Name, refString(good), report.Condition.Status, report.Condition.Reason)
 	s.c.detail("%s: reason: %s", canary.Name, report.Status.Error)
 	if restarts, err := canary.KubeletRestarts(); err == nil {
-		behaviours := make([]string, len(restarts))
+		runs := make([]string, len(restarts))
 		for i, r := range restarts {
-			behaviours[i] = r.Behavior
+			runs[i] = r.Cause + " -> " + r.Behavior
 		}
-		s.c.detail("%s: its kubelet, start by start: %s", canary.Name, strings.Join(behaviours, ", "))
+		s.c.detail("%s: its kubelet, start by start (from its unit's journal): %s", canary.Name, strings.Join(runs, ", "))
+	}
+	if err := s.showCapacity(ctx, []*framework.Node{canary}, 150); err != nil {
+		return err
 	}
 	s.c.detail("node-1 stays on %s: trying a new configuration on one node first keeps a bad one off the rest of the pool", good.Name)
+	return nil
+}
+
+// lastCrashed reports whether a run before the last one crashed: the bad
+// configuration's.
+func lastCrashed(restarts []framework.KubeletRestart) bool {
+	for _, r := range restarts[:len(restarts)-1] {
+		if r.Behavior == framework.KubeletCrashed {
+			return true
+		}
+	}
+	return false
+}
+
+// showCapacity waits until each node's kubelet reports maxPods as its pod
+// capacity, and says so: the kubelet's own account of what it runs.
+func (s *story) showCapacity(ctx context.Context, nodes []*framework.Node, maxPods int64) error {
+	for _, n := range nodes {
+		var ready string
+		err := framework.Eventually(ctx, waitTimeout, "the kubelet of "+n.Name+" to report capacity pods="+fmt.Sprint(maxPods), func(ctx context.Context) (bool, string, error) {
+			node, err := s.admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			pods := node.Status.Capacity[corev1.ResourcePods]
+			ready = "NotReady"
+			for _, c := range node.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					ready = "Ready"
+				}
+			}
+			return pods.Value() == maxPods && ready == "Ready", fmt.Sprintf("capacity pods=%d, %s", pods.Value(), ready), nil
+		})
+		if err != nil {
+			return err
+		}
+		s.c.detail("%s: the kubelet itself reports capacity pods=%d, and the Node is %s", n.Name, maxPods, ready)
+	}
 	return nil
 }
 
@@ -213,7 +262,8 @@ func (s *story) refusals(ctx context.Context) error {
 	}
 
 	s.c.step("%s, whose kubelet reports %s (the policy's minimum is %s), registers with its own client certificate", oldNodeName, oldKubeletVersion, s.opts.minKubeletVersion)
-	old, err := framework.StartNode(ctx, s.env, framework.NodeOptions{Name: oldNodeName, Binaries: s.binaries, KubeletVersion: oldKubeletVersion})
+	old, err := framework.StartNode(ctx, s.env, framework.NodeOptions{Name: oldNodeName, Binaries: s.binaries,
+		Stub: &framework.StubKubelet{Reason: "a kubelet older than the minimum: only " + framework.DefaultKubeletVersion + " is built here", KubeletVersion: oldKubeletVersion}})
 	if err == nil {
 		old.Stop()
 		return fmt.Errorf("%s, with kubelet %s, was allowed to register", oldNodeName, oldKubeletVersion)

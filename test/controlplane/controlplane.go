@@ -138,9 +138,20 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 func checkBinary(path string) error {
 	info, err := os.Stat(path)
 	if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
-		return fmt.Errorf("%s is missing or not executable: run `make testbin` (or hack/testbin.sh) to build it, or point NODEGUARD_BIN_DIR at a directory holding etcd and kube-apiserver", path)
+		return fmt.Errorf("%s is missing or not executable: run `make testbin` (or hack/testbin.sh) to build it, or point NODEGUARD_BIN_DIR at a directory holding etcd, kube-apiserver, kubelet and fakecri", path)
 	}
 	return nil
+}
+
+// Binary returns the path of one of the binaries hack/testbin.sh builds
+// (etcd, kube-apiserver, kubelet, fakecri) in DefaultBinDir, or an error
+// that says how to build it.
+func Binary(name string) (string, error) {
+	path := filepath.Join(DefaultBinDir(), name)
+	if err := checkBinary(path); err != nil {
+		return "", err
+	}
+	return path, nil
 }
 
 func (cp *ControlPlane) start(ctx context.Context) error {

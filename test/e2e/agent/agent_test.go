@@ -69,9 +69,11 @@ func TestRuntimeFailureRollsBack(t *testing.T) {
 	a := n.configMap("kubelet-a", "maxPods: 42\n")
 	n.assign("kubelet-a")
 	n.passed(a)
+	aRuns := n.restartRecords()
+	aSHA := aRuns[len(aRuns)-1].SHA256
 
-	// B makes the kubelet crash: rolled back to A.
-	b := n.configMap("kubelet-b", "maxPods: 43\n"+framework.CrashingKubelet)
+	// B makes the real kubelet exit at start-up: rolled back to A.
+	b := n.configMap("kubelet-b", "maxPods: 43\n"+framework.CrashingKubelet())
 	n.assign("kubelet-b")
 	o := n.waitReport("B rolled back", func(o framework.Report) bool {
 		return is(o.Status.Assigned, b) && is(o.Status.Active, a) && is(o.Status.LastKnownGood, a) &&
@@ -84,25 +86,39 @@ func TestRuntimeFailureRollsBack(t *testing.T) {
 		t.Errorf("the kubelet file is not A's:\n%s", n.kubeletFile())
 	}
 	n.eventually("the kubelet to run A again", func() (bool, string) {
-		r := n.restarts()
-		return r[len(r)-1] == "healthy", fmt.Sprint(r)
+		r := n.restartRecords()
+		last := r[len(r)-1]
+		return last.SHA256 == aSHA && last.Behavior == framework.KubeletRunning, fmt.Sprintf("%+v", last)
 	})
+	n.waitNodeReady()
 	if v, ok := n.metric("nodeguard_agent_rollbacks_total"); !ok || v != 1 {
 		t.Errorf("rollbacks_total = %v, %v", v, ok)
 	}
 
-	// An edit is a new version: tried again. This one hangs the kubelet.
-	b = n.configMap("kubelet-b", "maxPods: 44\n"+framework.HangingKubelet)
-	o = n.waitReport("the hanging B rolled back", func(o framework.Report) bool {
+	// An edit is a new version: tried again, and fixed, it passes.
+	b = n.configMap("kubelet-b", "maxPods: 45\n")
+	n.passed(b)
+}
+
+// TestHangingKubeletRollsBack: a kubelet that accepts health checks and
+// never answers them is rolled back.
+func TestHangingKubeletRollsBack(t *testing.T) {
+	n := newNode(t, nodeOptions{stub: &framework.StubKubelet{Reason: "a hung kubelet: no configuration makes a real one accept connections and never answer"}})
+	a := n.configMap("kubelet-a", "maxPods: 42\n")
+	n.assign("kubelet-a")
+	n.passed(a)
+	b := n.configMap("kubelet-b", "maxPods: 44\n"+framework.HangingKubelet)
+	n.assign("kubelet-b")
+	o := n.waitReport("the hanging B rolled back", func(o framework.Report) bool {
 		return is(o.Status.Assigned, b) && is(o.Status.Active, a) && reason(o, corev1.ConditionFalse, status.ReasonRolledBack)
 	})
 	if !strings.Contains(o.Status.Error, "deadline") && !strings.Contains(o.Status.Error, "Timeout") {
 		t.Errorf("the status does not say the kubelet hung: %q", o.Status.Error)
 	}
-
-	// Fixed: passes.
-	b = n.configMap("kubelet-b", "maxPods: 45\n")
-	n.passed(b)
+	n.eventually("the stub to run A again", func() (bool, string) {
+		r := n.restarts()
+		return r[len(r)-1] == "healthy", fmt.Sprint(r)
+	})
 }
 
 // TestInvalidConfigIsNeverApplied uses the one kind of invalid configuration
@@ -216,18 +232,19 @@ func TestAPIServerOutage(t *testing.T) {
 func TestBootstrapAndCertificateRotation(t *testing.T) {
 	n := newNode(t, nodeOptions{withoutCertificate: true})
 	a := n.configMap("kubelet-a", "maxPods: 42\n")
-	n.assign("kubelet-a")
 	// No certificate yet: the agent runs (healthy, newNode checked) and
-	// waits, saying so.
+	// waits, saying so; the kubelet cannot register its Node either.
 	n.eventually("the agent to say it waits for TLS bootstrap", func() (bool, string) {
 		log := n.AgentLogTail(200)
 		return strings.Contains(log, "Waiting for the kubelet's credentials"), "no such log line"
 	})
-	if o := n.observe(); o.Condition != nil {
-		t.Fatalf("a status was written without credentials: %v", o)
-	}
-	// The kubelet's bootstrap completes.
+	n.noNodeYet()
+	// The kubelet's bootstrap completes: systemd's restarts bring it up
+	// with the certificate, it registers, and the agent reports.
 	n.rotateCertificate("1")
+	n.waitRegistered()
+	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
+	n.assign("kubelet-a")
 	n.passed(a)
 
 	// The kubelet rotates its certificate; the old file goes away. The
@@ -242,6 +259,7 @@ func TestBootstrapAndCertificateRotation(t *testing.T) {
 	b := n.configMap("kubelet-b", "maxPods: 43\n")
 	n.assign("kubelet-b")
 	n.passed(b)
+	n.waitKubeletRuns(43)
 }
 
 func TestRapidReassignments(t *testing.T) {

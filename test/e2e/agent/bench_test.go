@@ -47,7 +47,7 @@ func (n *node) rssKiB() float64 {
 //
 //	go test -run '^$' -bench AssignmentToRestart -benchtime 200x ./test/e2e/agent/
 func BenchmarkAssignmentToRestart(b *testing.B) {
-	n := newNode(b, nodeOptions{agentArgs: []string{"--trial-period=1h"}, stubStartupDelay: time.Millisecond})
+	n := newNode(b, nodeOptions{agentArgs: []string{"--trial-period=1h"}})
 	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
 	// Let start-up garbage be collected before calling the agent idle.
 	time.Sleep(2 * time.Second)

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,8 +17,8 @@ import (
 )
 
 // TestDropInMode runs the agent with --kubelet-config-mode=drop-in: it owns
-// one drop-in in the kubelet's --config-dir, which the stub kubelet merges
-// over its --config file as the kubelet does, and never writes the --config
+// one drop-in in the real kubelet's --config-dir, which the kubelet merges
+// over its --config file, and never writes the --config
 // file. A config passes its trial through the drop-in; one that crashes the
 // kubelet is rolled back by restoring the previous drop-in; clearing the
 // assignment removes the drop-in.
@@ -76,22 +77,24 @@ func TestDropInMode(t *testing.T) {
 	if strings.Contains(contentA, "resolvConf") {
 		t.Errorf("the drop-in carries the node-local field resolvConf:\n%s", contentA)
 	}
-	if got := n.restarts(); len(got) != 2 || got[1] != "healthy" {
-		t.Errorf("restarts %v, want the initial start and one healthy restart for A", got)
+	if got := n.restarts(); len(got) != 2 || got[1] != framework.KubeletRunning {
+		t.Errorf("restarts %v, want the initial start and one restart for A, still running", got)
 	}
 	checkBaseUntouched()
 
-	// B crashes the kubelet: only through the merge does the stub see
-	// B's staticPodURL. Rolled back: A's drop-in is back.
-	b := n.configMap("kubelet-b", "maxPods: 43\n"+framework.CrashingKubelet)
+	// B makes the kubelet exit at start-up: only through the merge does
+	// the kubelet see B's reservedSystemCPUs. Rolled back: A's drop-in is
+	// back.
+	b := n.configMap("kubelet-b", "maxPods: 43\n"+framework.CrashingKubelet())
 	n.assign("kubelet-b")
 	n.waitReport("B rolled back", func(o framework.Report) bool {
 		return is(o.Status.Assigned, b) && is(o.Status.Active, a) && is(o.Status.LastKnownGood, a) &&
 			reason(o, corev1.ConditionFalse, status.ReasonRolledBack)
 	})
-	if got := n.restarts(); !slices.Contains(got, "crash") || got[len(got)-1] != "healthy" {
-		t.Errorf("restarts %v, want a crash with B's drop-in, then healthy again", got)
-	}
+	n.eventually("the kubelet to run A's drop-in again", func() (bool, string) {
+		got := n.restarts()
+		return slices.Contains(got, framework.KubeletCrashed) && got[len(got)-1] == framework.KubeletRunning, fmt.Sprint(got)
+	})
 	if content, _ := readDropIn(); content != contentA {
 		t.Errorf("after the rollback the drop-in is not A's:\n%s\nwant:\n%s", content, contentA)
 	}
@@ -107,8 +110,8 @@ func TestDropInMode(t *testing.T) {
 	if content, ok := readDropIn(); ok {
 		t.Errorf("the drop-in is still there after clearing the assignment:\n%s", content)
 	}
-	if got := n.restarts(); len(got) != restartsBefore+1 || got[len(got)-1] != "healthy" {
-		t.Errorf("restarts %v, want one more, healthy, for the local configuration", got)
+	if got := n.restarts(); len(got) != restartsBefore+1 || got[len(got)-1] != framework.KubeletRunning {
+		t.Errorf("restarts %v, want one more, running, for the local configuration", got)
 	}
 	entries, err := os.ReadDir(configDir)
 	if err != nil {

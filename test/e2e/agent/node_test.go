@@ -2,6 +2,8 @@ package agent_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"strconv"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
@@ -19,7 +22,8 @@ import (
 // including the authorizer's caches and the informers' backoff.
 const waitTimeout = 2 * time.Minute
 
-// node is one simulated node (framework.Node) with the test's conveniences:
+// node is one node (framework.Node: a real kubelet unless the test asks for
+// the stub) with the test's conveniences:
 // its own namespace for ConfigMaps, and helpers that fail the test instead
 // of returning errors.
 type node struct {
@@ -35,17 +39,21 @@ type nodeOptions struct {
 	withoutCertificate bool
 	// agentArgs are added to the agent's flags (later flags win).
 	agentArgs []string
-	// stubStartupDelay is how long a stub restart keeps /healthz down;
-	// zero means 100ms.
-	stubStartupDelay time.Duration
+	// stub, when set, runs test/kubeletstub instead of a real kubelet,
+	// for a fault no real kubelet produces (its Reason says which).
+	stub *framework.StubKubelet
 	// dir holds the node's files; empty means a new temporary directory.
 	dir string
-	// kubeletArgs are added to the stub kubelet's flags.
+	// kubeletArgs are added to the kubelet's flags.
 	kubeletArgs []string
+	// localConfig is added to the node's own kubelet configuration.
+	localConfig string
+	// labels are the node's labels.
+	labels map[string]string
 }
 
-// newNode registers a Node and starts its stub kubelet and agent; all of it
-// is removed when the test ends.
+// newNode starts a node, its kubelet and its agent; all of it is removed
+// when the test ends.
 func newNode(t testing.TB, opts nodeOptions) *node {
 	t.Helper()
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
@@ -68,7 +76,9 @@ func newNode(t testing.TB, opts nodeOptions) *node {
 		KubeletArgs:        opts.kubeletArgs,
 		WithoutCertificate: opts.withoutCertificate,
 		AgentArgs:          opts.agentArgs,
-		StubStartupDelay:   opts.stubStartupDelay,
+		Stub:               opts.stub,
+		LocalConfig:        opts.localConfig,
+		Labels:             opts.labels,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +88,7 @@ func newNode(t testing.TB, opts nodeOptions) *node {
 		n.Stop()
 		if t.Failed() {
 			t.Logf("agent log tail:\n%s", n.AgentLogTail(60))
-			t.Logf("kubelet stub log tail:\n%s", n.KubeletLogTail(20))
+			t.Logf("kubelet log tail:\n%s", n.KubeletLogTail(40))
 		}
 	})
 	return n
@@ -181,7 +191,8 @@ func reason(r framework.Report, status corev1.ConditionStatus, reason string) bo
 	return r.ConditionIs(status, reason)
 }
 
-// restarts returns the behaviour of each of the stub's (re)starts.
+// restarts returns what became of each of the kubelet's (re)starts
+// (framework.KubeletRunning and friends; the stub's behaviours for a stub).
 func (n *node) restarts() []string {
 	n.t.Helper()
 	var behaviors []string
@@ -207,4 +218,54 @@ func (n *node) kubeletFile() string {
 		n.t.Fatal(err)
 	}
 	return data
+}
+
+// localConfigSHA256 hashes the node's own configuration, which the agent
+// writes verbatim with nothing assigned.
+func (n *node) localConfigSHA256() string {
+	n.t.Helper()
+	data, err := os.ReadFile(n.LocalConfigFile)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// waitNodeReady waits until the kubelet reports its Node Ready.
+func (n *node) waitNodeReady() *corev1.Node {
+	n.t.Helper()
+	var node *corev1.Node
+	n.eventually("the Node to be Ready", func() (bool, string) {
+		var err error
+		node, err = env.Admin.CoreV1().Nodes().Get(n.ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue, string(c.Status) + " " + c.Reason
+			}
+		}
+		return false, "no Ready condition"
+	})
+	return node
+}
+
+// waitRegistered waits until the kubelet has registered its Node.
+func (n *node) waitRegistered() {
+	n.t.Helper()
+	if err := n.WaitRegistered(n.ctx); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// noNodeYet fails the test when the Node exists: a kubelet without
+// credentials cannot have registered it, nor an agent written a status.
+func (n *node) noNodeYet() {
+	n.t.Helper()
+	_, err := env.Admin.CoreV1().Nodes().Get(n.ctx, n.Name, metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) {
+		n.t.Fatalf("the Node exists before the kubelet has credentials (err %v)", err)
+	}
 }

@@ -44,8 +44,9 @@ func planPowerLoss() powerLossPlan {
 // grows, a rollback is written) within the life of an agent that is about
 // to be killed.
 var powerLossAgentArgs = []string{
-	"--trial-period=400ms",
-	"--trial-grace-period=600ms",
+	"--trial-period=1s",
+	// A real kubelet takes about a second from its restart to /healthz.
+	"--trial-grace-period=3s",
 	"--health-probe-period=100ms",
 	"--health-probe-timeout=80ms",
 	"--resync-period=1s",
@@ -80,7 +81,7 @@ var powerLossAgentArgs = []string{
 // pkg/nodeagent/controller (crash_test.go).
 func TestPowerLoss(t *testing.T) {
 	plan := planPowerLoss()
-	n := newNode(t, nodeOptions{agentArgs: powerLossAgentArgs, stubStartupDelay: 10 * time.Millisecond})
+	n := newNode(t, nodeOptions{agentArgs: powerLossAgentArgs})
 	n.passedLocal()
 	h := newPowerLossHarness(t, n)
 	// The agent newNode started is at rest: its end is not a kill that
@@ -175,7 +176,7 @@ func newPowerLossHarness(t *testing.T, n *node) *powerLossHarness {
 	h := &powerLossHarness{
 		t:        t,
 		n:        n,
-		renderer: kubelet.Renderer{Mode: kubelet.ModeConfig, LocalConfigFile: n.LocalConfigFile, LocalFields: kubelet.DefaultLocalFields},
+		renderer: kubelet.Renderer{Mode: kubelet.ModeConfig, LocalConfigFile: n.LocalConfigFile, LocalFields: n.LocalFields()},
 		versions: map[string]string{},
 		files:    map[string]string{},
 	}
@@ -225,7 +226,7 @@ func (h *powerLossHarness) change(rng *rand.Rand) error {
 		_, err := h.put("pl-a", fmt.Sprintf("maxPods: %d\n", 100+h.edits))
 		return err
 	case r < 85:
-		if _, err := h.put("pl-crash", fmt.Sprintf("maxPods: %d\n%s", 100+h.edits, framework.CrashingKubelet)); err != nil {
+		if _, err := h.put("pl-crash", fmt.Sprintf("maxPods: %d\n%s", 100+h.edits, framework.CrashingKubelet())); err != nil {
 			return err
 		}
 		source = "pl-crash"
@@ -448,7 +449,7 @@ func (h *powerLossHarness) converge() {
 		t.Fatalf("after convergence %d: state directory %+v", h.stats.converged, in)
 	}
 	restarts := h.n.restartRecords()
-	if last := restarts[len(restarts)-1]; last.SHA256 != h.lastFile || last.Behavior != "healthy" {
+	if last := restarts[len(restarts)-1]; last.SHA256 != h.lastFile || last.Behavior != framework.KubeletRunning {
 		t.Fatalf("after convergence %d: the kubelet's last restart was with %+v", h.stats.converged, last)
 	}
 	// Not a kill that counts: the agent is at rest.

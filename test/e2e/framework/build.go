@@ -26,22 +26,36 @@ func BuildCommand(dir, name string) (string, error) {
 	return paths[0], nil
 }
 
-// NodeBinaries are the programs a simulated node runs.
+// NodeBinaries are the programs a node runs.
 type NodeBinaries struct {
 	// Agent is cmd/agent.
 	Agent string
-	// KubeletStub is test/kubeletstub, standing in for the kubelet.
+	// KubeletUnit is test/kubeletunit, playing systemd for the kubelet.
+	KubeletUnit string
+	// Kubelet and FakeCRI are the real kubelet and its fake container
+	// runtime, built by hack/testbin.sh.
+	Kubelet, FakeCRI string
+	// KubeletStub is test/kubeletstub, standing in for the kubelet where
+	// a test needs a fault no real kubelet produces.
 	KubeletStub string
 }
 
-// BuildNodeBinaries builds the agent and the kubelet stub into dir, once
-// for any number of nodes. Cancelling ctx stops the build.
+// BuildNodeBinaries builds the agent, the kubelet unit and the kubelet stub
+// into dir, once for any number of nodes, and finds the kubelet and fakecri
+// in the control plane's binary directory. Cancelling ctx stops the build.
 func BuildNodeBinaries(ctx context.Context, dir string) (NodeBinaries, error) {
-	paths, err := buildPackages(ctx, dir, "./cmd/agent", "./test/kubeletstub")
+	paths, err := buildPackages(ctx, dir, "./cmd/agent", "./test/kubeletunit", "./test/kubeletstub")
 	if err != nil {
 		return NodeBinaries{}, err
 	}
-	return NodeBinaries{Agent: paths[0], KubeletStub: paths[1]}, nil
+	b := NodeBinaries{Agent: paths[0], KubeletUnit: paths[1], KubeletStub: paths[2]}
+	if b.Kubelet, err = controlplane.Binary("kubelet"); err != nil {
+		return NodeBinaries{}, err
+	}
+	if b.FakeCRI, err = controlplane.Binary("fakecri"); err != nil {
+		return NodeBinaries{}, err
+	}
+	return b, nil
 }
 
 // buildPackages builds main packages of this repository, given as ./path,

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -57,17 +56,16 @@ func (n *Node) KillAgent() (wasRunning bool, err error) {
 // appends to.
 func (n *Node) AgentLogPath() string { return n.agentLog() }
 
-// RestartKubeletAsAdmin restarts the stub kubelet the way an administrator
+// RestartKubeletAsAdmin restarts the kubelet the way an administrator
 // would (systemctl restart kubelet), behind the agent's back, and waits
-// until it has read its file again.
+// until it has started again.
 func (n *Node) RestartKubeletAsAdmin(ctx context.Context) error {
 	before, err := n.KubeletRestarts()
 	if err != nil {
 		return err
 	}
-	out, err := exec.CommandContext(ctx, n.binaries.KubeletStub, "restart", "--pid-file", n.pidFile).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("node %s: restarting the kubelet: %w: %s", n.Name, err, out)
+	if err := n.kubelet.restartAsAdmin(ctx); err != nil {
+		return fmt.Errorf("node %s: restarting the kubelet: %w", n.Name, err)
 	}
 	return Eventually(ctx, startTimeout, "the kubelet of "+n.Name+" to restart", func(context.Context) (bool, string, error) {
 		after, err := n.KubeletRestarts()
@@ -80,6 +78,9 @@ func (n *Node) RestartKubeletAsAdmin(ctx context.Context) error {
 // once all of them were answered, so the agent, the only prober, has seen
 // every one.
 func (n *Node) FailKubeletProbes(ctx context.Context, count int) error {
+	if !n.IsStub() {
+		return fmt.Errorf("node %s: only the stub kubelet fails probes on demand", n.Name)
+	}
 	base := fmt.Sprintf("http://127.0.0.1:%d/stub/fail-next", n.KubeletHealthzPort)
 	client := &http.Client{Timeout: 5 * time.Second}
 	// The stub may be between two runs (a restart): ask until it listens.

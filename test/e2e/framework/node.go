@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
 	"github.com/nodeguard/nodeguard/test/controlplane"
 	"github.com/nodeguard/nodeguard/test/freeport"
 )
@@ -37,106 +37,140 @@ const (
 // two-core machine.
 const startTimeout = 2 * time.Minute
 
-// NodeOptions shape a simulated node.
+// NodeOptions shape a node.
 type NodeOptions struct {
 	// Name of the Node; required.
 	Name string
-	// Binaries are the agent and the kubelet stub (BuildNodeBinaries);
-	// required.
+	// Binaries are the node's programs (BuildNodeBinaries); required.
 	Binaries NodeBinaries
 	// Dir holds the node's files: kubelet configuration, certificates,
-	// the agent's state and both logs. Empty means nodes/<Name> in the
-	// environment's work directory.
+	// the agent's state, the kubelet's root directory and every log.
+	// Empty means nodes/<Name> in the environment's work directory.
 	Dir string
-	// KubeletVersion is the status.nodeInfo.kubeletVersion the node
-	// registers with; empty means DefaultKubeletVersion.
-	KubeletVersion string
-	// Labels are the labels the node registers with, as kubelet
-	// --node-labels would set them.
+	// Labels are the labels the node registers with (kubelet
+	// --node-labels).
 	Labels map[string]string
 	// TrialPeriod is the agent's --trial-period; zero means
 	// DefaultTrialPeriod.
 	TrialPeriod time.Duration
-	// StubStartupDelay is how long a kubelet restart keeps /healthz down;
-	// zero means 100ms.
-	StubStartupDelay time.Duration
-	// WithoutCertificate starts the agent before the kubelet's client
+	// WithoutCertificate starts the node before the kubelet's client
 	// certificate exists, as on a node whose TLS bootstrap is not done;
-	// RotateCertificate provides one.
+	// RotateCertificate provides one. A real kubelet fails to start until
+	// then and is restarted by its unit, as systemd would.
 	WithoutCertificate bool
 	// AgentArgs are added to the agent's flags; later flags win, so they
 	// override the ones StartNode sets.
 	AgentArgs []string
-	// KubeletArgs are added to the stub kubelet's flags (for example
+	// KubeletArgs are added to the kubelet's flags (for example
 	// --config-dir).
 	KubeletArgs []string
+	// LocalConfig is added to the node's own kubelet configuration (YAML
+	// lines), which the kubelet runs before anything is assigned.
+	LocalConfig string
+	// Stub, when set, runs test/kubeletstub instead of a real kubelet. It
+	// is for a fault no real kubelet produces; its Reason says which.
+	Stub *StubKubelet
 }
 
-// Node is a simulated node: a Node object registered with the node's own
-// credentials, test/kubeletstub standing in for its kubelet, and the agent
-// (cmd/agent) beside it with the kubelet's client certificate, each a
-// process of its own. Its methods are safe for concurrent use.
+// StubKubelet asks for test/kubeletstub in place of the real kubelet.
+type StubKubelet struct {
+	// Reason names the fault no real kubelet produces that the test
+	// needs; required.
+	Reason string
+	// StartupDelay is how long a stub restart keeps /healthz down; zero
+	// means 100ms.
+	StartupDelay time.Duration
+	// KubeletVersion is the status.nodeInfo.kubeletVersion the Node is
+	// registered with, by the framework with the node's credentials since
+	// the stub registers nothing; empty means DefaultKubeletVersion.
+	KubeletVersion string
+}
+
+// Node is a node of the test cluster: a kubelet (a real one, run by
+// test/kubeletunit as systemd would, on the kubelet's own fake container
+// runtime; or test/kubeletstub) with the node's client certificate, and the
+// agent (cmd/agent) beside it with the same credentials, each a process of
+// its own. Its methods are safe for concurrent use.
 type Node struct {
 	// Name is the Node's name.
 	Name string
 	// Dir holds the node's files.
 	Dir string
 	// KubeletConfigFile is the kubelet's --config file: what the agent
-	// writes and the stub runs.
+	// writes in config mode and the kubelet runs.
 	KubeletConfigFile string
 	// LocalConfigFile is the node's own configuration, used when nothing
 	// is assigned and for node-local fields.
 	LocalConfigFile string
-	// KubeletHealthzPort is where the stub serves /healthz on 127.0.0.1.
+	// KubeletHealthzPort is where the kubelet serves /healthz on 127.0.0.1.
 	KubeletHealthzPort int
+	// KubeletPort is where a real kubelet serves its HTTPS API (/configz)
+	// on 127.0.0.1; 0 for the stub.
+	KubeletPort int
 	// AgentPort is where the agent serves /healthz and /metrics.
 	AgentPort int
 	// TrialPeriod is the agent's trial period.
 	TrialPeriod time.Duration
 
-	env              *Env
-	binaries         NodeBinaries
-	stubStartupDelay time.Duration
-	pidFile          string
-	restartLog       string
-	certLink         string
-	kubeconfig       string
-	agentArgs        []string
-	kubeletArgs      []string
+	env        *Env
+	binaries   NodeBinaries
+	certLink   string
+	kubeconfig string
+	agentArgs  []string
+	kubelet    kubeletRunner
 
 	mu    sync.Mutex
-	stub  *child
 	agent *child
 }
 
-// StartNode registers a Node as its kubelet would (with the node's client
-// certificate, so admission judges the registration) and starts the stub
-// kubelet and the agent, returning once both are up. When registration is
+// kubeletRunner is the kubelet of a node: the real one under its unit, or
+// the stub.
+type kubeletRunner interface {
+	// writeLocalConfig writes the node's own configuration with extra
+	// lines added.
+	writeLocalConfig(path, extra string) error
+	// start starts the kubelet's process and returns once it can take
+	// the agent's restart command.
+	start(ctx context.Context) error
+	stop()
+	running() bool
+	// restartCommand is the agent's --kubelet-restart-command.
+	restartCommand() string
+	// restartAsAdmin restarts the kubelet behind the agent's back.
+	restartAsAdmin(ctx context.Context) error
+	restarts() ([]KubeletRestart, error)
+	// localFields are the agent's --local-fields, empty for its default.
+	localFields() []string
+	logPath() string
+}
+
+// StartNode starts a node: a real kubelet registers its Node itself, with
+// the node's client certificate, and the call returns once the Node exists
+// and the kubelet is healthy (or, WithoutCertificate, once its unit runs);
+// for the stub the framework registers the Node with the node's
+// credentials, so admission judges the registration, and when that is
 // refused the error is the apiserver's (apierrors.IsForbidden and friends
-// work on it) and nothing is started. On any error no process is left
-// running; a Node already registered stays.
+// work on it) and nothing is started. The agent is started last. On any
+// error no process is left running; a Node already registered stays.
 func StartNode(ctx context.Context, env *Env, opts NodeOptions) (node *Node, err error) {
 	if msgs := validation.IsDNS1123Subdomain(opts.Name); len(msgs) > 0 {
 		return nil, fmt.Errorf("node name %q: %s", opts.Name, strings.Join(msgs, "; "))
 	}
-	if opts.Binaries.Agent == "" || opts.Binaries.KubeletStub == "" {
-		return nil, errors.New("starting a node needs the agent and kubelet stub binaries (BuildNodeBinaries)")
+	if opts.Binaries.Agent == "" {
+		return nil, errors.New("starting a node needs the node binaries (BuildNodeBinaries)")
 	}
-	n := &Node{Name: opts.Name, Dir: opts.Dir, TrialPeriod: opts.TrialPeriod, env: env, binaries: opts.Binaries,
-		stubStartupDelay: opts.StubStartupDelay, kubeletArgs: opts.KubeletArgs}
+	if opts.Stub != nil && opts.Stub.Reason == "" {
+		return nil, errors.New("a stub kubelet needs a Reason: the fault no real kubelet produces")
+	}
+	n := &Node{Name: opts.Name, Dir: opts.Dir, TrialPeriod: opts.TrialPeriod, env: env, binaries: opts.Binaries}
 	if n.Dir == "" {
 		n.Dir = filepath.Join(env.dir, "nodes", opts.Name)
 	}
 	if n.TrialPeriod <= 0 {
 		n.TrialPeriod = DefaultTrialPeriod
 	}
-	if n.stubStartupDelay <= 0 {
-		n.stubStartupDelay = 100 * time.Millisecond
-	}
 	n.KubeletConfigFile = filepath.Join(n.Dir, "kubelet", "config.yaml")
 	n.LocalConfigFile = filepath.Join(n.Dir, "kubelet-local.yaml")
-	n.pidFile = filepath.Join(n.Dir, "kubelet.pid")
-	n.restartLog = filepath.Join(n.Dir, "kubelet-restarts.log")
 	n.certLink = filepath.Join(n.Dir, "pki", "kubelet-client-current.pem")
 	n.kubeconfig = filepath.Join(n.Dir, "kubelet.kubeconfig")
 	if n.KubeletHealthzPort, err = freeport.Get(); err != nil {
@@ -146,14 +180,27 @@ func StartNode(ctx context.Context, env *Env, opts NodeOptions) (node *Node, err
 		return nil, err
 	}
 
-	kubeletVersion := opts.KubeletVersion
-	if kubeletVersion == "" {
-		kubeletVersion = DefaultKubeletVersion
+	if opts.Stub != nil {
+		kubeletVersion := opts.Stub.KubeletVersion
+		if kubeletVersion == "" {
+			kubeletVersion = DefaultKubeletVersion
+		}
+		if err := n.register(ctx, kubeletVersion, opts.Labels); err != nil {
+			return nil, err
+		}
+		n.kubelet = newStubKubelet(n, opts.Stub, opts.KubeletArgs)
+	} else {
+		if opts.Binaries.Kubelet == "" {
+			return nil, errors.New("a real kubelet needs the kubelet, fakecri and kubeletunit binaries (BuildNodeBinaries)")
+		}
+		if n.KubeletPort, err = freeport.Get(); err != nil {
+			return nil, err
+		}
+		if n.kubelet, err = newRealKubelet(n, opts.Labels, opts.KubeletArgs); err != nil {
+			return nil, err
+		}
 	}
-	if err := n.register(ctx, kubeletVersion, opts.Labels); err != nil {
-		return nil, err
-	}
-	if err := n.writeFiles(opts.WithoutCertificate); err != nil {
+	if err := n.writeFiles(opts.WithoutCertificate, opts.LocalConfig); err != nil {
 		return nil, err
 	}
 	n.agentArgs = append(n.defaultAgentArgs(), opts.AgentArgs...)
@@ -165,6 +212,11 @@ func StartNode(ctx context.Context, env *Env, opts NodeOptions) (node *Node, err
 	}()
 	if err := n.StartKubelet(ctx); err != nil {
 		return nil, err
+	}
+	if real, ok := n.kubelet.(*realKubelet); ok && !opts.WithoutCertificate {
+		if err := real.waitRegistered(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if err := n.StartAgent(ctx); err != nil {
 		return nil, err
@@ -190,12 +242,16 @@ func (n *Node) register(ctx context.Context, kubeletVersion string, labels map[s
 // writeFiles lays out what a node has before its kubelet starts: its own
 // configuration (which the kubelet already runs), the client certificate
 // and the kubeconfig that points at it.
-func (n *Node) writeFiles(withoutCertificate bool) error {
-	local := KubeletConfigHeader + fmt.Sprintf("healthzBindAddress: 127.0.0.1\nhealthzPort: %d\nproviderID: e2e://%s\n", n.KubeletHealthzPort, n.Name)
-	for _, path := range []string{n.LocalConfigFile, n.KubeletConfigFile} {
-		if err := writeFile(path, local); err != nil {
-			return err
-		}
+func (n *Node) writeFiles(withoutCertificate bool, extraConfig string) error {
+	if err := n.kubelet.writeLocalConfig(n.LocalConfigFile, extraConfig); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	local, err := os.ReadFile(n.LocalConfigFile)
+	if err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	if err := writeFile(n.KubeletConfigFile, string(local)); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(n.certLink), 0o700); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
@@ -215,14 +271,14 @@ func (n *Node) writeFiles(withoutCertificate bool) error {
 }
 
 func (n *Node) defaultAgentArgs() []string {
-	return []string{
+	args := []string{
 		"--node-name=" + n.Name,
 		"--kubeconfig=" + n.kubeconfig,
 		"--state-dir=" + filepath.Join(n.Dir, "state"),
 		"--kubelet-config-mode=config",
 		"--kubelet-config-file=" + n.KubeletConfigFile,
 		"--local-config-file=" + n.LocalConfigFile,
-		fmt.Sprintf("--kubelet-restart-command=%s restart --pid-file %s", n.binaries.KubeletStub, n.pidFile),
+		"--kubelet-restart-command=" + n.kubelet.restartCommand(),
 		fmt.Sprintf("--kubelet-healthz-url=http://127.0.0.1:%d/healthz", n.KubeletHealthzPort),
 		"--health-probe-period=200ms",
 		"--health-probe-timeout=150ms",
@@ -235,6 +291,10 @@ func (n *Node) defaultAgentArgs() []string {
 		"--kube-api-burst=100",
 		"-v=2",
 	}
+	if fields := n.kubelet.localFields(); len(fields) > 0 {
+		args = append(args, "--local-fields="+strings.Join(fields, ","))
+	}
+	return args
 }
 
 func writeFile(path, content string) error {
@@ -275,40 +335,27 @@ func (n *Node) RotateCertificate(generation string) error {
 	return nil
 }
 
-// StartKubelet starts the stub kubelet and waits until it has written its
-// PID, which the agent's restart command needs.
+// StartKubelet starts the kubelet (a real one under its unit, or the stub)
+// and waits until it can take the agent's restart command.
 func (n *Node) StartKubelet(ctx context.Context) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.stub != nil {
-		return fmt.Errorf("node %s: the kubelet is already running", n.Name)
-	}
-	_ = os.Remove(n.pidFile)
-	args := append([]string{n.binaries.KubeletStub, "serve",
-		"--config", n.KubeletConfigFile, "--healthz-port", strconv.Itoa(n.KubeletHealthzPort), "--pid-file", n.pidFile,
-		"--restart-log", n.restartLog, "--startup-delay", n.stubStartupDelay.String()}, n.kubeletArgs...)
-	stub, err := startChild("kubelet stub", n.kubeletLog(), args...)
-	if err != nil {
+	if err := n.kubelet.start(ctx); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
-	n.stub = stub
-	return Eventually(ctx, startTimeout, "the kubelet stub of "+n.Name+" to write its PID", func(context.Context) (bool, string, error) {
-		if !stub.running() {
-			return false, "", fmt.Errorf("the kubelet stub of %s exited; log:\n%s", n.Name, n.KubeletLogTail(20))
-		}
-		_, err := os.Stat(n.pidFile)
-		return err == nil, fmt.Sprint(err), nil
-	})
+	return nil
 }
 
-// StopKubelet stops the stub kubelet.
-func (n *Node) StopKubelet() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.stub != nil {
-		n.stub.stop()
-		n.stub = nil
-	}
+// StopKubelet stops the kubelet (and a real kubelet's unit and container
+// runtime).
+func (n *Node) StopKubelet() { n.kubelet.stop() }
+
+// KubeletRunning reports whether the kubelet's process (for a real kubelet,
+// its unit) runs.
+func (n *Node) KubeletRunning() bool { return n.kubelet.running() }
+
+// IsStub reports whether the node runs test/kubeletstub.
+func (n *Node) IsStub() bool {
+	_, ok := n.kubelet.(*stubKubelet)
+	return ok
 }
 
 // StartAgent starts the agent and waits until its /healthz answers.
@@ -365,11 +412,38 @@ func (n *Node) Stop() {
 	n.StopKubelet()
 }
 
-func (n *Node) agentLog() string   { return filepath.Join(n.Dir, "agent.log") }
-func (n *Node) kubeletLog() string { return filepath.Join(n.Dir, "kubelet.log") }
+func (n *Node) agentLog() string { return filepath.Join(n.Dir, "agent.log") }
 
 // AgentLogTail returns the last lines of the agent's log.
 func (n *Node) AgentLogTail(lines int) string { return tail(n.agentLog(), lines) }
 
-// KubeletLogTail returns the last lines of the stub kubelet's log.
-func (n *Node) KubeletLogTail(lines int) string { return tail(n.kubeletLog(), lines) }
+// KubeletLogTail returns the last lines of the kubelet's log.
+func (n *Node) KubeletLogTail(lines int) string { return tail(n.kubelet.logPath(), lines) }
+
+// KubeletLog returns the kubelet's whole log.
+func (n *Node) KubeletLog() (string, error) {
+	data, err := os.ReadFile(n.kubelet.logPath())
+	if err != nil {
+		return "", fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	return string(data), nil
+}
+
+// LocalFields are the agent's node-local fields on this node: its default
+// ones, and for a real kubelet the fields this host needs (see hostFields).
+func (n *Node) LocalFields() []string {
+	if fields := n.kubelet.localFields(); len(fields) > 0 {
+		return fields
+	}
+	return kubelet.DefaultLocalFields
+}
+
+// WaitRegistered waits until a real kubelet has registered its Node and
+// answers /healthz: after a node started WithoutCertificate gets one, say.
+// For the stub, whose Node the framework registered, it returns at once.
+func (n *Node) WaitRegistered(ctx context.Context) error {
+	if real, ok := n.kubelet.(*realKubelet); ok {
+		return real.waitRegistered(ctx)
+	}
+	return nil
+}

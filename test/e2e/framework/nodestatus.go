@@ -1,13 +1,13 @@
 package framework
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -24,13 +24,20 @@ import (
 // KubeletConfigHeader starts every KubeletConfiguration the helpers write.
 const KubeletConfigHeader = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 
+// CrashingKubelet returns a line that, added to a kubelet configuration,
+// makes a real kubelet exit at start-up after passing validation: it
+// reserves CPUs this machine does not have. Admission lets it through, as
+// it must: nothing in the configuration alone says it is wrong.
+func CrashingKubelet() string {
+	return fmt.Sprintf("reservedSystemCPUs: \"0-%d\"\n", runtime.NumCPU()+7)
+}
+
 // Lines that, added to a kubelet configuration, make the stub kubelet
 // misbehave once it runs it (see test/kubeletstub): no real field makes a
-// healthy kubelet fail on demand. Admission lets them through, as it would
-// a configuration that breaks a real kubelet at run time.
+// healthy kubelet hang or fail its health checks on demand.
 const (
-	// CrashingKubelet never serves /healthz: a crash loop.
-	CrashingKubelet = "staticPodURL: http://kubeletstub.invalid/crash\n"
+	// StubCrashingKubelet never serves /healthz: a crash loop.
+	StubCrashingKubelet = "staticPodURL: http://kubeletstub.invalid/crash\n"
 	// HangingKubelet accepts connections and never answers.
 	HangingKubelet = "staticPodURL: http://kubeletstub.invalid/hang\n"
 	// UnhealthyKubelet answers /healthz with 500.
@@ -149,34 +156,41 @@ func (n *Node) WaitReport(ctx context.Context, timeout time.Duration, what strin
 	return last, err
 }
 
-// KubeletRestart is one (re)start of the stub kubelet, from its restart log.
+// What a kubelet start became, in KubeletRestart.Behavior for a real
+// kubelet. The stub's are what its configuration made it do: healthy,
+// crash, hang, unhealthy or crashloop.
+const (
+	// KubeletRunning: this run has not ended.
+	KubeletRunning = "running"
+	// KubeletStopped: a stop or restart ended it.
+	KubeletStopped = "stopped"
+	// KubeletCrashed: it exited on its own (and Restart=always started
+	// the kubelet again).
+	KubeletCrashed = "crashed"
+)
+
+// KubeletRestart is one (re)start of the kubelet, from its unit's journal
+// (or the stub's restart log).
 type KubeletRestart struct {
 	Time time.Time `json:"time"`
 	// SHA256 is the hash of the configuration file it started with.
 	SHA256 string `json:"sha256"`
-	// Behavior is what that file made it do: healthy, crash, hang or
-	// unhealthy.
+	// Behavior is what became of the run (KubeletRunning and friends), or
+	// what the stub's file made it do.
 	Behavior string `json:"behavior"`
+	// Cause, for a real kubelet, is why it started: "start", "restart"
+	// (the agent's command, or an administrator's) or "auto-restart"
+	// (Restart=always after it exited).
+	Cause string `json:"cause,omitempty"`
+	// ExitCode, for a real kubelet's run that ended, is its exit status.
+	ExitCode int `json:"exitCode,omitempty"`
 }
 
-// KubeletRestarts returns every start of the stub kubelet, oldest first.
+// KubeletRestarts returns every start of the kubelet, oldest first.
 func (n *Node) KubeletRestarts() ([]KubeletRestart, error) {
-	f, err := os.Open(n.restartLog)
+	restarts, err := n.kubelet.restarts()
 	if err != nil {
-		return nil, fmt.Errorf("node %s: the kubelet's restart log: %w", n.Name, err)
-	}
-	defer f.Close()
-	var restarts []KubeletRestart
-	scanner := bufio.NewScanner(f)
-	for scanner.Scan() {
-		var r KubeletRestart
-		if err := json.Unmarshal(scanner.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("node %s: the kubelet's restart log: %w", n.Name, err)
-		}
-		restarts = append(restarts, r)
-	}
-	if err := scanner.Err(); err != nil {
-		return nil, fmt.Errorf("node %s: the kubelet's restart log: %w", n.Name, err)
+		return nil, fmt.Errorf("node %s: %w", n.Name, err)
 	}
 	return restarts, nil
 }

@@ -1,0 +1,393 @@
+package framework
+
+import (
+	"bufio"
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
+)
+
+// KubeletRestartSec is the delay before a real kubelet that exited is
+// started again: systemd's RestartSec= of the test's kubelet unit, seconds
+// where kubeadm's kubelet.service waits 10.
+const KubeletRestartSec = time.Second
+
+// HostSysctls are the /proc/sys entries a real kubelet checks or writes,
+// with the values it wants. Its unit bind-mounts files holding them over
+// /proc/sys inside the kubelet's own mount namespace, so the host's are
+// never read or changed by it.
+var HostSysctls = map[string]string{
+	"vm/overcommit_memory":      "1",
+	"vm/panic_on_oom":           "0",
+	"kernel/panic":              "10",
+	"kernel/panic_on_oops":      "1",
+	"kernel/keys/root_maxkeys":  "1000000",
+	"kernel/keys/root_maxbytes": "25000000",
+}
+
+// hostFields are the top-level KubeletConfiguration fields every real
+// kubelet here needs to run on this host (a cgroup v1 machine without a
+// container runtime, shared by several kubelets), kept from the node's own
+// configuration like the agent's default node-local fields.
+var hostFields = []string{
+	"address", "port", "readOnlyPort",
+	"podLogsDir", "volumePluginDir",
+	"failCgroupV1", "cgroupDriver", "cgroupsPerQOS", "enforceNodeAllocatable",
+	"failSwapOn", "evictionHard",
+	"authentication", "authorization",
+}
+
+// realKubelet is a real kubelet under test/kubeletunit, which plays
+// systemd (Restart=always, `systemctl restart`) and starts it in a private
+// mount namespace, beside fakecri as its container runtime.
+type realKubelet struct {
+	node   *Node
+	labels map[string]string
+	args   []string
+
+	// socketDir is short, for unix socket paths' length limit (108
+	// bytes); it holds the sockets and the kubelet's root directory, and
+	// goes when the kubelet stops.
+	socketDir   string
+	criEndpoint string
+	control     string
+	rootDir     string
+	journal     string
+	log         string
+	criLog      string
+	configDir   string
+
+	mu   sync.Mutex
+	cri  *child
+	unit *child
+}
+
+func newRealKubelet(n *Node, labels map[string]string, args []string) (*realKubelet, error) {
+	socketDir, err := os.MkdirTemp("", "ngk-")
+	if err != nil {
+		return nil, fmt.Errorf("creating the sockets' directory: %w", err)
+	}
+	k := &realKubelet{node: n, labels: labels, args: args, socketDir: socketDir,
+		criEndpoint: "unix://" + filepath.Join(socketDir, "cri.sock"),
+		control:     filepath.Join(socketDir, "unit.sock"),
+		// The kubelet serves unix sockets under its root directory too
+		// (pod resources, plugin registration).
+		rootDir: filepath.Join(socketDir, "root"),
+		journal: filepath.Join(n.Dir, "kubelet.journal"),
+		log:     filepath.Join(n.Dir, "kubelet.log"),
+		criLog:  filepath.Join(n.Dir, "fakecri.log"),
+	}
+	for _, arg := range args {
+		if dir, ok := strings.CutPrefix(arg, "--config-dir="); ok {
+			k.configDir = dir
+		}
+	}
+	return k, nil
+}
+
+func (k *realKubelet) writeLocalConfig(path, extra string) error {
+	n := k.node
+	caFile := filepath.Join(n.Dir, "pki", "client-ca.crt")
+	if err := writeFile(caFile, string(n.env.CP.CA().CertPEM())); err != nil {
+		return err
+	}
+	for _, dir := range []string{k.rootDir, filepath.Join(n.Dir, "pod-logs"), filepath.Join(n.Dir, "volume-plugins"), filepath.Join(n.Dir, "image-fs")} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	// enforceNodeAllocatable says "none" rather than []: merged with a
+	// --config-dir, the kubelet reads an empty list as unset and enforces
+	// "pods", which needs cgroupsPerQOS.
+	local := KubeletConfigHeader + fmt.Sprintf(`providerID: e2e://%s
+address: 127.0.0.1
+port: %d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+containerRuntimeEndpoint: %s
+podLogsDir: %s
+volumePluginDir: %s
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupsPerQOS: false
+enforceNodeAllocatable: [none]
+failSwapOn: false
+evictionHard: {}
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: %s
+authorization:
+  mode: Webhook
+`, n.Name, n.KubeletPort, n.KubeletHealthzPort, k.criEndpoint, filepath.Join(n.Dir, "pod-logs"), filepath.Join(n.Dir, "volume-plugins"), caFile) + extra
+	return writeFile(path, local)
+}
+
+func (k *realKubelet) kubeletArgv() []string {
+	n := k.node
+	argv := []string{n.binaries.Kubelet,
+		"--config=" + n.KubeletConfigFile,
+		"--kubeconfig=" + n.kubeconfig,
+		"--root-dir=" + k.rootDir,
+		// Its serving certificate, which Configz trusts; the default is
+		// under /var/lib, a tmpfs of the kubelet's own namespace.
+		"--cert-dir=" + filepath.Join(k.rootDir, "pki"),
+		"--hostname-override=" + n.Name,
+		"--v=1",
+	}
+	if len(k.labels) > 0 {
+		var labels []string
+		for key, value := range k.labels {
+			labels = append(labels, key+"="+value)
+		}
+		sort.Strings(labels)
+		argv = append(argv, "--node-labels="+strings.Join(labels, ","))
+	}
+	return append(argv, k.args...)
+}
+
+func (k *realKubelet) start(ctx context.Context) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.unit != nil {
+		return fmt.Errorf("the kubelet is already running")
+	}
+	n := k.node
+	if k.cri == nil || !k.cri.running() {
+		cri, err := startChild("fakecri", k.criLog, n.binaries.FakeCRI,
+			"--endpoint="+k.criEndpoint, "--image-fs-dir="+filepath.Join(n.Dir, "image-fs"))
+		if err != nil {
+			return err
+		}
+		k.cri = cri
+		socket := strings.TrimPrefix(k.criEndpoint, "unix://")
+		if err := Eventually(ctx, startTimeout, "the container runtime of "+n.Name, func(context.Context) (bool, string, error) {
+			if !cri.running() {
+				return false, "", fmt.Errorf("fakecri of %s exited; log:\n%s", n.Name, tail(k.criLog, 20))
+			}
+			_, err := os.Stat(socket)
+			return err == nil, fmt.Sprint(err), nil
+		}); err != nil {
+			return err
+		}
+	}
+	unitArgs := []string{n.binaries.KubeletUnit, "serve",
+		"--control=" + k.control, "--journal=" + k.journal,
+		"--restart-sec=" + KubeletRestartSec.String(),
+		"--config-file=" + n.KubeletConfigFile,
+		"--private-mounts"}
+	if k.configDir != "" {
+		unitArgs = append(unitArgs, "--config-dir="+k.configDir)
+	}
+	keys := make([]string, 0, len(HostSysctls))
+	for key := range HostSysctls {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		unitArgs = append(unitArgs, "--sysctl="+key+"="+HostSysctls[key])
+	}
+	unitArgs = append(append(unitArgs, "--"), k.kubeletArgv()...)
+	unit, err := startChild("kubelet unit", k.log, unitArgs...)
+	if err != nil {
+		return err
+	}
+	k.unit = unit
+	return Eventually(ctx, startTimeout, "the kubelet unit of "+n.Name+" to answer", func(ctx context.Context) (bool, string, error) {
+		if !unit.running() {
+			return false, "", fmt.Errorf("the kubelet unit of %s exited; log:\n%s", n.Name, tail(k.log, 20))
+		}
+		out, err := k.ctl(ctx, "status")
+		return err == nil, out, nil
+	})
+}
+
+// ctl runs `kubeletunit COMMAND`, as systemctl would be run.
+func (k *realKubelet) ctl(ctx context.Context, command string) (string, error) {
+	out, err := exec.CommandContext(ctx, k.node.binaries.KubeletUnit, command, "--control="+k.control).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("kubeletunit %s: %w: %s", command, err, strings.TrimSpace(string(out)))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func (k *realKubelet) stop() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.unit != nil {
+		k.unit.stop()
+		k.unit = nil
+	}
+	if k.cri != nil {
+		k.cri.stop()
+		k.cri = nil
+	}
+	_ = os.RemoveAll(k.socketDir)
+}
+
+func (k *realKubelet) running() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.unit != nil && k.unit.running()
+}
+
+func (k *realKubelet) restartCommand() string {
+	return fmt.Sprintf("%s restart --control=%s", k.node.binaries.KubeletUnit, k.control)
+}
+
+func (k *realKubelet) restartAsAdmin(ctx context.Context) error {
+	_, err := k.ctl(ctx, "restart")
+	return err
+}
+
+// journalEntry is a line of test/kubeletunit's journal.
+type journalEntry struct {
+	Time         time.Time `json:"time"`
+	Event        string    `json:"event"`
+	PID          int       `json:"pid"`
+	Cause        string    `json:"cause"`
+	ConfigSHA256 string    `json:"configSHA256"`
+	ExitCode     *int      `json:"exitCode"`
+	Requested    bool      `json:"requested"`
+}
+
+func (k *realKubelet) restarts() ([]KubeletRestart, error) {
+	f, err := os.Open(k.journal)
+	if err != nil {
+		return nil, fmt.Errorf("the kubelet unit's journal: %w", err)
+	}
+	defer f.Close()
+	var restarts []KubeletRestart
+	byPID := map[int]int{}
+	scanner := bufio.NewScanner(f)
+	for scanner.Scan() {
+		var e journalEntry
+		if err := json.Unmarshal(scanner.Bytes(), &e); err != nil {
+			return nil, fmt.Errorf("the kubelet unit's journal: %w", err)
+		}
+		switch e.Event {
+		case "start":
+			byPID[e.PID] = len(restarts)
+			restarts = append(restarts, KubeletRestart{Time: e.Time, SHA256: e.ConfigSHA256, Cause: e.Cause, Behavior: KubeletRunning})
+		case "exit":
+			i, ok := byPID[e.PID]
+			if !ok {
+				continue
+			}
+			restarts[i].Behavior = KubeletCrashed
+			if e.Requested {
+				restarts[i].Behavior = KubeletStopped
+			}
+			if e.ExitCode != nil {
+				restarts[i].ExitCode = *e.ExitCode
+			}
+		}
+	}
+	if err := scanner.Err(); err != nil {
+		return nil, fmt.Errorf("the kubelet unit's journal: %w", err)
+	}
+	return restarts, nil
+}
+
+func (k *realKubelet) localFields() []string {
+	return append(append([]string(nil), kubelet.DefaultLocalFields...), hostFields...)
+}
+
+func (k *realKubelet) logPath() string { return k.log }
+
+// waitRegistered waits until the kubelet has registered its Node and
+// answers /healthz.
+func (k *realKubelet) waitRegistered(ctx context.Context) error {
+	n := k.node
+	client := &http.Client{Timeout: 2 * time.Second}
+	err := Eventually(ctx, startTimeout, "the kubelet of "+n.Name+" to register and be healthy", func(ctx context.Context) (bool, string, error) {
+		if !k.running() {
+			return false, "", fmt.Errorf("the kubelet unit of %s exited; log:\n%s", n.Name, tail(k.log, 30))
+		}
+		if _, err := n.env.Admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err != nil {
+			if apierrors.IsNotFound(err) {
+				return false, "not registered yet", nil
+			}
+			return false, err.Error(), nil
+		}
+		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", n.KubeletHealthzPort))
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w; kubelet log:\n%s", err, tail(k.log, 30))
+	}
+	return nil
+}
+
+// Configz returns what a real kubelet's /configz serves: the configuration
+// it runs, as {"kubeletconfig": {...}}. It asks with the control plane's
+// admin certificate, which the kubelet authenticates against its client CA
+// and authorizes through the apiserver, as it would the apiserver's own.
+func (n *Node) Configz(ctx context.Context) (map[string]any, error) {
+	k, ok := n.kubelet.(*realKubelet)
+	if !ok {
+		return nil, fmt.Errorf("node %s runs the stub, which has no /configz", n.Name)
+	}
+	tlsConfig, err := rest.TLSConfigFor(n.env.CP.AdminConfig())
+	if err != nil {
+		return nil, fmt.Errorf("node %s: admin TLS configuration: %w", n.Name, err)
+	}
+	// The kubelet serves a self-signed certificate for its hostname,
+	// written under its root directory.
+	servingCert, err := os.ReadFile(filepath.Join(k.rootDir, "pki", "kubelet.crt"))
+	if err != nil {
+		return nil, fmt.Errorf("node %s: the kubelet's serving certificate: %w", n.Name, err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(servingCert) {
+		return nil, fmt.Errorf("node %s: the kubelet's serving certificate does not parse", n.Name)
+	}
+	tlsConfig.RootCAs, tlsConfig.ServerName = roots, n.Name
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
+	defer client.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/configz", n.KubeletPort), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: /configz: %w", n.Name, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("node %s: /configz: %w", n.Name, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("node %s: /configz: %s: %s", n.Name, resp.Status, body)
+	}
+	var configz map[string]any
+	if err := json.Unmarshal(body, &configz); err != nil {
+		return nil, fmt.Errorf("node %s: /configz: %w", n.Name, err)
+	}
+	return configz, nil
+}

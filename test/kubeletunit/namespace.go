@@ -1,0 +1,122 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// namespaceCommand is the hidden command that runs first inside the
+// kubelet's new mount namespace: it mounts what the kubelet may scribble on,
+// then becomes the kubelet.
+const namespaceCommand = "__enter-namespace"
+
+// hostPaths are covered with tmpfs in the kubelet's namespace: it creates
+// /var/log/containers, /var/log/pods and /var/lib/kubelet/device-plugins
+// whatever its root directory is.
+var hostPaths = []string{"/var/log", "/var/lib"}
+
+// writeSysctlFiles writes one file per sysctl holding the value the kubelet
+// expects, and returns the helper's --bind flags that put them over
+// /proc/sys.
+func writeSysctlFiles(dir string, sysctls map[string]string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the sysctl files' directory: %w", err)
+	}
+	keys := make([]string, 0, len(sysctls))
+	for key := range sysctls {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	var args []string
+	for _, key := range keys {
+		file := filepath.Join(dir, strings.ReplaceAll(key, "/", "."))
+		if err := os.WriteFile(file, []byte(sysctls[key]+"\n"), 0o644); err != nil {
+			return nil, fmt.Errorf("writing the file for sysctl %s: %w", key, err)
+		}
+		args = append(args, "--bind", file+"="+filepath.Join("/proc/sys", key))
+	}
+	return args, nil
+}
+
+// enterNamespace runs in a fresh, private mount namespace: it mounts tmpfs
+// over hostPaths and each --bind source over its target, then executes the
+// command after "--". Any failure exits before the kubelet could touch the
+// host.
+func enterNamespace(args []string) error {
+	var binds [][2]string
+	for len(args) > 0 && args[0] != "--" {
+		if args[0] != "--bind" || len(args) < 2 {
+			return fmt.Errorf("%s: unexpected argument %q", namespaceCommand, args[0])
+		}
+		src, dst, ok := strings.Cut(args[1], "=")
+		if !ok {
+			return fmt.Errorf("%s: --bind wants SOURCE=TARGET, got %q", namespaceCommand, args[1])
+		}
+		binds = append(binds, [2]string{src, dst})
+		args = args[2:]
+	}
+	if len(args) < 2 {
+		return errors.New(namespaceCommand + ": no command after --")
+	}
+	argv := args[1:]
+	if err := privateMountsOnly(); err != nil {
+		return err
+	}
+	for _, path := range hostPaths {
+		if err := syscall.Mount("tmpfs", path, "tmpfs", 0, "mode=0755"); err != nil {
+			return fmt.Errorf("mounting tmpfs on %s: %w", path, err)
+		}
+	}
+	for _, b := range binds {
+		if err := syscall.Mount(b[0], b[1], "", syscall.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind-mounting %s over %s: %w", b[0], b[1], err)
+		}
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return err
+	}
+	return syscall.Exec(path, argv, os.Environ())
+}
+
+// privateMountsOnly refuses to go on unless this process has a mount
+// namespace of its own whose root mount does not propagate: the check that
+// every later mount stays out of the host's.
+func privateMountsOnly() error {
+	self, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		return fmt.Errorf("reading this process's mount namespace: %w", err)
+	}
+	parent, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", os.Getppid()))
+	if err != nil {
+		return fmt.Errorf("reading the unit's mount namespace: %w", err)
+	}
+	if self == parent {
+		return errors.New(namespaceCommand + " must run in a new mount namespace (unshare(CLONE_NEWNS))")
+	}
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("reading mountinfo: %w", err)
+	}
+	for _, line := range strings.Split(string(info), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 6 && fields[4] == "/" {
+			// Optional fields (shared:N, master:N) sit between field 6 and "-".
+			for _, f := range fields[6:] {
+				if f == "-" {
+					break
+				}
+				if strings.HasPrefix(f, "shared:") {
+					return errors.New(namespaceCommand + ": the root mount still propagates to the host")
+				}
+			}
+		}
+	}
+	return nil
+}
