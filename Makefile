@@ -9,7 +9,7 @@ GO ?= go
 GOFMT ?= gofmt
 # A checkout without .git (CI tarballs) must still build.
 export GOFLAGS ?= -buildvcs=false
-# The first run builds kube-apiserver (several minutes) before any test starts; a test that
+# The first run builds kube-apiserver and the kubelet (several minutes) before any test starts; a test that
 # starts control planes takes seconds each, but on two cores they add up.
 TEST_TIMEOUT ?= 30m
 # Arguments for `make run`, e.g. make run ARGS='--help'.
@@ -25,7 +25,7 @@ NESTED_MODULES := $(sort $(patsubst %/go.mod,%,$(shell find hack -mindepth 2 -na
 build:
 	$(GO) build -o bin/ ./cmd/...
 
-## test: lint, make sure etcd and kube-apiserver are built, then run all tests, then fuzz briefly.
+## test: lint, make sure etcd, kube-apiserver, the kubelet and fakecri are built, then run all tests, then fuzz briefly.
 test: lint testbin
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@for module in $(NESTED_MODULES); do \
@@ -62,7 +62,7 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; \
 	done
 
-## testbin: build etcd and kube-apiserver into the cache (only when missing or out of date).
+## testbin: build etcd, kube-apiserver, the kubelet and fakecri into the cache (only when missing or out of date).
 testbin:
 	hack/testbin.sh >/dev/null
 

@@ -13,7 +13,7 @@
 // own it is started again after --restart-sec, and, as systemd's
 // RestartSteps= and RestartMaxDelaySec= do, each further consecutive exit
 // within a short run waits longer, up to --restart-max-delay. A run that
-// stays up resets the delay. "restart" stops the kubelet (SIGTERM, then
+// stays up resets the delay. "restart" stops the kubelet (SIGTERM to its process group, then
 // SIGKILL after a grace period) and starts it at once, answering when the
 // new process has been started, like `systemctl restart` of a Type=simple
 // unit. It fails when no unit answers on the socket.

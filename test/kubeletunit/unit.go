@@ -179,9 +179,15 @@ func (u *unit) start(cause string) error {
 		helper := append([]string{namespaceCommand}, u.bindArgs...)
 		helper = append(append(helper, "--"), argv...)
 		cmd = exec.Command(self, helper...)
+	}
+	// Its own process group, signalled whole on stop as systemd's
+	// KillMode=control-group does; and gone with the unit if the unit is
+	// killed, instead of holding its ports.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if u.opts.privateMounts {
 		// Go makes every mount of the new namespace private before the
 		// helper runs, so nothing mounted there propagates to the host.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+		cmd.SysProcAttr.Unshareflags = syscall.CLONE_NEWNS
 	}
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	entry := Entry{Event: "start", Cause: cause, ConfigSHA256: hashFile(u.opts.configFile), ConfigDirSHA256: hashDir(u.opts.configDir)}
@@ -204,7 +210,8 @@ func (u *unit) stop() {
 		return
 	}
 	u.stopAsked = true
-	_ = u.proc.Process.Signal(syscall.SIGTERM)
+	pgid := u.proc.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	timer := time.NewTimer(u.opts.stopTimeout)
 	defer timer.Stop()
 	for u.proc != nil {
@@ -212,9 +219,11 @@ func (u *unit) stop() {
 		case ex := <-u.exits:
 			u.exited(ex)
 		case <-timer.C:
-			_ = u.proc.Process.Kill()
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		}
 	}
+	// What is left of the group once the kubelet is gone.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
 func (u *unit) exited(ex exit) {

@@ -30,11 +30,19 @@
 //	resolvConf                 the resolver file this OS uses
 //	healthzBindAddress         where the agent probes the kubelet ...
 //	healthzPort                ... which a shared config must not move
+//	authentication             who may call the kubelet's API (the client CA
+//	                           file on this machine the apiserver's
+//	                           certificate is checked against) ...
+//	authorization              ... and how they are authorized: without
+//	                           them the kubelet falls back to its defaults
+//	                           and refuses the apiserver (logs, exec)
 //
 // In ModeConfig each is copied from the local file over the ConfigMap's
 // value (or removed when the local file does not set it); in ModeDropIn each
 // is removed from the drop-in, so the --config file's value stands. Either
-// way the ConfigMap cannot set them. The list can be changed with
+// way the ConfigMap cannot set them. The shipped policy forbids
+// authentication and authorization in ConfigMaps (forbiddenDynamicFields),
+// so the node's own values must stand. The list can be changed with
 // --local-fields; only top-level fields can be named.
 //
 // The transform works on the configuration as a map of fields, not on the

@@ -26,6 +26,8 @@ var DefaultLocalFields = []string{
 	"resolvConf",
 	"healthzBindAddress",
 	"healthzPort",
+	"authentication",
+	"authorization",
 }
 
 // Renderer turns a configuration into the file the kubelet reads.

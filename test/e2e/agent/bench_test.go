@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
@@ -37,15 +39,23 @@ func (n *node) rssKiB() float64 {
 	return 0
 }
 
-// BenchmarkAssignmentToRestart measures, on loopback, the time from the
-// PATCH that changes a Node's assignment to the kubelet restart the agent
-// issues for it (after checkpointing, validating and writing the kubelet's
-// file). The restart time is stamped by the stub kubelet when the restart
-// signal arrives, so polling adds nothing to the figure. It also reports the
-// agent's RSS at rest (local configuration, nothing to do) and after the
-// run. Run it with enough iterations for a p99:
+// BenchmarkAssignmentToRestart measures, on loopback against a real
+// kube-apiserver and a real kubelet, from the PATCH that changes a Node's
+// assignment:
 //
-//	go test -run '^$' -bench AssignmentToRestart -benchtime 200x ./test/e2e/agent/
+//   - restart-ms: to the kubelet restart the agent issues for it (after
+//     downloading, checkpointing, validating and writing the kubelet's
+//     file): the agent's part, stamped by the kubelet's unit when the
+//     restart command reaches it, so polling adds nothing;
+//   - healthz-ms: to the restarted kubelet answering /healthz on the new
+//     configuration (polled every 5ms);
+//   - node-ms: to the Node reporting the new configuration's pod capacity,
+//     written by the kubelet itself (seen through a watch).
+//
+// It also reports the agent's RSS at rest (local configuration, nothing to
+// do) and after the run. Run it with enough iterations for a p99:
+//
+//	go test -run '^$' -bench AssignmentToRestart -benchtime 20x ./test/e2e/agent/
 func BenchmarkAssignmentToRestart(b *testing.B) {
 	n := newNode(b, nodeOptions{agentArgs: []string{"--trial-period=1h"}})
 	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
@@ -53,15 +63,29 @@ func BenchmarkAssignmentToRestart(b *testing.B) {
 	time.Sleep(2 * time.Second)
 	restRSS := n.rssKiB()
 
+	maxPods := []int64{42, 43}
 	cms := []*corev1.ConfigMap{n.configMap("kubelet-a", "maxPods: 42\n"), n.configMap("kubelet-b", "maxPods: 43\n")}
-	marker := []string{"maxPods: 42", "maxPods: 43"}
-	var latencies []time.Duration
+	var restart, healthz, reported []time.Duration
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		which := (i + 1) % 2
 		before := len(n.restartRecords())
+		watch, err := env.Admin.CoreV1().Nodes().Watch(n.ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + n.Name})
+		if err != nil {
+			b.Fatal(err)
+		}
 		start := time.Now()
 		n.assign(cms[which].Name)
+		reportedAt := make(chan time.Time, 1)
+		go func() {
+			defer watch.Stop()
+			for ev := range watch.ResultChan() {
+				if node, ok := ev.Object.(*corev1.Node); ok && capacityPods(node) == maxPods[which] {
+					reportedAt <- time.Now()
+					return
+				}
+			}
+		}()
 		var restarted framework.KubeletRestart
 		n.eventually("the restart for "+cms[which].Name, func() (bool, string) {
 			records := n.restartRecords()
@@ -71,28 +95,50 @@ func BenchmarkAssignmentToRestart(b *testing.B) {
 			restarted = records[len(records)-1]
 			return true, ""
 		})
+		n.eventually("the kubelet to answer /healthz on "+cms[which].Name, func() (bool, string) {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", n.KubeletHealthzPort))
+			if err != nil {
+				time.Sleep(5 * time.Millisecond)
+				return false, err.Error()
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK, resp.Status
+		})
+		healthyAt := time.Now()
+		var nodeAt time.Time
+		select {
+		case nodeAt = <-reportedAt:
+		case <-time.After(waitTimeout):
+			b.Fatalf("the Node never reported maxPods %d", maxPods[which])
+		}
 		b.StopTimer()
 		data, err := os.ReadFile(n.KubeletConfigFile)
-		if err != nil || !strings.Contains(string(data), marker[which]) {
+		if err != nil || !strings.Contains(string(data), fmt.Sprintf("maxPods: %d", maxPods[which])) {
 			b.Fatalf("the kubelet file is not %s's: %s %v", cms[which].Name, data, err)
 		}
 		sum := sha256.Sum256(data)
 		if restarted.SHA256 != hex.EncodeToString(sum[:]) {
 			b.Fatalf("the kubelet restarted with another file than %s's", cms[which].Name)
 		}
-		latencies = append(latencies, restarted.Time.Sub(start))
+		restart = append(restart, restarted.Time.Sub(start))
+		healthz = append(healthz, healthyAt.Sub(start))
+		reported = append(reported, nodeAt.Sub(start))
 		// Wait for the agent's report, so the next PATCH starts from rest.
 		n.waitReport(cms[which].Name+" on trial", func(o framework.Report) bool { return is(o.Status.Active, cms[which]) })
 		b.StartTimer()
 	}
 	b.StopTimer()
-	slices.Sort(latencies)
-	percentile := func(p float64) float64 {
-		idx := int(float64(len(latencies)-1) * p)
-		return float64(latencies[idx].Microseconds()) / 1000
+	for _, m := range []struct {
+		name string
+		d    []time.Duration
+	}{{"restart", restart}, {"healthz", healthz}, {"node", reported}} {
+		slices.Sort(m.d)
+		percentile := func(p float64) float64 {
+			return float64(m.d[int(float64(len(m.d)-1)*p)].Microseconds()) / 1000
+		}
+		b.ReportMetric(percentile(0.5), m.name+"-p50-ms")
+		b.ReportMetric(percentile(0.99), m.name+"-p99-ms")
 	}
-	b.ReportMetric(percentile(0.5), "p50-ms")
-	b.ReportMetric(percentile(0.99), "p99-ms")
 	b.ReportMetric(restRSS, "rest-rss-KiB")
 	b.ReportMetric(n.rssKiB(), "final-rss-KiB")
 	b.ReportMetric(0, "ns/op")

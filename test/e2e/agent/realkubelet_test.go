@@ -87,3 +87,37 @@ func TestRealKubeletRunsTheAssignment(t *testing.T) {
 		t.Errorf("the kubelet's log does not show it refusing the bad configuration:\n%s", n.KubeletLogTail(40))
 	}
 }
+
+// TestStricterThanTheKubelet: the kubelet runs with a field it does not
+// know (lenient decoding, one log line) and with a cgroup driver that does
+// not exist (the runtime's driver wins); nodeguard refuses both in an
+// eligible ConfigMap, naming the field, before any node could be given it.
+func TestStricterThanTheKubelet(t *testing.T) {
+	for _, tc := range []struct {
+		name, config, field string
+	}{
+		{"unknown field", "noSuchKubeletField: true\n", "noSuchKubeletField"},
+		{"bogus cgroup driver", "cgroupDriver: bogus\n", "cgroupDriver"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t, nodeOptions{localConfig: tc.config})
+			n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
+			n.waitKubeletRuns(110)
+			if r := n.restartRecords(); len(r) != 1 || r[0].Behavior != framework.KubeletRunning {
+				t.Fatalf("the kubelet did not keep running with %q: %+v", tc.config, r)
+			}
+			if !strings.Contains(n.kubeletFile(), tc.config) {
+				t.Fatalf("the kubelet does not run %q:\n%s", tc.config, n.kubeletFile())
+			}
+
+			_, err := framework.PutKubeletConfigMap(n.ctx, env.Admin, n.ns, "stricter", "maxPods: 57\n"+tc.config)
+			if err == nil {
+				t.Fatalf("nodeguard admitted an eligible ConfigMap with %q", tc.config)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "nodeguard rule 6") || !strings.Contains(msg, tc.field) {
+				t.Errorf("the refusal does not name rule 6 and %s: %v", tc.field, err)
+			}
+			t.Logf("the kubelet runs %q; nodeguard: %v", strings.TrimSpace(tc.config), err)
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
 )
@@ -50,7 +52,6 @@ var hostFields = []string{
 	"podLogsDir", "volumePluginDir",
 	"failCgroupV1", "cgroupDriver", "cgroupsPerQOS", "enforceNodeAllocatable",
 	"failSwapOn", "evictionHard",
-	"authentication", "authorization",
 }
 
 // realKubelet is a real kubelet under test/kubeletunit, which plays
@@ -107,40 +108,54 @@ func (k *realKubelet) writeLocalConfig(path, extra string) error {
 	if err := writeFile(caFile, string(n.env.CP.CA().CertPEM())); err != nil {
 		return err
 	}
-	for _, dir := range []string{k.rootDir, filepath.Join(n.Dir, "pod-logs"), filepath.Join(n.Dir, "volume-plugins"), filepath.Join(n.Dir, "image-fs")} {
+	podLogs, volumePlugins := filepath.Join(n.Dir, "pod-logs"), filepath.Join(n.Dir, "volume-plugins")
+	for _, dir := range []string{k.rootDir, podLogs, volumePlugins, filepath.Join(n.Dir, "image-fs")} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
 	}
-	// enforceNodeAllocatable says "none" rather than []: merged with a
-	// --config-dir, the kubelet reads an empty list as unset and enforces
-	// "pods", which needs cgroupsPerQOS.
-	local := KubeletConfigHeader + fmt.Sprintf(`providerID: e2e://%s
-address: 127.0.0.1
-port: %d
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: %d
-containerRuntimeEndpoint: %s
-podLogsDir: %s
-volumePluginDir: %s
-failCgroupV1: false
-cgroupDriver: cgroupfs
-cgroupsPerQOS: false
-enforceNodeAllocatable: [none]
-failSwapOn: false
-evictionHard: {}
-authentication:
-  anonymous:
-    enabled: false
-  webhook:
-    enabled: true
-  x509:
-    clientCAFile: %s
-authorization:
-  mode: Webhook
-`, n.Name, n.KubeletPort, n.KubeletHealthzPort, k.criEndpoint, filepath.Join(n.Dir, "pod-logs"), filepath.Join(n.Dir, "volume-plugins"), caFile) + extra
-	return writeFile(path, local)
+	config := map[string]any{
+		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
+		"kind":                     "KubeletConfiguration",
+		"providerID":               "e2e://" + n.Name,
+		"address":                  "127.0.0.1",
+		"port":                     n.KubeletPort,
+		"readOnlyPort":             0,
+		"healthzBindAddress":       "127.0.0.1",
+		"healthzPort":              n.KubeletHealthzPort,
+		"containerRuntimeEndpoint": k.criEndpoint,
+		"podLogsDir":               podLogs,
+		"volumePluginDir":          volumePlugins,
+		// What this host needs (FACTS.md): cgroup v1, no runtime of its
+		// own, swap perhaps on, no eviction on a shared machine.
+		"failCgroupV1":  false,
+		"cgroupDriver":  "cgroupfs",
+		"cgroupsPerQOS": false,
+		// "none" rather than []: merged with a --config-dir, the kubelet
+		// reads an empty list as unset and enforces "pods", which needs
+		// cgroupsPerQOS.
+		"enforceNodeAllocatable": []string{"none"},
+		"failSwapOn":             false,
+		"evictionHard":           map[string]string{},
+		// The apiserver's client certificate, and Configz's, are checked
+		// against the control plane's CA and authorized by the apiserver.
+		"authentication": map[string]any{
+			"anonymous": map[string]any{"enabled": false},
+			"webhook":   map[string]any{"enabled": true},
+			"x509":      map[string]any{"clientCAFile": caFile},
+		},
+		"authorization": map[string]any{"mode": "Webhook"},
+	}
+	var overrides map[string]any
+	if err := yaml.Unmarshal([]byte(extra), &overrides); err != nil {
+		return fmt.Errorf("the node's extra configuration: %w", err)
+	}
+	maps.Copy(config, overrides)
+	data, err := yaml.Marshal(config)
+	if err != nil {
+		return fmt.Errorf("encoding the node's configuration: %w", err)
+	}
+	return writeFile(path, string(data))
 }
 
 func (k *realKubelet) kubeletArgv() []string {

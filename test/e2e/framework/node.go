@@ -64,8 +64,9 @@ type NodeOptions struct {
 	// KubeletArgs are added to the kubelet's flags (for example
 	// --config-dir).
 	KubeletArgs []string
-	// LocalConfig is added to the node's own kubelet configuration (YAML
-	// lines), which the kubelet runs before anything is assigned.
+	// LocalConfig holds top-level fields (YAML) that are added to, or
+	// replace those of, the node's own kubelet configuration, which the
+	// kubelet runs before anything is assigned.
 	LocalConfig string
 	// Stub, when set, runs test/kubeletstub instead of a real kubelet. It
 	// is for a fault no real kubelet produces; its Reason says which.
