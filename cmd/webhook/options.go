@@ -35,8 +35,12 @@ type Options struct {
 	PolicyConfig         string
 	PolicyReloadInterval time.Duration
 
-	PolicyDir              string
-	PolicyData             string
+	PolicyDir  string
+	PolicyData string
+	// ExemptNamespaces are the namespaces the admission webhook's
+	// namespaceSelector keeps from it; no policy may allow kubelet
+	// configurations there.
+	ExemptNamespaces       []string
 	PolicyEvalTimeout      time.Duration
 	AdmissionPolicyFailure string
 	AuthzPolicyFailure     string
@@ -71,6 +75,7 @@ func NewOptions() *Options {
 		GraphStaleAfter:      defaultGraphStaleAfter,
 		PolicyReloadInterval: 2 * time.Second,
 		PolicyEvalTimeout:    policy.DefaultTimeout,
+		ExemptNamespaces:     policy.DefaultExemptNamespaces(),
 		// Admission fails closed as its webhook does (failurePolicy: Fail);
 		// authorization has no opinion as its webhook entry does, so that a
 		// broken policy cannot lock every node out.
@@ -111,7 +116,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PolicyConfig, "policy-config", o.PolicyConfig, "NodeguardPolicy file (config.nodeguard.dev/v1alpha1): minimum kubelet version, node self-assignment, fields that may not change dynamically, exempt users. Reloaded when it changes; a file that does not parse keeps the last good policy. Empty means the built-in defaults.")
 	fs.DurationVar(&o.PolicyReloadInterval, "policy-reload-interval", o.PolicyReloadInterval, "How often --policy-config and --policy-dir are checked for changes.")
 	fs.StringVar(&o.PolicyDir, "policy-dir", o.PolicyDir, "Directory of Rego policies (every *.rego under it except *_test.rego and hidden entries), evaluated after the built-in rules on /validate and /authorize; a deny from either side wins. Empty means the policies shipped in the binary (policies/). A changed set is recompiled without a restart; one that does not compile keeps the last good set serving and shows in /readyz?verbose and nodeguard_policy_last_load_success. See policies/README.md.")
-	fs.StringVar(&o.PolicyData, "policy-data", o.PolicyData, "JSON or YAML file with an object that policies read as data.nodeguard.config, e.g. 'allowed_namespaces: [kube-system, infra]' for the shipped config_namespaces policy. Read once at start. Empty means none (the policies' own defaults); a package nodeguard.config in --policy-dir may not define the same keys.")
+	fs.StringVar(&o.PolicyData, "policy-data", o.PolicyData, "JSON or YAML file with an object that policies read as data.nodeguard.config, e.g. 'allowed_namespaces: [kubelet-configs, infra]' for the shipped config_namespaces policy (a namespace of --exempt-namespaces there is refused: the webhook never judges it). Read once at start. Empty means none (the policies' own defaults); a package nodeguard.config in --policy-dir may not define the same keys.")
+	fs.StringSliceVar(&o.ExemptNamespaces, "exempt-namespaces", o.ExemptNamespaces, "Namespaces the admission webhook's namespaceSelector exempts (as shipped: kube-system and nodeguard). An allowed_namespaces that names one, in --policy-data or in a package nodeguard.config of --policy-dir, is refused at load: kubelet configurations there would skip every content check. --policy-data is then a start-up error; a policy directory keeps its last good set.")
 	fs.DurationVar(&o.PolicyEvalTimeout, "policy-eval-timeout", o.PolicyEvalTimeout, "Longest one review's policy evaluation may take (within the apiserver's own timeout); it stops runaway policies. A timeout is an evaluation error, handled by --admission-policy-failure or --authz-policy-failure.")
 	fs.StringVar(&o.AdmissionPolicyFailure, "admission-policy-failure", o.AdmissionPolicyFailure, "What a failed or timed-out admission policy evaluation means: 'fail-closed' refuses the request, naming the error; 'ignore' leaves the decision to the built-in rules and adds a warning naming the error.")
 	fs.StringVar(&o.AuthzPolicyFailure, "authz-policy-failure", o.AuthzPolicyFailure, "What a failed or timed-out authorization policy evaluation means: 'no-opinion' leaves the decision to the built-in rules and reports the error in the SubjectAccessReview's evaluationError; 'deny' denies the request.")
@@ -152,6 +158,11 @@ func (o *Options) Validate() []error {
 		errs = append(errs, fmt.Errorf("--policy-reload-interval %v: must be at least 100ms", o.PolicyReloadInterval))
 	}
 	errs = append(errs, o.validatePolicyOptions()...)
+	for i, ns := range o.ExemptNamespaces {
+		if ns == "" {
+			errs = append(errs, fmt.Errorf("--exempt-namespaces[%d]: empty namespace name", i))
+		}
+	}
 	if o.MaxValidateBodyBytes < 64<<10 {
 		errs = append(errs, fmt.Errorf("--max-validate-body-bytes %d: must be at least 65536", o.MaxValidateBodyBytes))
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/nodeguard/nodeguard/pkg/policy"
 	"github.com/nodeguard/nodeguard/pkg/server"
 )
 
@@ -40,6 +41,9 @@ func TestValidate(t *testing.T) {
 		{"decision log", []string{"--decision-log=verbose"}, []string{"--decision-log: unknown decision log mode \"verbose\""}},
 		{"sample above one", []string{"--decision-log-sample=1.5"}, []string{"--decision-log-sample 1.5"}},
 		{"negative sample", []string{"--decision-log-sample=-0.1"}, []string{"--decision-log-sample -0.1"}},
+		{"exempt namespaces", []string{"--exempt-namespaces=kube-system,nodeguard-system"}, nil},
+		{"nothing exempt", []string{"--exempt-namespaces="}, nil},
+		{"an empty exempt namespace", []string{"--exempt-namespaces=a,,b"}, []string{"--exempt-namespaces[1]: empty namespace name"}},
 		{"every policy problem at once", []string{"--policy-eval-timeout=-1s", "--admission-policy-failure=x", "--authz-policy-failure=y", "--decision-log=z"},
 			[]string{"--policy-eval-timeout", "--admission-policy-failure", "--authz-policy-failure", "--decision-log"}},
 
@@ -139,8 +143,13 @@ func TestLoadPolicyData(t *testing.T) {
 		wantErr string
 	}{
 		{"none", "", nil, ""},
-		{"yaml", write("d.yaml", "allowed_namespaces: [kube-system, infra]\n"),
-			map[string]any{"allowed_namespaces": []any{"kube-system", "infra"}}, ""},
+		{"yaml", write("d.yaml", "allowed_namespaces: [kubelet-configs, infra]\n"),
+			map[string]any{"allowed_namespaces": []any{"kubelet-configs", "infra"}}, ""},
+		// The webhook never judges kube-system (namespaceSelector): allowing
+		// kubelet configurations there would skip every content check.
+		{"an exempt namespace allowed", write("exempt.yaml", "allowed_namespaces: [kube-system, infra]\n"), nil,
+			"allowed_namespaces names kube-system, which the admission webhook does not judge"},
+		{"allowed_namespaces not a list", write("str.yaml", "allowed_namespaces: infra\n"), nil, "must be a list of namespace names"},
 		{"json", write("d.json", `{"allowed_namespaces": ["infra"], "limit": 3}`),
 			map[string]any{"allowed_namespaces": []any{"infra"}, "limit": "3"}, ""},
 		{"missing", filepath.Join(dir, "missing.yaml"), nil, "no such file"},
@@ -149,7 +158,7 @@ func TestLoadPolicyData(t *testing.T) {
 		{"not YAML", write("bad.yaml", "a: [b\n"), nil, "not JSON or YAML"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := loadPolicyData(tt.path)
+			got, err := loadPolicyData(tt.path, policy.DefaultExemptNamespaces())
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)

@@ -77,8 +77,11 @@ func (o *Options) decisionLog() server.DecisionLog {
 }
 
 // loadPolicyData reads --policy-data: a JSON or YAML object that policies
-// see as data.nodeguard.config. Nil when no file is given.
-func loadPolicyData(path string) (map[string]any, error) {
+// see as data.nodeguard.config. Nil when no file is given. An
+// allowed_namespaces naming an exempt namespace is an error here, at start,
+// since the file is never read again (the engine would refuse it too, but
+// only by never becoming ready).
+func loadPolicyData(path string, exempt []string) (map[string]any, error) {
 	if path == "" {
 		return nil, nil
 	}
@@ -96,7 +99,12 @@ func loadPolicyData(path string) (map[string]any, error) {
 	// them.
 	dec.UseNumber()
 	if err := dec.Decode(&config); err != nil || config == nil {
-		return nil, fmt.Errorf("--policy-data %s: must hold one object, such as 'allowed_namespaces: [kube-system]'", path)
+		return nil, fmt.Errorf("--policy-data %s: must hold one object, such as 'allowed_namespaces: [kubelet-configs]'", path)
+	}
+	if namespaces, ok := config[policy.AllowedNamespacesKey]; ok {
+		if err := policy.CheckAllowedNamespaces(namespaces, exempt); err != nil {
+			return nil, fmt.Errorf("--policy-data %s: %w", path, err)
+		}
 	}
 	return map[string]any{"nodeguard": map[string]any{"config": config}}, nil
 }
@@ -109,7 +117,7 @@ type policies struct {
 }
 
 func newPolicies(ctx context.Context, opts *Options, g policy.GraphReader, registry prometheus.Registerer) (*policies, error) {
-	data, err := loadPolicyData(opts.PolicyData)
+	data, err := loadPolicyData(opts.PolicyData, opts.ExemptNamespaces)
 	if err != nil {
 		return nil, err
 	}
@@ -118,12 +126,14 @@ func newPolicies(ctx context.Context, opts *Options, g policy.GraphReader, regis
 		return nil, err
 	}
 	engine, err := policy.New(ctx, policy.Options{
-		Dir:          opts.PolicyDir,
-		Graph:        g,
-		Data:         data,
-		Timeout:      opts.PolicyEvalTimeout,
-		PollInterval: opts.PolicyReloadInterval,
-		Metrics:      metrics,
+		Dir:   opts.PolicyDir,
+		Graph: g,
+		Data:  data,
+		// Never nil: an empty flag turns the check off.
+		ExemptNamespaces: append([]string{}, opts.ExemptNamespaces...),
+		Timeout:          opts.PolicyEvalTimeout,
+		PollInterval:     opts.PolicyReloadInterval,
+		Metrics:          metrics,
 	})
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,10 +51,15 @@ type Options struct {
 	// empty graph.
 	Graph GraphReader
 	// Data is put under `data` for policies to read, for instance
-	// {"nodeguard": {"config": {"allowed_namespaces": ["kube-system"]}}}.
+	// {"nodeguard": {"config": {"allowed_namespaces": ["kubelet-configs"]}}}.
 	// It must be JSON-compatible. A policy rule at the same path is a load
 	// error.
 	Data map[string]any
+	// ExemptNamespaces are the namespaces the admission webhook is not sent
+	// (its namespaceSelector). A set whose data.nodeguard.config
+	// allowed_namespaces, from Data or from a rule, names one of them does
+	// not load. Nil means DefaultExemptNamespaces; empty turns the check off.
+	ExemptNamespaces []string
 	// Timeout bounds each evaluation, within the caller's own deadline.
 	// Zero means DefaultTimeout.
 	Timeout time.Duration
@@ -82,6 +88,8 @@ type Engine struct {
 	timeout      time.Duration
 	pollInterval time.Duration
 	metrics      *Metrics
+	// exemptNamespaces may not be allowed_namespaces.
+	exemptNamespaces []string
 
 	// active is the set in service; nil until one has loaded.
 	active atomic.Pointer[preparedSet]
@@ -124,6 +132,10 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		timeout:      cmp.Or(opts.Timeout, DefaultTimeout),
 		pollInterval: cmp.Or(opts.PollInterval, DefaultPollInterval),
 		metrics:      opts.Metrics,
+	}
+	e.exemptNamespaces = slices.Clone(opts.ExemptNamespaces)
+	if opts.ExemptNamespaces == nil {
+		e.exemptNamespaces = DefaultExemptNamespaces()
 	}
 	if opts.Dir == "" {
 		e.fsys, e.source, e.displayRoot = policies.FS(), SourceEmbedded, "policies"
@@ -347,6 +359,9 @@ func (e *Engine) compile(ctx context.Context, snap snapshot) (*preparedSet, []Pr
 		return nil, problemsFrom(compiler.Errors, e.displayRoot)
 	}
 	if problems := checkShapes(compiler); len(problems) > 0 {
+		return nil, problems
+	}
+	if problems := e.checkConfigNamespaces(ctx, compiler, txn); len(problems) > 0 {
 		return nil, problems
 	}
 

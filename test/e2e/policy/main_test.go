@@ -15,11 +15,11 @@ import (
 )
 
 // configNamespace is where this suite keeps kubelet configurations: the
-// webhook's --policy-data allows it beside the shipped defaults, and, unlike
-// those (kube-system, nodeguard), the admission webhook judges it.
+// webhook's --policy-data allows it alone. kube-system and nodeguard may not
+// be allowed: the admission webhook does not judge them.
 const configNamespace = "e2e-policy-configs"
 
-const policyData = "allowed_namespaces: [kube-system, nodeguard, " + configNamespace + "]\n"
+const policyData = "allowed_namespaces: [" + configNamespace + "]\n"
 
 var (
 	env *framework.Env
