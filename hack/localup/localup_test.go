@@ -77,7 +77,7 @@ func TestInterruptLeavesNothing(t *testing.T) {
 		after time.Duration
 	}{
 		{"while the control plane starts", "==> starting etcd and kube-apiserver", 3 * time.Second},
-		{"while the nodes start", "==> starting 3 simulated nodes", 0},
+		{"while the nodes start", "==> starting 3 nodes", 0},
 		{"with everything running", "=== 1. ", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
