@@ -118,6 +118,11 @@ func run(ctx context.Context, opts *Options) error {
 	}
 	configMaps := admission.NewConfigMapInformer(client, opts.Resync)
 	admitter := admission.New(policyConfig.Current, corelisters.NewConfigMapLister(configMaps.GetIndexer()), g)
+	// Rule 5 trusts a node's reported kubelet version only if it has not
+	// gone down: the record follows every Node the graph's informer sees.
+	if _, err := informers.Nodes.AddEventHandler(admitter.KubeletVersions().EventHandler()); err != nil {
+		return fmt.Errorf("following reported kubelet versions: %w", err)
+	}
 	// The Rego policies: compiled now, judged after the built-in rules.
 	policies, err := newPolicies(ctx, opts, g, registry)
 	if err != nil {

@@ -79,14 +79,21 @@ type Admitter struct {
 	// stored remembers the configurations of updated ConfigMaps' old
 	// objects.
 	stored *storedConfigs
+	// versions says which nodes' reported kubelet versions rule 5 trusts.
+	versions *KubeletVersions
 }
 
 // New returns an Admitter. policy returns the policy in force at each call;
 // configMaps lists eligible ConfigMaps with their data.
 func New(policy func() *config.Policy, configMaps corelisters.ConfigMapLister, g Graph) *Admitter {
 	configs := kubeletconfig.NewChecker(kubeletconfig.DefaultCheckerEntries)
-	return &Admitter{policy: policy, configMaps: configMaps, graph: g, configs: configs, stored: newStoredConfigs(configs)}
+	return &Admitter{policy: policy, configMaps: configMaps, graph: g, configs: configs, stored: newStoredConfigs(configs), versions: NewKubeletVersions()}
 }
+
+// KubeletVersions is the record of reported kubelet versions rule 5 reads.
+// Feed it every Node (its EventHandler on a Node informer); until then it
+// trusts every parseable report.
+func (a *Admitter) KubeletVersions() *KubeletVersions { return a.versions }
 
 // Admit decides one request.
 func (a *Admitter) Admit(ctx context.Context, req *admissionv1.AdmissionRequest) Result {

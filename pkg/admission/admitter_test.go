@@ -21,14 +21,15 @@ import (
 )
 
 const (
-	goodConfig     = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 110\n"
-	newGateConfig  = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfeatureGates:\n  APIServerWebhookAuthenticationToken: true\n"
-	lockedConfig   = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfeatureGates:\n  CPUManagerPolicyOptions: false\n"
-	unknownField   = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPodz: 110\n"
-	invalidValue   = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: 150\n"
-	staticPodsSet  = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /etc/kubernetes/manifests\n"
-	staticPodsMore = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /etc/kubernetes/manifests\nmaxPods: 50\n"
-	staticPodsMove = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /srv/manifests\n"
+	goodConfig       = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 110\n"
+	newGateConfig    = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfeatureGates:\n  APIServerWebhookAuthenticationToken: true\n"
+	noSuchGateConfig = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfeatureGates:\n  NoSuchGate: true\n"
+	lockedConfig     = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfeatureGates:\n  CPUManagerPolicyOptions: false\n"
+	unknownField     = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPodz: 110\n"
+	invalidValue     = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: 150\n"
+	staticPodsSet    = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /etc/kubernetes/manifests\n"
+	staticPodsMore   = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /etc/kubernetes/manifests\nmaxPods: 50\n"
+	staticPodsMove   = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /srv/manifests\n"
 )
 
 // fakeGraph stands in for the graph: assignments and kubelet versions.
@@ -68,7 +69,7 @@ func newAdmitter(t *testing.T, policy *config.Policy) *Admitter {
 	t.Helper()
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	for _, cm := range []*corev1.ConfigMap{eligibleCM("good", goodConfig), eligibleCM("newgate", newGateConfig),
-		eligibleCM("locked", lockedConfig), eligibleCM("broken", unknownField), plainCM("plain", goodConfig)} {
+		eligibleCM("locked", lockedConfig), eligibleCM("broken", unknownField), eligibleCM("nosuchgate", noSuchGateConfig), plainCM("plain", goodConfig)} {
 		if err := indexer.Add(cm); err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +259,9 @@ func TestAdmit(t *testing.T) {
 		{"legacy assignment is judged too", base, nodeReq(adminUser, U, "", "n2", mkNode("n2", withAssignment("cfg/locked")), mkNode("n2", withAssignment("cfg/good"))), RuleFeatureGates, "locked"},
 		{"admin assigns a config that does not decode", base, nodeReq(adminUser, U, "", "n2", mkNode("n2", withAssignment("cfg/broken")), mkNode("n2")), RuleConfigContent, "maxPodz"},
 		{"admin assigns a non-eligible ConfigMap", base, nodeReq(adminUser, U, "", "n2", mkNode("n2", withAssignment("cfg/plain")), mkNode("n2")), "", "not an eligible kubelet configuration"},
-		{"admin assigns to a node without a version", base, nodeReq(adminUser, U, "", "n2", mkNode("n2", withKubelet(""), withAssignment("cfg/newgate")), mkNode("n2", withKubelet(""))), "", "were not checked"},
+		{"admin assigns to a node without a version", base, nodeReq(adminUser, U, "", "n2", mkNode("n2", withKubelet(""), withAssignment("cfg/newgate")), mkNode("n2", withKubelet(""))), "", "judged against every kubelet nodeguard knows (1.34 to 1.37), not its own"},
+		{"admin assigns a gate no kubelet knows to a node without a parseable version", base, nodeReq(adminUser, U, "", "n2", mkNode("n2", withKubelet("garbage"), withAssignment("cfg/nosuchgate")), mkNode("n2", withKubelet("garbage"))),
+			RuleFeatureGates, `reports no parseable kubelet version ("garbage"), and no kubelet nodeguard knows (1.34 to 1.37) can run it`},
 		{"unchanged assignment is not re-judged", base, nodeReq(adminUser, U, "status", "n2", mkNode("n2", withKubelet("v1.35.1"), withAssignment("cfg/newgate")), mkNode("n2", withKubelet("v1.35.1"), withAssignment("cfg/newgate"))), "", ""},
 		{"exempt user skips rule 5", forbidStatic, nodeReq(exempt, U, "", "n2", mkNode("n2", withAssignment("cfg/locked")), mkNode("n2")), "", ""},
 		{"node assigning itself is judged by rule 5 too", selfAssign, nodeReq(n1User, U, "", "n1", mkNode("n1", withAssignment("cfg/locked")), mkNode("n1")), RuleFeatureGates, "locked"},
@@ -281,7 +284,7 @@ func TestAdmit(t *testing.T) {
 		{"exempt user sets a forbidden field", forbidStatic, cmReq(exempt, C, eligibleCM("staticpods", staticPodsSet), nil), "", ""},
 		{"nodes are never exempt", &config.Policy{ExemptUsers: []string{"system:node:n1"}}, cmReq(n1User, C, eligibleCM("new", unknownField), nil), RuleConfigContent, "maxPodz"},
 		{"edit breaks an assigned node", base, cmReq(adminUser, U, eligibleCM("good", newGateConfig), eligibleCM("good", goodConfig)), RuleFeatureGates, "n2 (kubelet v1.35.1)"},
-		{"edit fine for all assigned nodes warns about unknown versions", base, cmReq(adminUser, U, eligibleCM("good", goodConfig+"maxOpenFiles: 1000\n"), eligibleCM("good", goodConfig)), "", "report no parseable kubelet version"},
+		{"edit fine for all assigned nodes warns about unknown versions", base, cmReq(adminUser, U, eligibleCM("good", goodConfig+"maxOpenFiles: 1000\n"), eligibleCM("good", goodConfig)), "", "unknown-version (reports no parseable kubelet version \"garbage\")"},
 		{"delete an assigned ConfigMap warns", base, cmReq(adminUser, D, nil, eligibleCM("good", goodConfig)), "", "assigned to n1, n2, unknown-version"},
 		{"delete an unassigned ConfigMap", base, cmReq(adminUser, D, nil, eligibleCM("other", goodConfig)), "", ""},
 

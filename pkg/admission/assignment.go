@@ -2,8 +2,10 @@ package admission
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
@@ -40,12 +42,24 @@ func (a *Admitter) admitAssignment(_ context.Context, node, old *corev1.Node) Re
 	}
 	cfg := checked.Config
 	reported := node.Status.NodeInfo.KubeletVersion
-	errs, err := kubeletconfig.CheckAssignment(cfg, reported)
+	parsed, err := version.ParseGeneric(reported)
 	if err != nil {
-		return allow("node " + node.Name + " reports no parseable kubelet version yet; the feature gates of " + ref.String() + " were not checked against it")
+		// Judged without the node's say: a gate no kubelet knows is refused
+		// whatever it reports.
+		if errs := checkEveryKnownKubelet(cfg); len(errs) > 0 {
+			return refuse(RuleFeatureGates, "cannot assign %s to node %q: it reports no parseable kubelet version (%q), and no kubelet nodeguard knows (%s) can run it: %v",
+				ref, node.Name, reported, knownKubelets(), kubeletconfig.Summarize(errs))
+		}
+		return allow(fmt.Sprintf("node %s reports no parseable kubelet version (%q); %s was judged against every kubelet nodeguard knows (%s), not its own",
+			node.Name, reported, ref, knownKubelets()))
 	}
-	if len(errs) > 0 {
+	// The node's own report decides its own assignment, even a lowered one:
+	// a refusal here concerns that node alone.
+	if errs := kubeletconfig.CheckFeatureGates(cfg, parsed); len(errs) > 0 {
 		return refuse(RuleFeatureGates, "cannot assign %s to node %q (kubelet %s): %v", ref, node.Name, reported, kubeletconfig.Summarize(errs))
+	}
+	if why := a.versions.distrust(node.Name, reported, parsed); why != "" {
+		return allow(fmt.Sprintf("node %s %s; this assignment was judged by the version it reports now, but it no longer counts in rule 5 for edits of the ConfigMaps it shares with other nodes", node.Name, why))
 	}
 	return allow()
 }

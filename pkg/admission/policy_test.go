@@ -126,7 +126,7 @@ func TestPoliciesCombineWithBuiltInRules(t *testing.T) {
 		{"denials of one policy are listed once", cmReq(adminUser, C, eligibleCM("big", manyPods), nil),
 			"policy nodeguard.admission/max_open_files", "maxOpenFiles is set; policy nodeguard.admission/max_pods: maxPods 200 is above 100", nil, true},
 		{"policy warnings join built-in warnings", cmReq(adminUser, U, eligibleCM("good", fewPods), eligibleCM("good", goodConfig)), "", "",
-			[]string{"report no parseable kubelet version", "nodeguard policy nodeguard.admission/pods_changed: maxPods goes from 110 to 60"}, true},
+			[]string{"reports no parseable kubelet version", "nodeguard policy nodeguard.admission/pods_changed: maxPods goes from 110 to 60"}, true},
 		{"warnings stay with a policy denial", cmReq(adminUser, U, eligibleCM("good", manyPods), eligibleCM("good", fewPods)),
 			"policy nodeguard.admission/max_open_files", "maxPods 200", []string{"maxPods goes from 60 to 200"}, true},
 		{"an ineligible ConfigMap has no configuration", cmReq(adminUser, C, plainCM("app", goodConfig), nil), "", "", []string{"policy nodeguard.admission/no_config"}, true},
