@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/version"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
@@ -63,7 +64,8 @@ func newCandidate(ref contract.ConfigMapRef, cm *corev1.ConfigMap) *candidate {
 // The client is stricter where the webhook lets an assignment through that
 // the agent would then refuse to apply: a ConfigMap that does not exist, is
 // not eligible, or does not validate. A node that reports no parseable
-// kubelet version passes with a warning, as it does at the webhook.
+// kubelet version is judged against every kubelet version nodeguard knows,
+// as it is at the webhook.
 func (c *candidate) judge(node *corev1.Node) verdict {
 	var v verdict
 	switch {
@@ -80,7 +82,13 @@ func (c *candidate) judge(node *corev1.Node) verdict {
 	}
 	reported := node.Status.NodeInfo.KubeletVersion
 	if errs, err := kubeletconfig.CheckAssignment(c.cfg, reported); err != nil {
-		v.warnings = append(v.warnings, "node "+node.Name+" reports no parseable kubelet version yet; the feature gates of "+c.ref.String()+" were not checked against it")
+		if errs := checkEveryKnownKubelet(c.cfg); len(errs) > 0 {
+			v.problems = append(v.problems, webhookRefusal(ruleFeatureGates, "cannot assign %s to node %q: it reports no parseable kubelet version (%q), and no kubelet nodeguard knows (%s) can run it: %v",
+				c.ref, node.Name, reported, knownKubelets(), kubeletconfig.Summarize(errs)))
+		} else {
+			v.warnings = append(v.warnings, fmt.Sprintf("node %s reports no parseable kubelet version (%q); %s was judged against every kubelet nodeguard knows (%s), not its own",
+				node.Name, reported, c.ref, knownKubelets()))
+		}
 	} else if len(errs) > 0 {
 		v.problems = append(v.problems, webhookRefusal(ruleFeatureGates, "cannot assign %s to node %q (kubelet %s): %v", c.ref, node.Name, reported, kubeletconfig.Summarize(errs)))
 	}
@@ -88,4 +96,31 @@ func (c *candidate) judge(node *corev1.Node) verdict {
 		v.problems = append(v.problems, fmt.Sprintf("ConfigMap %s holds an invalid KubeletConfiguration, which the agent would refuse to apply: %v", c.ref, kubeletconfig.Summarize(c.invalid)))
 	}
 	return v
+}
+
+// checkEveryKnownKubelet is the webhook's judgement for a node whose kubelet
+// version cannot be trusted (pkg/admission, versions.go; the webhook's
+// package is not imported here, it would bring the policy engine into the
+// plugin, and TestChecksAgreeWithTheWebhook keeps the two equal): no errors
+// when some kubelet version the feature-gate data covers can run cfg.
+func checkEveryKnownKubelet(cfg *kubeletconfigv1beta1.KubeletConfiguration) field.ErrorList {
+	_, oldest, newest := kubeletconfig.FeatureGateCoverage()
+	first := oldest.Minor()
+	if oldest.Major() != newest.Major() {
+		first = newest.Minor()
+	}
+	var errs field.ErrorList
+	for minor := first; minor <= newest.Minor(); minor++ {
+		errs = kubeletconfig.CheckFeatureGates(cfg, version.MajorMinor(newest.Major(), minor))
+		if len(errs) == 0 {
+			return nil
+		}
+	}
+	return errs
+}
+
+// knownKubelets names the versions checkEveryKnownKubelet judges against.
+func knownKubelets() string {
+	_, oldest, newest := kubeletconfig.FeatureGateCoverage()
+	return fmt.Sprintf("%d.%d to %d.%d", oldest.Major(), oldest.Minor(), newest.Major(), newest.Minor())
 }

@@ -41,7 +41,7 @@ func TestJudge(t *testing.T) {
 			[]string{`nodeguard rule 5 (feature-gates): cannot assign kubelet-configs/c to node "n" (kubelet v1.35.1): featureGates[APIServerWebhookAuthenticationToken]`}, ""},
 		{"gate known to the kubelet", testConfigMap("c", newGateConfig, true), "v1.37.2", nil, ""},
 		{"locked gate flipped", testConfigMap("c", lockedConfig, true), "v1.37.2", []string{"rule 5 (feature-gates)", "locked"}, ""},
-		{"no kubelet version", testConfigMap("c", newGateConfig, true), "", nil, "reports no parseable kubelet version yet"},
+		{"no kubelet version", testConfigMap("c", newGateConfig, true), "", nil, "reports no parseable kubelet version (\"\"); kubelet-configs/c was judged against every kubelet nodeguard knows"},
 		{"invalid value", testConfigMap("c", invalidValue, true), "v1.37.2", []string{"holds an invalid KubeletConfiguration", "imageGCHighThresholdPercent"}, ""},
 	}
 	for _, tt := range tests {
