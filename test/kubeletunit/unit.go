@@ -43,8 +43,11 @@ type Entry struct {
 	Cause string `json:"cause,omitempty"`
 	// ConfigSHA256, on a start, hashes --config-file; ConfigDirSHA256 the
 	// names and contents of the files in --config-dir.
-	ConfigSHA256    string `json:"configSHA256,omitempty"`
-	ConfigDirSHA256 string `json:"configDirSHA256,omitempty"`
+	ConfigSHA256 string `json:"configSHA256,omitempty"`
+	// Asked, on a start a command asked for, is when the command arrived:
+	// before the old kubelet was stopped.
+	Asked           *time.Time `json:"asked,omitempty"`
+	ConfigDirSHA256 string     `json:"configDirSHA256,omitempty"`
 	// ExitCode, on an exit, is the exit status, or -1 when a signal ended
 	// it (Signal names it).
 	ExitCode *int   `json:"exitCode,omitempty"`
@@ -104,7 +107,7 @@ func (u *unit) run(signals <-chan os.Signal) error {
 	}
 	defer listener.Close()
 	u.wanted = true
-	if err := u.start("start"); err != nil {
+	if err := u.start("start", nil); err != nil {
 		fmt.Fprintln(os.Stderr, "kubeletunit:", err)
 		u.scheduleRestart()
 	}
@@ -118,13 +121,13 @@ func (u *unit) run(signals <-chan os.Signal) error {
 			u.stop()
 			return nil
 		case req := <-u.requests:
-			req.reply <- u.handle(req.command)
+			req.reply <- u.handle(req.command, time.Now())
 		case ex := <-u.exits:
 			u.exited(ex)
 		case <-timerC:
 			u.timer = nil
 			if u.wanted && u.proc == nil {
-				if err := u.start("auto-restart"); err != nil {
+				if err := u.start("auto-restart", nil); err != nil {
 					fmt.Fprintln(os.Stderr, "kubeletunit:", err)
 					u.scheduleRestart()
 				}
@@ -133,7 +136,7 @@ func (u *unit) run(signals <-chan os.Signal) error {
 	}
 }
 
-func (u *unit) handle(command string) string {
+func (u *unit) handle(command string, asked time.Time) string {
 	switch command {
 	case "status":
 		if u.proc != nil {
@@ -158,7 +161,7 @@ func (u *unit) handle(command string) string {
 			return fmt.Sprintf("ok active %d", u.proc.Process.Pid)
 		}
 		u.stop()
-		if err := u.start(command); err != nil {
+		if err := u.start(command, &asked); err != nil {
 			u.scheduleRestart()
 			return "error " + err.Error()
 		}
@@ -168,7 +171,7 @@ func (u *unit) handle(command string) string {
 	}
 }
 
-func (u *unit) start(cause string) error {
+func (u *unit) start(cause string, asked *time.Time) error {
 	argv := u.opts.argv
 	cmd := exec.Command(argv[0], argv[1:]...)
 	if u.opts.privateMounts {
@@ -190,7 +193,7 @@ func (u *unit) start(cause string) error {
 		cmd.SysProcAttr.Unshareflags = syscall.CLONE_NEWNS
 	}
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	entry := Entry{Event: "start", Cause: cause, ConfigSHA256: hashFile(u.opts.configFile), ConfigDirSHA256: hashDir(u.opts.configDir)}
+	entry := Entry{Event: "start", Cause: cause, Asked: asked, ConfigSHA256: hashFile(u.opts.configFile), ConfigDirSHA256: hashDir(u.opts.configDir)}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting the kubelet: %w", err)
 	}

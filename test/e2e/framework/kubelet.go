@@ -282,6 +282,7 @@ type journalEntry struct {
 	PID          int       `json:"pid"`
 	Cause        string    `json:"cause"`
 	ConfigSHA256 string    `json:"configSHA256"`
+	Asked        time.Time `json:"asked"`
 	ExitCode     *int      `json:"exitCode"`
 	Requested    bool      `json:"requested"`
 }
@@ -303,7 +304,7 @@ func (k *realKubelet) restarts() ([]KubeletRestart, error) {
 		switch e.Event {
 		case "start":
 			byPID[e.PID] = len(restarts)
-			restarts = append(restarts, KubeletRestart{Time: e.Time, SHA256: e.ConfigSHA256, Cause: e.Cause, Behavior: KubeletRunning})
+			restarts = append(restarts, KubeletRestart{Time: e.Time, Asked: e.Asked, SHA256: e.ConfigSHA256, Cause: e.Cause, Behavior: KubeletRunning})
 		case "exit":
 			i, ok := byPID[e.PID]
 			if !ok {

@@ -172,7 +172,13 @@ const (
 // KubeletRestart is one (re)start of the kubelet, from its unit's journal
 // (or the stub's restart log).
 type KubeletRestart struct {
+	// Time is when the kubelet was started (the stub: when its restart
+	// signal arrived).
 	Time time.Time `json:"time"`
+	// Asked, for a real kubelet started by a command (the agent's
+	// restart), is when the command reached its unit: before the old
+	// kubelet was stopped. Zero otherwise.
+	Asked time.Time `json:"asked,omitzero"`
 	// SHA256 is the hash of the configuration file it started with.
 	SHA256 string `json:"sha256"`
 	// Behavior is what became of the run (KubeletRunning and friends), or
