@@ -68,8 +68,14 @@ func plainCM(name, content string) *corev1.ConfigMap {
 func newAdmitter(t *testing.T, policy *config.Policy) *Admitter {
 	t.Helper()
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	immutable := true
+	mutable := eligibleCM("mutable", goodConfig)
 	for _, cm := range []*corev1.ConfigMap{eligibleCM("good", goodConfig), eligibleCM("newgate", newGateConfig),
-		eligibleCM("locked", lockedConfig), eligibleCM("broken", unknownField), eligibleCM("nosuchgate", noSuchGateConfig), plainCM("plain", goodConfig)} {
+		eligibleCM("locked", lockedConfig), eligibleCM("broken", unknownField), eligibleCM("nosuchgate", noSuchGateConfig), plainCM("plain", goodConfig), mutable} {
+		// Configurations are immutable, as they should be, but one.
+		if cm != mutable {
+			cm.Immutable = &immutable
+		}
 		if err := indexer.Add(cm); err != nil {
 			t.Fatal(err)
 		}
@@ -258,6 +264,8 @@ func TestAdmit(t *testing.T) {
 		{"admin assigns at creation", base, nodeReq(adminUser, C, "", "", mkNode("n2", withKubelet("v1.35.1"), withAssignment("cfg/newgate")), nil), RuleFeatureGates, "APIServerWebhookAuthenticationToken"},
 		{"legacy assignment is judged too", base, nodeReq(adminUser, U, "", "n2", mkNode("n2", withAssignment("cfg/locked")), mkNode("n2", withAssignment("cfg/good"))), RuleFeatureGates, "locked"},
 		{"admin assigns a config that does not decode", base, nodeReq(adminUser, U, "", "n2", mkNode("n2", withAssignment("cfg/broken")), mkNode("n2")), RuleConfigContent, "maxPodz"},
+		{"admin assigns a mutable ConfigMap", base, nodeReq(adminUser, U, "", "n2", mkNode("n2", withAssignment("cfg/mutable")), mkNode("n2")), "",
+			"ConfigMap cfg/mutable is mutable: once node n2 has it open, its edits keep reaching the node after the assignment or the label is removed"},
 		{"admin assigns a non-eligible ConfigMap", base, nodeReq(adminUser, U, "", "n2", mkNode("n2", withAssignment("cfg/plain")), mkNode("n2")), "", "not an eligible kubelet configuration"},
 		{"admin assigns to a node without a version", base, nodeReq(adminUser, U, "", "n2", mkNode("n2", withKubelet(""), withAssignment("cfg/newgate")), mkNode("n2", withKubelet(""))), "", "judged against every kubelet nodeguard knows (1.34 to 1.37), not its own"},
 		{"admin assigns a gate no kubelet knows to a node without a parseable version", base, nodeReq(adminUser, U, "", "n2", mkNode("n2", withKubelet("garbage"), withAssignment("cfg/nosuchgate")), mkNode("n2", withKubelet("garbage"))),

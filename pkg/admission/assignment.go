@@ -41,6 +41,10 @@ func (a *Admitter) admitAssignment(_ context.Context, node, old *corev1.Node) Re
 		return refuse(RuleConfigContent, "cannot assign %s to node %q: %v", ref, node.Name, err)
 	}
 	cfg := checked.Config
+	var warnings []string
+	if cm.Immutable == nil || !*cm.Immutable {
+		warnings = append(warnings, MutableConfigMapWarning(ref.String(), node.Name))
+	}
 	reported := node.Status.NodeInfo.KubeletVersion
 	parsed, err := version.ParseGeneric(reported)
 	if err != nil {
@@ -50,8 +54,8 @@ func (a *Admitter) admitAssignment(_ context.Context, node, old *corev1.Node) Re
 			return refuse(RuleFeatureGates, "cannot assign %s to node %q: it reports no parseable kubelet version (%q), and no kubelet nodeguard knows (%s) can run it: %v",
 				ref, node.Name, reported, knownKubelets(), kubeletconfig.Summarize(errs))
 		}
-		return allow(fmt.Sprintf("node %s reports no parseable kubelet version (%q); %s was judged against every kubelet nodeguard knows (%s), not its own",
-			node.Name, reported, ref, knownKubelets()))
+		return allow(append(warnings, fmt.Sprintf("node %s reports no parseable kubelet version (%q); %s was judged against every kubelet nodeguard knows (%s), not its own",
+			node.Name, reported, ref, knownKubelets()))...)
 	}
 	// The node's own report decides its own assignment, even a lowered one:
 	// a refusal here concerns that node alone.
@@ -59,7 +63,17 @@ func (a *Admitter) admitAssignment(_ context.Context, node, old *corev1.Node) Re
 		return refuse(RuleFeatureGates, "cannot assign %s to node %q (kubelet %s): %v", ref, node.Name, reported, kubeletconfig.Summarize(errs))
 	}
 	if why := a.versions.distrust(node.Name, reported, parsed); why != "" {
-		return allow(fmt.Sprintf("node %s %s; this assignment was judged by the version it reports now, but it no longer counts in rule 5 for edits of the ConfigMaps it shares with other nodes", node.Name, why))
+		return allow(append(warnings, fmt.Sprintf("node %s %s; this assignment was judged by the version it reports now, but it no longer counts in rule 5 for edits of the ConfigMaps it shares with other nodes", node.Name, why))...)
 	}
-	return allow()
+	return allow(warnings...)
+}
+
+// MutableConfigMapWarning is the warning on assigning a ConfigMap that is
+// not immutable. Revoking a node's access does not reach a watch it already
+// has open (authorization is decided when a watch starts), so edits of a
+// mutable ConfigMap keep arriving after the assignment or the label is
+// gone; a configuration that never changes has nothing more to deliver.
+func MutableConfigMapWarning(ref, node string) string {
+	return fmt.Sprintf("ConfigMap %s is mutable: once node %s has it open, its edits keep reaching the node after the assignment or the label is removed (a watch is authorized when it starts); "+
+		"prefer one immutable ConfigMap per revision (immutable: true, a new name for each change, as 'kubectl nodeguard create' makes them)", ref, node)
 }

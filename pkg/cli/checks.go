@@ -80,6 +80,9 @@ func (c *candidate) judge(node *corev1.Node) verdict {
 		v.problems = append(v.problems, webhookRefusal(ruleConfigContent, "cannot assign %s to node %q: %v", c.ref, node.Name, c.decodeErr))
 		return v
 	}
+	if c.cm.Immutable == nil || !*c.cm.Immutable {
+		v.warnings = append(v.warnings, mutableWarning(c.ref.String(), node.Name))
+	}
 	reported := node.Status.NodeInfo.KubeletVersion
 	if errs, err := kubeletconfig.CheckAssignment(c.cfg, reported); err != nil {
 		if errs := checkEveryKnownKubelet(c.cfg); len(errs) > 0 {
@@ -96,6 +99,14 @@ func (c *candidate) judge(node *corev1.Node) verdict {
 		v.problems = append(v.problems, fmt.Sprintf("ConfigMap %s holds an invalid KubeletConfiguration, which the agent would refuse to apply: %v", c.ref, kubeletconfig.Summarize(c.invalid)))
 	}
 	return v
+}
+
+// mutableWarning is the webhook's warning on assigning a ConfigMap that is
+// not immutable (pkg/admission MutableConfigMapWarning, kept equal by
+// TestChecksAgreeWithTheWebhook).
+func mutableWarning(ref, node string) string {
+	return fmt.Sprintf("ConfigMap %s is mutable: once node %s has it open, its edits keep reaching the node after the assignment or the label is removed (a watch is authorized when it starts); "+
+		"prefer one immutable ConfigMap per revision (immutable: true, a new name for each change, as 'kubectl nodeguard create' makes them)", ref, node)
 }
 
 // checkEveryKnownKubelet is the webhook's judgement for a node whose kubelet

@@ -43,6 +43,7 @@ func TestJudge(t *testing.T) {
 		{"locked gate flipped", testConfigMap("c", lockedConfig, true), "v1.37.2", []string{"rule 5 (feature-gates)", "locked"}, ""},
 		{"no kubelet version", testConfigMap("c", newGateConfig, true), "", nil, "reports no parseable kubelet version (\"\"); kubelet-configs/c was judged against every kubelet nodeguard knows"},
 		{"invalid value", testConfigMap("c", invalidValue, true), "v1.37.2", []string{"holds an invalid KubeletConfiguration", "imageGCHighThresholdPercent"}, ""},
+		{"mutable", mutableConfigMap("c", goodConfig), "v1.37.2", nil, "ConfigMap kubelet-configs/c is mutable: once node n has it open"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,6 +96,7 @@ func TestChecksAgreeWithTheWebhook(t *testing.T) {
 		testConfigMap("invalid", invalidValue, true),
 		testConfigMap("nokey", "", true),
 		testConfigMap("plain", goodConfig, false),
+		mutableConfigMap("mutable", goodConfig),
 	}
 	delete(configMaps[5].Data, contract.ConfigMapKey)
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
@@ -112,7 +114,7 @@ func TestChecksAgreeWithTheWebhook(t *testing.T) {
 	stricter := map[string]bool{"invalid": true, "plain": true, "missing": true}
 	refusedByWebhook := map[admission.Rule]int{}
 
-	for _, name := range []string{"good", "newgate", "locked", "broken", "invalid", "nokey", "plain", "missing"} {
+	for _, name := range []string{"good", "newgate", "locked", "broken", "invalid", "nokey", "plain", "mutable", "missing"} {
 		for _, kubelet := range []string{"v1.37.2", "v1.35.1", "v1.20.0", "", "garbage"} {
 			t.Run(name+"@"+kubelet, func(t *testing.T) {
 				old := testNode("n1", kubelet, nil)
@@ -162,4 +164,10 @@ func nodeUpdate(t *testing.T, node, old *corev1.Node) *admissionv1.AdmissionRequ
 		Object:    raw(node),
 		OldObject: raw(old),
 	}
+}
+
+func mutableConfigMap(name, content string) *corev1.ConfigMap {
+	cm := testConfigMap(name, content, true)
+	cm.Immutable = nil
+	return cm
 }

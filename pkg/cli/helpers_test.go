@@ -62,7 +62,10 @@ func testConfigMap(name, content string, eligible bool) *corev1.ConfigMap {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: name},
 		Data: map[string]string{contract.ConfigMapKey: content}}
 	if eligible {
+		// As configurations should be: 'kubectl nodeguard create' makes them so.
+		immutable := true
 		cm.Labels = map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}
+		cm.Immutable = &immutable
 	}
 	return cm
 }

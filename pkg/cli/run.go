@@ -21,7 +21,8 @@ const (
 	// ExitError: bad usage, an object that does not exist, an API error.
 	ExitError = 1
 	// ExitRefused: assign or unassign refused at least one node, by the
-	// client-side checks or by the server (admission or authorization).
+	// client-side checks or by the server (admission or authorization);
+	// create refused by the server.
 	ExitRefused = 2
 )
 
@@ -29,7 +30,8 @@ const exitCodesHelp = `Exit codes:
   0  success (for explain: the question was answered, whatever the answer)
   1  error: bad usage, an object that does not exist, an API error
   2  assign/unassign: at least one node was refused, by the client-side
-     checks or by the server; see the output for each node's reason`
+     checks or by the server; see the output for each node's reason;
+     create: the server refused the ConfigMap`
 
 // Client-side rate limits, well under what an apiserver's priority and
 // fairness lets one client have.
@@ -147,6 +149,6 @@ cluster, the user and the namespace.
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newStatusCommand(e), newAssignCommand(e), newUnassignCommand(e), newExplainCommand(e))
+	root.AddCommand(newStatusCommand(e), newCreateCommand(e), newAssignCommand(e), newUnassignCommand(e), newExplainCommand(e))
 	return root
 }

@@ -160,7 +160,7 @@ func TestBinaryHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--help"}, []string{"Exit codes:", "--kubeconfig", "--context", "assign", "explain", "status", "unassign"}},
+		{[]string{"--help"}, []string{"Exit codes:", "--kubeconfig", "--context", "assign", "create", "explain", "status", "unassign"}},
 		{[]string{"status", "--help"}, []string{"--selector", "--output", "--no-headers", "LAST-KNOWN-GOOD"}},
 		{[]string{"assign", "--help"}, []string{"--dry-run", "--selector", "rule 5", "-n, --namespace"}},
 		{[]string{"unassign", "--help"}, []string{"--dry-run", "--selector"}},
