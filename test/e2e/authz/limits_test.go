@@ -77,14 +77,29 @@ const changedConfig = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletC
 // the test fails and the docs must change with it.
 func TestRevocationLimits(t *testing.T) {
 	s := newScenario(t)
-	for _, cm := range []string{"unlabelled", "recreated", "cached"} {
+	cases := []string{"unassigned", "unlabelled", "recreated", "cached"}
+	clients, nodes := map[string]kubernetes.Interface{}, map[string]string{}
+	for _, cm := range cases {
 		s.configMap(cm, true)
-	}
-	clients := map[string]kubernetes.Interface{}
-	for _, cm := range []string{"unlabelled", "recreated", "cached"} {
-		clients[cm] = s.client(s.node(cm, "v1.37.2", cm))
+		nodes[cm] = s.node(cm, "v1.37.2", cm)
+		clients[cm] = s.client(nodes[cm])
 		s.canRead(clients[cm], cm)
 	}
+
+	t.Run("an open watch outlives the assignment", func(t *testing.T) {
+		w := s.watchByName(clients["unassigned"], "unassigned")
+		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, contract.ConfigSourceAnnotation)
+		if _, err := s.admin.CoreV1().Nodes().Patch(s.ctx, nodes["unassigned"], types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		s.accessEnds(clients["unassigned"], "unassigned")
+		cm, err := s.admin.CoreV1().ConfigMaps(s.ns).Get(s.ctx, "unassigned", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.setData(cm, changedConfig)
+		s.delivers(w, watch.Modified, "maxPods: 42")
+	})
 
 	t.Run("an open watch outlives the label", func(t *testing.T) {
 		w := s.watchByName(clients["unlabelled"], "unlabelled")
