@@ -34,9 +34,11 @@ const forgetDeletedAfter = time.Hour
 // made rule 5 skip its checks. So a report is trusted for a shared
 // configuration only when it parses and is not below a version the same
 // Node reported before. A Node whose report is not trusted is marked: it no
-// longer refuses anything for others, and the configurations assigned to it
-// are judged against every kubelet version nodeguard knows instead, which
-// no report can change.
+// longer refuses an edit for others, and the ConfigMaps assigned to it must
+// instead be ones some kubelet version nodeguard knows can run, which no
+// report can change. Its own assignments are still judged by its report
+// when that parses (a refusal then concerns that node alone), and by every
+// known version when it does not.
 //
 // The record lives in memory: each replica builds its own from its Node
 // informer, and a replica started after a Node lowered its version trusts
