@@ -129,21 +129,16 @@ func TestStub(t *testing.T) {
 	restart()
 	await("refused")
 
-	f, err := os.Open(restartLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var behaviors []string
-	scanner := bufio.NewScanner(f)
-	for scanner.Scan() {
-		var r restartRecord
-		if err := json.Unmarshal(scanner.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		behaviors = append(behaviors, r.Behavior)
-	}
 	want := []string{healthy, unhealthy, crash, hang, healthy, crashLoop, crash}
+	// The crash loop may have been refusing connections already when the
+	// last restart was sent: wait for its record rather than for a probe.
+	var behaviors []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		behaviors = readBehaviors(t, restartLog)
+		if len(behaviors) >= len(want) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if len(behaviors) != len(want) {
 		t.Fatalf("restart log %v, want %v", behaviors, want)
 	}
@@ -159,4 +154,24 @@ func TestStub(t *testing.T) {
 	if err := exec.Command(bin, "restart", "--pid-file", pidFile).Run(); err == nil {
 		t.Fatal("restarting a dead stub succeeded")
 	}
+}
+
+// readBehaviors reads the behaviours of the restart log's records.
+func readBehaviors(t *testing.T, restartLog string) []string {
+	t.Helper()
+	f, err := os.Open(restartLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var behaviors []string
+	scanner := bufio.NewScanner(f)
+	for scanner.Scan() {
+		var r restartRecord
+		if err := json.Unmarshal(scanner.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		behaviors = append(behaviors, r.Behavior)
+	}
+	return behaviors
 }
