@@ -114,6 +114,13 @@ func (a *Admitter) Admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 			return allow()
 		}
 		return a.admitConfigMap(ctx, req, policy)
+	case "pods":
+		// Only the standalone manifests send pods, for clusters without
+		// the in-tree NodeRestriction plugin.
+		if !isNode {
+			return allow()
+		}
+		return admitPod(req, nodeName)
 	}
 	return allow()
 }

@@ -48,6 +48,8 @@ func (m *Metrics) observe(req *admissionv1.AdmissionRequest, r Result, took time
 		resource = "nodes"
 	case "configmaps":
 		resource = "configmaps"
+	case "pods":
+		resource = "pods"
 	default:
 		resource = "other"
 	}

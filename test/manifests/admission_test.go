@@ -8,6 +8,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -242,28 +243,72 @@ func relabelled(node *corev1.Node) *corev1.Node {
 	return node
 }
 
+// heartbeat is a kubelet's routine status write: a condition's heartbeat.
+func heartbeat(node *corev1.Node) *corev1.Node {
+	node = node.DeepCopy()
+	node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+		LastHeartbeatTime: metav1.Now()})
+	node.Status.Capacity = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110")}
+	return node
+}
+
+// changed returns a copy of node with mutate applied.
+func changed(node *corev1.Node, mutate func(*corev1.Node)) *corev1.Node {
+	node = node.DeepCopy()
+	mutate(node)
+	return node
+}
+
+func withVersion(node *corev1.Node, v string) *corev1.Node {
+	return changed(node, func(n *corev1.Node) { n.Status.NodeInfo.KubeletVersion = v })
+}
+
 var (
 	kubelet = &user.DefaultInfo{Name: "system:node:node-a", Groups: []string{"system:nodes", "system:authenticated"}}
 	admin   = &user.DefaultInfo{Name: "admin", Groups: []string{"system:masters", "system:authenticated"}}
 )
 
 // nodeWrites are the cases the nodes webhook's matchConditions must get
-// right: every write by a node reaches it (rules 1-4), and from anyone else
-// exactly the writes that set or change an assignment (rule 5), so that an
-// administrator's routine edits never depend on the webhook being up.
-var nodeWrites = []nodeWrite{
-	{name: "a node updates its status", user: kubelet, operation: admission.Update, subresource: "status", oldObject: nodeWith(""), object: relabelled(nodeWith("")), wantMatch: true},
-	{name: "a node registers", user: kubelet, operation: admission.Create, object: nodeWith(""), wantMatch: true},
-	{name: "a node deletes itself", user: kubelet, operation: admission.Delete, oldObject: nodeWith(""), wantMatch: true},
-	{name: "a node assigns itself", user: kubelet, operation: admission.Update, oldObject: nodeWith(""), object: nodeWith("cfg/a"), wantMatch: true},
-	{name: "an admin relabels a node", user: admin, operation: admission.Update, oldObject: nodeWith(""), object: relabelled(nodeWith(""))},
-	{name: "an admin relabels an assigned node", user: admin, operation: admission.Update, oldObject: nodeWith("cfg/a"), object: relabelled(nodeWith("cfg/a"))},
-	{name: "an admin creates a node", user: admin, operation: admission.Create, object: nodeWith("")},
-	{name: "an admin deletes a node", user: admin, operation: admission.Delete, oldObject: nodeWith("cfg/a")},
-	{name: "an admin clears an assignment", user: admin, operation: admission.Update, oldObject: nodeWith("cfg/a"), object: nodeWith("")},
-	{name: "an admin assigns", user: admin, operation: admission.Update, oldObject: nodeWith(""), object: nodeWith("cfg/a"), wantMatch: true},
-	{name: "an admin reassigns", user: admin, operation: admission.Update, oldObject: nodeWith("cfg/a"), object: nodeWith("cfg/b"), wantMatch: true},
-	{name: "an admin creates an assigned node", user: admin, operation: admission.Create, object: nodeWith("cfg/a"), wantMatch: true},
+// right, for each rule of CONTRACT.md: a node's registration (rules 1-4), an
+// assignment set or changed by anyone and a changed kubelet version (rules
+// 3 and 5), a node's change of its labels, taints or ownerReferences (rule
+// 2); and nothing else, so that a kubelet's routine status writes and an
+// administrator's routine edits never wait on, or fail with, the webhook.
+// standalone is what the standalone overlay must send instead, for
+// clusters without NodeRestriction: every write by a node.
+var nodeWrites = []struct {
+	nodeWrite
+	standalone bool
+}{
+	{nodeWrite{name: "a node's routine status write", user: kubelet, operation: admission.Update, subresource: "status", oldObject: withVersion(nodeWith(""), "v1.37.2"), object: heartbeat(withVersion(nodeWith(""), "v1.37.2"))}, true},
+	{nodeWrite{name: "a node's routine write of an assigned Node", user: kubelet, operation: admission.Update, subresource: "status", oldObject: nodeWith("cfg/a"), object: heartbeat(nodeWith("cfg/a"))}, true},
+	{nodeWrite{name: "a node relabels itself", user: kubelet, operation: admission.Update, subresource: "status", oldObject: nodeWith(""), object: relabelled(nodeWith("")), wantMatch: true}, true},
+	{nodeWrite{name: "a node registers", user: kubelet, operation: admission.Create, object: nodeWith(""), wantMatch: true}, true},
+	{nodeWrite{name: "a node deletes itself", user: kubelet, operation: admission.Delete, oldObject: nodeWith("")}, true},
+	{nodeWrite{name: "a node assigns itself", user: kubelet, operation: admission.Update, oldObject: nodeWith(""), object: nodeWith("cfg/a"), wantMatch: true}, true},
+	{nodeWrite{name: "a node clears its assignment", user: kubelet, operation: admission.Update, oldObject: nodeWith("cfg/a"), object: nodeWith(""), wantMatch: true}, true},
+	{nodeWrite{name: "a node changes its taints", user: kubelet, operation: admission.Update, oldObject: nodeWith(""),
+		object: changed(nodeWith(""), func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}} }), wantMatch: true}, true},
+	{nodeWrite{name: "a node changes its ownerReferences", user: kubelet, operation: admission.Update, oldObject: nodeWith(""),
+		object: changed(nodeWith(""), func(n *corev1.Node) {
+			n.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "p", UID: "u"}}
+		}), wantMatch: true}, true},
+	{nodeWrite{name: "a node sets a legacy configSource", user: kubelet, operation: admission.Update, oldObject: nodeWith(""),
+		object: changed(nodeWith(""), func(n *corev1.Node) {
+			n.Spec.ConfigSource = &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: "cfg", Name: "a", KubeletConfigKey: "kubelet"}}
+		}), wantMatch: true}, true},
+	{nodeWrite{name: "a node reports another kubelet version", user: kubelet, operation: admission.Update, subresource: "status",
+		oldObject: withVersion(nodeWith("cfg/a"), "v1.37.2"), object: withVersion(nodeWith("cfg/a"), "v1.36.0"), wantMatch: true}, true},
+	{nodeWrite{name: "an admin relabels a node", user: admin, operation: admission.Update, oldObject: nodeWith(""), object: relabelled(nodeWith(""))}, false},
+	{nodeWrite{name: "an admin relabels an assigned node", user: admin, operation: admission.Update, oldObject: nodeWith("cfg/a"), object: relabelled(nodeWith("cfg/a"))}, false},
+	{nodeWrite{name: "an admin taints a node", user: admin, operation: admission.Update, oldObject: nodeWith(""),
+		object: changed(nodeWith(""), func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}} })}, false},
+	{nodeWrite{name: "an admin creates a node", user: admin, operation: admission.Create, object: nodeWith("")}, false},
+	{nodeWrite{name: "an admin deletes a node", user: admin, operation: admission.Delete, oldObject: nodeWith("cfg/a")}, false},
+	{nodeWrite{name: "an admin clears an assignment", user: admin, operation: admission.Update, oldObject: nodeWith("cfg/a"), object: nodeWith("")}, false},
+	{nodeWrite{name: "an admin assigns", user: admin, operation: admission.Update, oldObject: nodeWith(""), object: nodeWith("cfg/a"), wantMatch: true}, true},
+	{nodeWrite{name: "an admin reassigns", user: admin, operation: admission.Update, oldObject: nodeWith("cfg/a"), object: nodeWith("cfg/b"), wantMatch: true}, true},
+	{nodeWrite{name: "an admin creates an assigned node", user: admin, operation: admission.Create, object: nodeWith("cfg/a"), wantMatch: true}, true},
 }
 
 func (w nodeWrite) attributes() *admission.VersionedAttributes {
@@ -282,7 +327,13 @@ func (w nodeWrite) attributes() *admission.VersionedAttributes {
 
 // checkNodeMatchConditions: the nodes webhook has matchConditions, they
 // compile as kube-apiserver compiles them, and they pick the right writes.
-func checkNodeMatchConditions(o objects) error {
+func checkNodeMatchConditions(o objects) error { return checkNodeWrites(o, false) }
+
+// checkStandaloneMatchConditions is checkNodeMatchConditions for the
+// standalone overlay.
+func checkStandaloneMatchConditions(o objects) error { return checkNodeWrites(o, true) }
+
+func checkNodeWrites(o objects, standalone bool) error {
 	hook, err := nodesWebhook(o)
 	if err != nil {
 		return err
@@ -298,8 +349,12 @@ func checkNodeMatchConditions(o objects) error {
 			errs = append(errs, fmt.Errorf("%s: matchConditions failed: %w", w.name, result.Error))
 			continue
 		}
-		if result.Matches != w.wantMatch {
-			errs = append(errs, fmt.Errorf("%s: reaches the webhook %v, want %v", w.name, result.Matches, w.wantMatch))
+		want := w.wantMatch
+		if standalone {
+			want = w.standalone
+		}
+		if result.Matches != want {
+			errs = append(errs, fmt.Errorf("%s: reaches the webhook %v, want %v", w.name, result.Matches, want))
 		}
 	}
 	return errors.Join(errs...)

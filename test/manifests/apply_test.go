@@ -12,7 +12,7 @@ import (
 	"github.com/nodeguard/nodeguard/test/controlplane"
 )
 
-// TestOverlaysApply applies both overlays to a real kube-apiserver, which
+// TestOverlaysApply applies the overlays to a real kube-apiserver, which
 // validates every object strictly (the e2e tests apply the base the same
 // way). cert-manager's own kinds are left out: the test apiserver has no
 // cert-manager CRDs.
@@ -22,7 +22,8 @@ func TestOverlaysApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{certManager, staticCerts} {
+	// static-certs last: its caBundle is checked below.
+	for _, name := range []string{certManager, standalone, staticCerts} {
 		var objs []*unstructured.Unstructured
 		for _, obj := range render(t, name) {
 			if !strings.HasPrefix(obj.GetAPIVersion(), "cert-manager.io/") {

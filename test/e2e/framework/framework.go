@@ -32,8 +32,9 @@ type Options struct {
 	// WebhookArgs are added to the webhook's command line.
 	WebhookArgs []string
 	// WithoutNodeRestriction leaves the in-tree NodeRestriction admission
-	// plugin off, so that nodeguard's own rules are the only ones judging
-	// node writes.
+	// plugin off, and installs manifests/overlays/standalone instead of
+	// the base, so that nodeguard's own rules are the only ones judging
+	// node writes, pods included.
 	WithoutNodeRestriction bool
 	// Policy, when set, is written to PolicyFile and passed as
 	// --policy-config; tests may rewrite the file to change the policy.
@@ -132,11 +133,18 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if e.Admin, err = kubernetes.NewForConfig(e.CP.AdminConfig()); err != nil {
 		return nil, fmt.Errorf("admin client: %w", err)
 	}
-	base, err := manifests.Dir("base")
+	// Without NodeRestriction, nodeguard's documented configuration is the
+	// standalone overlay: every node write reaches the webhook, which then
+	// also applies NodeRestriction's pod rules.
+	rendering := "base"
+	if opts.WithoutNodeRestriction {
+		rendering = "overlays/standalone"
+	}
+	dir, err := manifests.Dir(rendering)
 	if err != nil {
 		return nil, err
 	}
-	objs, err := manifests.Render(base)
+	objs, err := manifests.Render(dir)
 	if err != nil {
 		return nil, err
 	}
