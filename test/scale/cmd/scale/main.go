@@ -1,0 +1,109 @@
+// Command scale runs the scale harness of test/scale: N simulated kubelets
+// against a real kube-apiserver with nodeguard installed as manifests/ say
+// (or not at all, or with its webhook down), and a report of what their
+// routine traffic cost. `make scale` runs it; --help lists the flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nodeguard/nodeguard/test/scale"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "scale:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `Usage: scale [flags]
+
+Starts a real etcd and kube-apiserver on 127.0.0.1 for each mode, with nodeguard's
+manifests as they are now, runs N simulated kubelets (own node certificates; Node
+registration, a Lease renewal and a Node status patch every period, a watch on their own
+Node; a tenth read an assigned kubelet configuration), and after a warm-up reports the
+latency and errors of lease renewals and status patches over the window, webhook calls per
+second per endpoint, and the CPU and RSS of the webhook, kube-apiserver and etcd. It stops
+by itself, and on Ctrl-C or an error stops every process it started.
+
+Modes: none (nodeguard in neither chain), shipped (as installed), webhook-down (as
+installed, the webhook killed for the whole window).
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	var (
+		modes      = fs.String("modes", "none,shipped,webhook-down", "Comma-separated modes to measure, one after another in this run, each on a fresh control plane (see --reuse-cluster): none, shipped, webhook-down.")
+		mode       = fs.String("mode", "", "A single mode; overrides --modes.")
+		nodes      = fs.Int("nodes", 100, "Number of simulated kubelets.")
+		window     = fs.Duration("window", 2*time.Minute, "Length of the measured steady window, after the warm-up.")
+		warmup     = fs.Duration("warmup", 30*time.Second, "Load before the window; at least --period, so that every kubelet's timers have fired.")
+		period     = fs.Duration("period", 10*time.Second, "Each kubelet's lease renewal and status patch interval (the kubelet's defaults: 10s).")
+		settle     = fs.Duration("down-settle", 10*time.Second, "In webhook-down, time between killing the webhook and the window, so that the apiserver's cached Allows (authorizedTTL, 10s as shipped) have expired.")
+		fraction   = fs.Float64("config-fraction", 0.1, "Fraction of the nodes assigned a kubelet configuration, which they read by name (a get and a named watch).")
+		reuse      = fs.Bool("reuse-cluster", false, "Measure webhook-down right after shipped on the same cluster and kubelets, killing the webhook after the shipped window; saves a start-up.")
+		workDir    = fs.String("work-dir", "", "Directory for certificates and the processes' logs; empty means a temporary one, removed at the end unless --keep.")
+		keep       = fs.Bool("keep", false, "Keep the temporary work directory (logs of etcd, kube-apiserver and the webhook).")
+		jsonOutput = fs.String("json", "", "Also write the results as JSON to this file.")
+	)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	list := *modes
+	if *mode != "" {
+		list = *mode
+	}
+	parsed, err := scale.ParseModes(list)
+	if err != nil {
+		return err
+	}
+	dir := *workDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "nodeguard-scale-"); err != nil {
+			return fmt.Errorf("creating a work directory: %w", err)
+		}
+		if !*keep {
+			defer os.RemoveAll(dir)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	results, err := scale.Run(ctx, scale.Options{
+		Modes: parsed, Nodes: *nodes, Period: *period, Warmup: *warmup, Window: *window,
+		DownSettle: *settle, ConfigFraction: *fraction, ReuseCluster: *reuse, WorkDir: dir, Progress: stderr,
+	})
+	if len(results) > 0 {
+		if werr := scale.WriteReport(stdout, results); werr != nil {
+			err = errors.Join(err, werr)
+		}
+		if *jsonOutput != "" {
+			if werr := scale.WriteJSON(*jsonOutput, results); werr != nil {
+				err = errors.Join(err, werr)
+			}
+		}
+	}
+	if *keep || *workDir != "" {
+		fmt.Fprintln(stderr, "work directory:", dir)
+	}
+	return err
+}

@@ -1,0 +1,67 @@
+// Package scale measures what kubelets' routine traffic costs with nodeguard
+// installed (issue 14, "Keep kubelets' routine traffic off nodeguard"), and
+// what happens to it while the webhook is down.
+//
+// Run (cmd/scale, `make scale`) starts, for each mode, a real etcd and
+// kube-apiserver on loopback, configured from manifests/ as they are at run
+// time (never a copy): in modes shipped and webhook-down through
+// test/e2e/framework.Start (the authorization chain of manifests/control-plane,
+// the ValidatingWebhookConfiguration of manifests/base pointed at a local
+// webhook process, the webhook with the shipped NodeguardPolicy, Rego policies
+// and the Deployment's tuning flags); in mode none with the shipped
+// authorization chain minus nodeguard's entry and no ValidatingWebhookConfiguration,
+// so that nodeguard is in neither chain. It then runs N simulated kubelets in
+// this process, each with its own node client certificate from the control
+// plane's CA, which, like a real kubelet:
+//
+//   - registers its Node (a CREATE with its node credentials, with
+//     status.nodeInfo.kubeletVersion set) and creates its Lease in
+//     kube-node-lease, owned by the Node;
+//   - renews the Lease every period (an UPDATE of renewTime, from the last
+//     Lease it wrote, re-read on a conflict);
+//   - patches its Node's status every period: a strategic-merge patch of the
+//     conditions' lastHeartbeatTime, with $setElementOrder, as the kubelet
+//     sends it;
+//   - keeps a watch on its own Node (fieldSelector metadata.name=NAME).
+//
+// A tenth of the nodes (--config-fraction) are assigned a kubelet
+// configuration by the admin (an eligible ConfigMap in kubelet-configs, the
+// nodeguard.dev/config-source annotation on their Node) and read it with their
+// node credentials: a get by name, then a named watch, as the agent does.
+//
+// Each node's lease and status timers start at its own offset in the period
+// (lease at i/N of it, status half a period later), so the load is steady
+// rather than in bursts. After --warmup, a --window is measured: the latency
+// and errors of every lease renewal and status patch started in it; webhook
+// calls per second per endpoint from the webhook's own
+// nodeguard_http_requests_total (scraped before and after the window), and
+// the calls the apiserver made to it from the apiserver's metrics; CPU
+// (utime+stime of /proc/PID/stat) and RSS of the webhook, kube-apiserver,
+// etcd and this process. In mode webhook-down the webhook is killed after the
+// warm-up, --down-settle before the window, and stays down for all of it.
+//
+// How the simulation differs from real kubelets:
+//
+//   - One process, one HTTP/2 connection per simulated kubelet carrying all of
+//     its requests and watches (a real kubelet has one or a few connections
+//     too, but its own process, its own CPU, and a real network between it
+//     and the apiserver). Everything runs on one machine, loopback only, so
+//     the harness's own CPU competes with the apiserver's and the webhook's:
+//     read the figures as ratios between modes of the same run.
+//   - The status patch is sent every period, whatever changed. A real kubelet
+//     with leases computes its status every nodeStatusUpdateFrequency (10s)
+//     but patches it only when something changed or nodeStatusReportFrequency
+//     (5 min by default) has passed, so this is the worst case of a cluster
+//     whose nodes' status keeps changing. The patch is small: no images, no
+//     volumes, four conditions.
+//   - No GET of the Node before each status patch (the kubelet reads it from
+//     the apiserver's cache first), no pods, no pod status, no event
+//     recording, no certificate rotation, no CSINode, no node informer's
+//     list: only the routine writes and watches named above.
+//   - The webhook runs without the Deployment's GOGC (test/e2e/framework
+//     starts it with this process's environment), on one replica, and with
+//     framework's shutdown flags, so that killing it is immediate.
+//   - In mode none the assigned nodes do not read their configuration: with
+//     no nodeguard there is no assignment to read (the Node authorizer
+//     refuses it), so only lease, status and Node watch traffic are compared.
+package scale
