@@ -47,10 +47,10 @@ func TestRoutineTrafficShort(t *testing.T) {
 			// Each node's timer fires twice in the window; once is the
 			// least that says the load ran at all.
 			if s.OK < nodes {
-				t.Errorf("%s: %d successful %ss in the window, want at least one per node (%d)", r.Mode, s.OK, op, nodes)
+				t.Errorf("%s: %s: %d succeeded in the window, want at least one per node (%d)", r.Mode, op, s.OK, nodes)
 			}
 			if s.Errors != 0 {
-				t.Errorf("%s: %d failed %ss in the window (of %d), want none; first errors: %q", r.Mode, s.Errors, op, s.Errors+s.OK, s.ErrorSamples)
+				t.Errorf("%s: %s: %d of %d failed in the window, want none; first errors: %q", r.Mode, op, s.Errors, s.Errors+s.OK, s.ErrorSamples)
 			}
 		}
 	}
