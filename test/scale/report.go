@@ -58,6 +58,11 @@ func WriteReport(w io.Writer, results []Result) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\n", r.Mode, r.Nodes, strings.Join(parts, ", "))
 	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "mode\tauthorization-config.yaml\tValidatingWebhookConfiguration\tnodeguard.dev's matchConditions")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%q\n", r.Mode, r.Manifests.AuthorizationConfig, r.Manifests.WebhookConfiguration, r.Manifests.AuthorizationMatchConditions)
+	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
 	}

@@ -113,6 +113,8 @@ type Result struct {
 	APIServerCallsPerSec map[string]float64 `json:"apiserver_calls_per_sec,omitempty"`
 	// Processes are webhook, kube-apiserver, etcd and harness.
 	Processes map[string]ProcStats `json:"processes"`
+	// Manifests are those the mode's cluster was started with.
+	Manifests Fingerprint `json:"manifests"`
 }
 
 // session is one cluster and fleet, measured in one or more phases.
@@ -158,6 +160,10 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 func runSession(ctx context.Context, o Options, s session, dir string) (results []Result, err error) {
 	withNodeguard := s.phases[0] != ModeNone
 	logf(o.Progress, "%s: starting a control plane (nodeguard installed: %t) in %s", s.phases[0], withNodeguard, dir)
+	manifests, err := fingerprint()
+	if err != nil {
+		return nil, err
+	}
 	c, err := startCluster(ctx, dir, withNodeguard)
 	if err != nil {
 		return nil, err
@@ -187,6 +193,7 @@ func runSession(ctx context.Context, o Options, s session, dir string) (results 
 			return results, fmt.Errorf("mode %s: %w", phase, err)
 		}
 		r.ConfigReaders = f.readers
+		r.Manifests = manifests
 		results = append(results, r)
 	}
 	return results, nil

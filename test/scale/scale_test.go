@@ -54,7 +54,4 @@ func TestRoutineTrafficShort(t *testing.T) {
 			}
 		}
 	}
-	if up := results[0]; up.WebhookCallsPerSec["/authorize"] == 0 {
-		t.Errorf("shipped: the webhook answered no /authorize call in the window: is it in the authorization chain?")
-	}
 }

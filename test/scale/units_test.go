@@ -1,0 +1,103 @@
+package scale
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestParseSample(t *testing.T) {
+	for _, tc := range []struct {
+		line   string
+		name   string
+		labels map[string]string
+		value  float64
+	}{
+		{`nodeguard_http_requests_total{code="200",endpoint="/authorize"} 42`, "nodeguard_http_requests_total", map[string]string{"code": "200", "endpoint": "/authorize"}, 42},
+		{`up 1`, "up", map[string]string{}, 1},
+		{`m{a="x\"y",b="z,}"} 1.5e3 1700000000`, "m", map[string]string{"a": `x"y`, "b": "z,}"}, 1500},
+	} {
+		s, err := parseSample(tc.line)
+		if err != nil {
+			t.Fatalf("parseSample(%q): %v", tc.line, err)
+		}
+		if s.name != tc.name || s.value != tc.value || len(s.labels) != len(tc.labels) {
+			t.Errorf("parseSample(%q) = %+v", tc.line, s)
+		}
+		for k, v := range tc.labels {
+			if s.labels[k] != v {
+				t.Errorf("parseSample(%q): label %s = %q, want %q", tc.line, k, s.labels[k], v)
+			}
+		}
+	}
+	for _, bad := range []string{`m{a="x} 1`, `m{a} 1`, `m`, `m{a="x"}`, `m nope`} {
+		if _, err := parseSample(bad); err == nil {
+			t.Errorf("parseSample(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	for q, want := range map[float64]time.Duration{0.5: 50 * time.Millisecond, 0.99: 99 * time.Millisecond, 1: 100 * time.Millisecond} {
+		if got := quantile(d, q); got != want {
+			t.Errorf("quantile(1..100 ms, %v) = %v, want %v", q, got, want)
+		}
+	}
+	if quantile(nil, 0.5) != 0 {
+		t.Error("quantile of nothing is not 0")
+	}
+}
+
+func TestAssignedSpreadsTheFraction(t *testing.T) {
+	var picked []int
+	for i := range 50 {
+		if assigned(i, 0.1) {
+			picked = append(picked, i)
+		}
+	}
+	if want := []int{9, 19, 29, 39, 49}; !slices.Equal(picked, want) {
+		t.Errorf("assigned nodes %v, want %v", picked, want)
+	}
+}
+
+func TestPlanReusesOnlyShippedThenDown(t *testing.T) {
+	o := Options{Modes: []Mode{ModeNone, ModeShipped, ModeWebhookDown, ModeWebhookDown}, ReuseCluster: true}
+	var phases [][]Mode
+	for _, s := range plan(o) {
+		phases = append(phases, s.phases)
+	}
+	want := [][]Mode{{ModeNone}, {ModeShipped, ModeWebhookDown}, {ModeWebhookDown}}
+	if !slices.EqualFunc(phases, want, slices.Equal) {
+		t.Errorf("plan with reuse = %v, want %v", phases, want)
+	}
+	o.ReuseCluster = false
+	if n := len(plan(o)); n != 4 {
+		t.Errorf("without reuse, %d sessions, want 4", n)
+	}
+}
+
+func TestDeploymentArgsKeptAreTuning(t *testing.T) {
+	for arg, out := range map[string]bool{
+		"--secure-port=8443": true, "--tls-cert-file=/x": true, "--client-ca-file=/y": true,
+		"--policy-config=/z": true, "--shutdown-drain-duration=5s": true, "-v=2": true,
+		"--max-validate-in-flight=16": false, "--graph-stale-after=30s": false, "--policy-configs=x": false,
+	} {
+		if leftOut(arg) != out {
+			t.Errorf("leftOut(%q) = %v, want %v", arg, !out, out)
+		}
+	}
+}
+
+func TestParseModes(t *testing.T) {
+	modes, err := ParseModes("none, shipped,webhook-down")
+	if err != nil || !slices.Equal(modes, []Mode{ModeNone, ModeShipped, ModeWebhookDown}) {
+		t.Errorf("ParseModes = %v, %v", modes, err)
+	}
+	if _, err := ParseModes("shipped,down"); err == nil {
+		t.Error("ParseModes accepted an unknown mode")
+	}
+}
