@@ -274,7 +274,7 @@ func (s *story) refusals(ctx context.Context) error {
 	s.c.detail("%s registration: refused: %s", oldNodeName, apiMessage(err))
 
 	s.c.step("had it registered before the minimum was raised (here, an administrator registers it, assigned pool-blue),\n" +
-		"    the authorizer would still refuse it everything but its own Node")
+		"    the authorizer would still refuse it its configurations (and, with the opt-in authorization configuration, everything but its own Node)")
 	oldNode := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: oldNodeName, Annotations: map[string]string{contract.ConfigSourceAnnotation: configNamespace + "/pool-blue"}},
 		Status:     corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: oldKubeletVersion}},

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,8 +20,9 @@ import (
 // "assigned", denies node-b everything, has no opinion otherwise, and records who it was asked
 // about.
 type fakeAuthorizer struct {
-	mu    sync.Mutex
-	users []string
+	mu        sync.Mutex
+	users     []string
+	resources []string
 }
 
 func (f *fakeAuthorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -36,11 +38,16 @@ func (f *fakeAuthorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	f.users = append(f.users, review.Spec.User)
+	if review.Spec.ResourceAttributes != nil {
+		f.resources = append(f.resources, review.Spec.ResourceAttributes.Resource)
+	} else {
+		f.resources = append(f.resources, "(non-resource)")
+	}
 	f.mu.Unlock()
 
 	attrs := review.Spec.ResourceAttributes
 	switch {
-	case review.Spec.User == "system:node:node-b":
+	case review.Spec.User == "system:node:node-b" && attrs != nil && attrs.Name == "other":
 		review.Status = authorizationv1.SubjectAccessReviewStatus{Denied: true, Reason: "node-b is too old"}
 	case review.Spec.User == "system:node:node-a" && attrs != nil && attrs.Resource == "configmaps" && attrs.Name == "assigned" && attrs.Verb == "get":
 		review.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: true, Reason: "assigned to node-a"}
@@ -57,8 +64,15 @@ func (f *fakeAuthorizer) askedAbout() []string {
 	return slices.Clone(f.users)
 }
 
+func (f *fakeAuthorizer) resourcesAsked() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.resources)
+}
+
 // TestAuthorizationChain runs the shipped manifests/control-plane configuration against a
-// fake webhook: the webhook is asked first, only about nodes, and its deny beats Node.
+// fake webhook: the webhook is asked first, only about nodes' ConfigMap requests, and its
+// deny beats Node.
 func TestAuthorizationChain(t *testing.T) {
 	dir := t.TempDir()
 	webhookCA, err := NewCA("webhook-ca")
@@ -111,7 +125,7 @@ func TestAuthorizationChain(t *testing.T) {
 	ctx := t.Context()
 
 	admin := clientset(t, cp.AdminConfig())
-	for _, name := range []string{"assigned", "other"} {
+	for _, name := range []string{"assigned", "other", "mounted"} {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
 		if _, err := admin.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -119,6 +133,19 @@ func TestAuthorizationChain(t *testing.T) {
 	}
 	createNode(t, admin, "node-a")
 	createNode(t, admin, "node-b")
+	// A pod bound to node-b that mounts "other" and "mounted": the Node authorizer lets
+	// node-b read both; the webhook denies it "other".
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "uses-other", Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: "node-b", Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/c"}},
+			Volumes: []corev1.Volume{
+				{Name: "v", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "other"}}}},
+				{Name: "w", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "mounted"}}}},
+			}},
+	}
+	if _, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	nodeAConfig, err := cp.NodeConfig("node-a")
 	if err != nil {
@@ -144,8 +171,25 @@ func TestAuthorizationChain(t *testing.T) {
 		}
 	})
 	t.Run("webhook deny beats Node", func(t *testing.T) {
-		if _, err := nodeB.CoreV1().Nodes().Get(ctx, "node-b", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
-			t.Errorf("node-b get own Node: error = %v, want Forbidden", err)
+		// Once node-b reads "mounted", the Node authorizer's graph has the pod, and would
+		// allow "other" too.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			_, err := nodeB.CoreV1().ConfigMaps("default").Get(ctx, "mounted", metav1.GetOptions{})
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node-b never read its pod's ConfigMap through Node: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if _, err := nodeB.CoreV1().ConfigMaps("default").Get(ctx, "other", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("node-b get its pod's ConfigMap: error = %v, want Forbidden", err)
+		}
+		// Its own Node never reaches the webhook: Node allows it.
+		if _, err := nodeB.CoreV1().Nodes().Get(ctx, "node-b", metav1.GetOptions{}); err != nil {
+			t.Errorf("node-b get own Node: %v", err)
 		}
 	})
 	t.Run("only nodes reach the webhook", func(t *testing.T) {
@@ -166,6 +210,11 @@ func TestAuthorizationChain(t *testing.T) {
 		for _, user := range asked {
 			if user != "system:node:node-a" && user != "system:node:node-b" {
 				t.Errorf("webhook asked about %s, which is not in system:nodes", user)
+			}
+		}
+		for _, resource := range authorizer.resourcesAsked() {
+			if resource != "configmaps" {
+				t.Errorf("webhook asked about %s: only nodes' ConfigMap requests reach it", resource)
 			}
 		}
 	})

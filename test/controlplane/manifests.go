@@ -26,7 +26,10 @@ import (
 // Paths of the shipped control-plane manifests, relative to the repository root.
 const (
 	AuthorizationConfigManifest = "manifests/control-plane/authorization-config.yaml"
-	WebhookKubeconfigManifest   = "manifests/control-plane/authorization-webhook.kubeconfig"
+	// MinKubeletVersionAuthorizationConfigManifest is the opt-in
+	// configuration that sends every request of a node to the webhook.
+	MinKubeletVersionAuthorizationConfigManifest = "manifests/control-plane/authorization-config-min-kubelet-version.yaml"
+	WebhookKubeconfigManifest                    = "manifests/control-plane/authorization-webhook.kubeconfig"
 )
 
 // WebhookAuthorizerName is the name of nodeguard's entry in the authorization chain.
@@ -82,11 +85,18 @@ type WebhookKubeconfig struct {
 // pointing at it into dir, both made from the shipped manifests, and returns the path of the
 // configuration, for Options.AuthorizationConfigFile.
 func WriteAuthorizationFiles(dir string, webhook WebhookKubeconfig) (string, error) {
+	return WriteAuthorizationFilesFrom(dir, AuthorizationConfigManifest, webhook)
+}
+
+// WriteAuthorizationFilesFrom is WriteAuthorizationFiles with the
+// authorization configuration read from manifest (a path from the
+// repository's root, such as MinKubeletVersionAuthorizationConfigManifest).
+func WriteAuthorizationFilesFrom(dir, manifest string, webhook WebhookKubeconfig) (string, error) {
 	kubeconfig, err := WriteWebhookKubeconfig(dir, webhook)
 	if err != nil {
 		return "", err
 	}
-	return WriteAuthorizationConfig(dir, kubeconfig)
+	return writeAuthorizationConfig(dir, manifest, kubeconfig)
 }
 
 // WriteWebhookKubeconfig fills in the shipped webhook kubeconfig template with webhook's CA
@@ -175,21 +185,17 @@ func decodeKubeconfigStrict(data []byte) (*clientcmdapi.Config, error) {
 // exist: validation reads it), and writes the result to dir/authorization-config.yaml,
 // whose path it returns. Nothing else in the configuration is changed.
 func WriteAuthorizationConfig(dir, webhookKubeconfig string) (string, error) {
-	root, err := RepoRoot()
+	return writeAuthorizationConfig(dir, AuthorizationConfigManifest, webhookKubeconfig)
+}
+
+func writeAuthorizationConfig(dir, manifest, webhookKubeconfig string) (string, error) {
+	config, err := LoadAuthorizationConfigFrom(manifest)
 	if err != nil {
 		return "", err
 	}
-	data, err := os.ReadFile(filepath.Join(root, AuthorizationConfigManifest))
-	if err != nil {
-		return "", fmt.Errorf("reading authorization config: %w", err)
-	}
-	config, err := decodeAuthorizationConfig(data)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", AuthorizationConfigManifest, err)
-	}
 	webhook, err := nodeguardWebhook(config)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", AuthorizationConfigManifest, err)
+		return "", fmt.Errorf("%s: %w", manifest, err)
 	}
 	absKubeconfig, err := filepath.Abs(webhookKubeconfig)
 	if err != nil {
@@ -197,14 +203,14 @@ func WriteAuthorizationConfig(dir, webhookKubeconfig string) (string, error) {
 	}
 	webhook.ConnectionInfo.KubeConfigFile = &absKubeconfig
 	if err := validateAuthorizationConfig(config); err != nil {
-		return "", fmt.Errorf("%s with kubeConfigFile %s: %w", AuthorizationConfigManifest, absKubeconfig, err)
+		return "", fmt.Errorf("%s with kubeConfigFile %s: %w", manifest, absKubeconfig, err)
 	}
 	out, err := encodeAuthorizationConfig(config)
 	if err != nil {
 		return "", err
 	}
 	path := filepath.Join(dir, "authorization-config.yaml")
-	header := fmt.Sprintf("# Made by test/controlplane from %s; only kubeConfigFile differs.\n", AuthorizationConfigManifest)
+	header := fmt.Sprintf("# Made by test/controlplane from %s; only kubeConfigFile differs.\n", manifest)
 	if err := os.WriteFile(path, append([]byte(header), out...), 0o644); err != nil {
 		return "", fmt.Errorf("writing authorization config: %w", err)
 	}
@@ -214,17 +220,23 @@ func WriteAuthorizationConfig(dir, webhookKubeconfig string) (string, error) {
 // LoadAuthorizationConfig decodes the shipped authorization configuration strictly, without
 // validating it (its kubeConfigFile exists only on a control-plane node).
 func LoadAuthorizationConfig() (*apiserverv1.AuthorizationConfiguration, error) {
+	return LoadAuthorizationConfigFrom(AuthorizationConfigManifest)
+}
+
+// LoadAuthorizationConfigFrom is LoadAuthorizationConfig for another shipped file, named
+// from the repository's root.
+func LoadAuthorizationConfigFrom(manifest string) (*apiserverv1.AuthorizationConfiguration, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(filepath.Join(root, AuthorizationConfigManifest))
+	data, err := os.ReadFile(filepath.Join(root, manifest))
 	if err != nil {
 		return nil, fmt.Errorf("reading authorization config: %w", err)
 	}
 	config, err := decodeAuthorizationConfig(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", AuthorizationConfigManifest, err)
+		return nil, fmt.Errorf("%s: %w", manifest, err)
 	}
 	return config, nil
 }

@@ -43,7 +43,8 @@ func TestShippedAuthorizationConfig(t *testing.T) {
 		{"unauthorizedTTL", webhook.UnauthorizedTTL.Duration, 5 * time.Second},
 		{"connectionInfo.type", webhook.ConnectionInfo.Type, "KubeConfigFile"},
 		{"connectionInfo.kubeConfigFile", *webhook.ConnectionInfo.KubeConfigFile, "/etc/kubernetes/nodeguard/authorization-webhook.kubeconfig"},
-		{"matchConditions", conditions, []string{"'system:nodes' in request.groups"}},
+		{"matchConditions", conditions, []string{"'system:nodes' in request.groups",
+			"has(request.resourceAttributes) && request.resourceAttributes.resource == 'configmaps' && request.resourceAttributes.?group.orValue('') == ''"}},
 	}
 	for _, tt := range tests {
 		if !reflect.DeepEqual(tt.got, tt.want) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -102,6 +103,9 @@ func TestAuthorizationConfiguration(t *testing.T) {
 				},
 				"by user name only": func(c *apiserverv1.AuthorizationConfiguration) {
 					c.Authorizers[0].Webhook.MatchConditions[0].Expression = "request.user.startsWith('system:node:')"
+				},
+				"every request of a node": func(c *apiserverv1.AuthorizationConfiguration) {
+					c.Authorizers[0].Webhook.MatchConditions = c.Authorizers[0].Webhook.MatchConditions[:1]
 				},
 			},
 		},
@@ -206,8 +210,19 @@ func checkNoOpinionOnFailure(c *apiserverv1.AuthorizationConfiguration) error {
 }
 
 // checkAuthorizationMatchConditions evaluates the matchConditions as the
-// apiserver does: a node's requests reach the webhook, nobody else's.
+// apiserver does: a node's ConfigMap requests reach the webhook, and
+// nothing else: no other request of a node, nobody else's.
 func checkAuthorizationMatchConditions(c *apiserverv1.AuthorizationConfiguration) error {
+	return checkMatches(c, false)
+}
+
+// checkEveryNodeRequestMatches is the same for the opt-in configuration
+// of a minimum kubelet version: every request of a node, nobody else's.
+func checkEveryNodeRequestMatches(c *apiserverv1.AuthorizationConfiguration) error {
+	return checkMatches(c, true)
+}
+
+func checkMatches(c *apiserverv1.AuthorizationConfiguration, everyNodeRequest bool) error {
 	webhook, err := nodeguardAuthorizer(c)
 	if err != nil {
 		return err
@@ -223,28 +238,52 @@ func checkAuthorizationMatchConditions(c *apiserverv1.AuthorizationConfiguration
 	if err := errs.ToAggregate(); err != nil {
 		return err
 	}
+	node := []string{"system:nodes", "system:authenticated"}
+	configMap := &authorizationv1.ResourceAttributes{Verb: "get", Resource: "configmaps", Namespace: "kube-system", Name: "x"}
 	var all []error
 	for _, tt := range []struct {
-		user   string
-		groups []string
-		want   bool
+		what     string
+		user     string
+		groups   []string
+		resource *authorizationv1.ResourceAttributes
+		path     string
+		want     bool
+		// everyNodeRequest is the answer of the opt-in configuration.
+		everyNodeRequest bool
 	}{
-		{"system:node:node-a", []string{"system:nodes", "system:authenticated"}, true},
-		{"system:node:node-a", []string{"system:authenticated"}, false},
-		{"admin", []string{"system:masters", "system:authenticated"}, false},
-		{"system:serviceaccount:kube-system:default", []string{"system:serviceaccounts", "system:authenticated"}, false},
+		{"a node reads a ConfigMap", "system:node:node-a", node, configMap, "", true, true},
+		{"a node watches a ConfigMap by name", "system:node:node-a", node,
+			&authorizationv1.ResourceAttributes{Verb: "watch", Resource: "configmaps", Namespace: "ns", Name: "x"}, "", true, true},
+		{"a node renews its Lease", "system:node:node-a", node,
+			&authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: "kube-node-lease", Name: "node-a"}, "", false, true},
+		{"a node patches its status", "system:node:node-a", node,
+			&authorizationv1.ResourceAttributes{Verb: "patch", Resource: "nodes", Subresource: "status", Name: "node-a"}, "", false, true},
+		{"a node reads a Secret", "system:node:node-a", node,
+			&authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "ns", Name: "s"}, "", false, true},
+		{"a node reads configmaps of another group", "system:node:node-a", node,
+			&authorizationv1.ResourceAttributes{Verb: "get", Group: "example.com", Resource: "configmaps", Namespace: "ns", Name: "x"}, "", false, true},
+		{"a node asks a non-resource path", "system:node:node-a", node, nil, "/healthz", false, true},
+		{"a system:node: user outside system:nodes", "system:node:node-a", []string{"system:authenticated"}, configMap, "", false, false},
+		{"an administrator", "admin", []string{"system:masters", "system:authenticated"}, configMap, "", false, false},
+		{"a service account", "system:serviceaccount:kube-system:default", []string{"system:serviceaccounts", "system:authenticated"}, configMap, "", false, false},
 	} {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: tt.user, Groups: tt.groups,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "configmaps", Namespace: "kube-system", Name: "x"},
+			User: tt.user, Groups: tt.groups, ResourceAttributes: tt.resource,
 		}}
+		if tt.path != "" {
+			sar.Spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Verb: "get", Path: tt.path}
+		}
+		want := tt.want
+		if everyNodeRequest {
+			want = tt.everyNodeRequest
+		}
 		got, err := matcher.Eval(context.Background(), sar)
 		if err != nil {
-			all = append(all, fmt.Errorf("%s %v: %w", tt.user, tt.groups, err))
+			all = append(all, fmt.Errorf("%s: %w", tt.what, err))
 			continue
 		}
-		if got != tt.want {
-			all = append(all, fmt.Errorf("%s %v: reaches the webhook %v, want %v", tt.user, tt.groups, got, tt.want))
+		if got != want {
+			all = append(all, fmt.Errorf("%s: reaches the webhook %v, want %v", tt.what, got, want))
 		}
 	}
 	return errors.Join(all...)
@@ -274,4 +313,38 @@ func checkAuthorizationTimes(c *apiserverv1.AuthorizationConfiguration) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// TestMinKubeletVersionAuthorization: the opt-in configuration for a
+// minimum kubelet version sends every request of a node to the webhook, and
+// differs from the shipped one in nothing else.
+func TestMinKubeletVersionAuthorization(t *testing.T) {
+	shipped, err := controlplane.LoadAuthorizationConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	optIn, err := controlplane.LoadAuthorizationConfigFrom(controlplane.MinKubeletVersionAuthorizationConfigManifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkEveryNodeRequestMatches(optIn); err != nil {
+		t.Errorf("%s: %v", controlplane.MinKubeletVersionAuthorizationConfigManifest, err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "authorization-webhook.kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := validateAuthorization(optIn.DeepCopy(), kubeconfig); err != nil {
+		t.Errorf("%s: %v", controlplane.MinKubeletVersionAuthorizationConfigManifest, err)
+	}
+	for _, c := range []*apiserverv1.AuthorizationConfiguration{shipped, optIn} {
+		webhook, err := nodeguardAuthorizer(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		webhook.MatchConditions = nil
+	}
+	if !equality.Semantic.DeepEqual(shipped, optIn) {
+		t.Errorf("%s differs from %s in more than its matchConditions", controlplane.MinKubeletVersionAuthorizationConfigManifest, controlplane.AuthorizationConfigManifest)
+	}
 }

@@ -47,6 +47,12 @@ type Options struct {
 	// PolicyData, when set, is written to a file and passed as
 	// --policy-data (an object policies read as data.nodeguard.config).
 	PolicyData string
+	// AuthorizeEveryNodeRequest installs the opt-in authorization
+	// configuration for a minimum kubelet version
+	// (manifests/control-plane/authorization-config-min-kubelet-version.yaml),
+	// which sends every request of a node to the webhook, instead of only
+	// their ConfigMap requests.
+	AuthorizeEveryNodeRequest bool
 	// APIServerForWebhook, when set, is given the apiserver's URL once it
 	// runs and returns the URL the webhook's kubeconfig points at instead,
 	// e.g. a proxy (see Proxy) that a test can cut.
@@ -104,7 +110,11 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		return nil, err
 	}
 	e.ProbeClient = pki.apiserverClient()
-	authzConfig, err := controlplane.WriteAuthorizationFiles(opts.WorkDir, controlplane.WebhookKubeconfig{
+	authzManifest := controlplane.AuthorizationConfigManifest
+	if opts.AuthorizeEveryNodeRequest {
+		authzManifest = controlplane.MinKubeletVersionAuthorizationConfigManifest
+	}
+	authzConfig, err := controlplane.WriteAuthorizationFilesFrom(opts.WorkDir, authzManifest, controlplane.WebhookKubeconfig{
 		Server:         e.WebhookURL + "/authorize",
 		CABundle:       pki.servingCA.CertPEM(),
 		ClientCertFile: pki.apiserverCertFile,
