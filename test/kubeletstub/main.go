@@ -1,7 +1,7 @@
 // Command kubeletstub stands in for the kubelet in the few agent tests that
-// need a fault no real kubelet produces on demand: a hang, a health check
-// that fails once while the kubelet runs, a kubelet that serves for a set
-// time between crashes, a kubelet version other than the one built here.
+// need a fault no real kubelet produces on demand: a health check that
+// fails an exact number of times while the kubelet runs, a kubelet that
+// serves for a set time between crashes.
 // Every other test runs a real kubelet (test/e2e/framework, test/kubeletunit).
 //
 //	kubeletstub serve --config FILE [--config-dir DIR] --healthz-port PORT --pid-file FILE [--restart-log FILE] [--startup-delay D]

@@ -214,7 +214,10 @@ func (u *unit) stop() {
 	}
 	u.stopAsked = true
 	pgid := u.proc.Process.Pid
+	// SIGCONT after SIGTERM, as systemd sends them: a stopped (frozen)
+	// kubelet gets its SIGTERM too.
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	_ = syscall.Kill(-pgid, syscall.SIGCONT)
 	timer := time.NewTimer(u.opts.stopTimeout)
 	defer timer.Stop()
 	for u.proc != nil {

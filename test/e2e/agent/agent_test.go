@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -100,25 +101,32 @@ func TestRuntimeFailureRollsBack(t *testing.T) {
 	n.passed(b)
 }
 
-// TestHangingKubeletRollsBack: a kubelet that accepts health checks and
-// never answers them is rolled back.
+// TestHangingKubeletRollsBack: a real kubelet that hangs during a trial
+// (frozen with SIGSTOP: its socket still accepts the probes, nothing
+// answers, as a deadlocked kubelet) is rolled back; its unit's stop
+// (SIGTERM, then SIGCONT, as systemd sends them) ends it, and the kubelet
+// runs the last-known-good again.
 func TestHangingKubeletRollsBack(t *testing.T) {
-	n := newNode(t, nodeOptions{stub: &framework.StubKubelet{Reason: "a hung kubelet: no configuration makes a real one accept connections and never answer"}})
+	n := newNode(t, nodeOptions{agentArgs: []string{"--trial-period=30s"}})
 	a := n.configMap("kubelet-a", "maxPods: 42\n")
 	n.assign("kubelet-a")
 	n.passed(a)
-	b := n.configMap("kubelet-b", "maxPods: 44\n"+framework.HangingKubelet)
+	b := n.configMap("kubelet-b", "maxPods: 44\n")
 	n.assign("kubelet-b")
+	n.waitReport("B on trial", func(o framework.Report) bool {
+		return is(o.Status.Active, b) && reason(o, corev1.ConditionFalse, status.ReasonTrialInProgress)
+	})
+	n.waitKubeletRuns(44)
+	if err := n.SignalKubelet(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
 	o := n.waitReport("the hanging B rolled back", func(o framework.Report) bool {
 		return is(o.Status.Assigned, b) && is(o.Status.Active, a) && reason(o, corev1.ConditionFalse, status.ReasonRolledBack)
 	})
 	if !strings.Contains(o.Status.Error, "deadline") && !strings.Contains(o.Status.Error, "Timeout") {
 		t.Errorf("the status does not say the kubelet hung: %q", o.Status.Error)
 	}
-	n.eventually("the stub to run A again", func() (bool, string) {
-		r := n.restarts()
-		return r[len(r)-1] == "healthy", fmt.Sprint(r)
-	})
+	n.waitKubeletRuns(42)
 }
 
 // TestInvalidConfigIsNeverApplied uses the one kind of invalid configuration

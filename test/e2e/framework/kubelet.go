@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -304,7 +305,7 @@ func (k *realKubelet) restarts() ([]KubeletRestart, error) {
 		switch e.Event {
 		case "start":
 			byPID[e.PID] = len(restarts)
-			restarts = append(restarts, KubeletRestart{Time: e.Time, Asked: e.Asked, SHA256: e.ConfigSHA256, Cause: e.Cause, Behavior: KubeletRunning})
+			restarts = append(restarts, KubeletRestart{Time: e.Time, Asked: e.Asked, SHA256: e.ConfigSHA256, Cause: e.Cause, Behavior: KubeletRunning, PID: e.PID})
 		case "exit":
 			i, ok := byPID[e.PID]
 			if !ok {
@@ -406,4 +407,30 @@ func (n *Node) Configz(ctx context.Context) (map[string]any, error) {
 		return nil, fmt.Errorf("node %s: /configz: %w", n.Name, err)
 	}
 	return configz, nil
+}
+
+// SignalKubelet sends sig to the running real kubelet's process group:
+// SIGSTOP freezes it (its socket still accepts connections and nothing
+// answers, as a deadlocked kubelet), SIGCONT thaws it, SIGKILL crashes it
+// and its unit restarts it as Restart=always does.
+func (n *Node) SignalKubelet(sig syscall.Signal) error {
+	k, ok := n.kubelet.(*realKubelet)
+	if !ok {
+		return fmt.Errorf("node %s runs the stub", n.Name)
+	}
+	restarts, err := k.restarts()
+	if err != nil {
+		return err
+	}
+	pid := 0
+	if len(restarts) > 0 && restarts[len(restarts)-1].Behavior == KubeletRunning {
+		pid = restarts[len(restarts)-1].PID
+	}
+	if pid == 0 {
+		return fmt.Errorf("node %s: no kubelet runs", n.Name)
+	}
+	if err := syscall.Kill(-pid, sig); err != nil {
+		return fmt.Errorf("node %s: signalling the kubelet (pid %d): %w", n.Name, pid, err)
+	}
+	return nil
 }

@@ -81,10 +81,6 @@ type StubKubelet struct {
 	// StartupDelay is how long a stub restart keeps /healthz down; zero
 	// means 100ms.
 	StartupDelay time.Duration
-	// KubeletVersion is the status.nodeInfo.kubeletVersion the Node is
-	// registered with, by the framework with the node's credentials since
-	// the stub registers nothing; empty means DefaultKubeletVersion.
-	KubeletVersion string
 }
 
 // Node is a node of the test cluster: a kubelet (a real one, run by
@@ -182,11 +178,9 @@ func StartNode(ctx context.Context, env *Env, opts NodeOptions) (node *Node, err
 	}
 
 	if opts.Stub != nil {
-		kubeletVersion := opts.Stub.KubeletVersion
-		if kubeletVersion == "" {
-			kubeletVersion = DefaultKubeletVersion
-		}
-		if err := n.register(ctx, kubeletVersion, opts.Labels); err != nil {
+		// The stub registers nothing: the framework does, with the node's
+		// credentials.
+		if err := n.register(ctx, DefaultKubeletVersion, opts.Labels); err != nil {
 			return nil, err
 		}
 		n.kubelet = newStubKubelet(n, opts.Stub, opts.KubeletArgs)
@@ -226,16 +220,25 @@ func StartNode(ctx context.Context, env *Env, opts NodeOptions) (node *Node, err
 }
 
 func (n *Node) register(ctx context.Context, kubeletVersion string, labels map[string]string) error {
-	client, err := n.env.NodeClient(n.Name)
+	return RegisterNode(ctx, n.env, n.Name, kubeletVersion, labels)
+}
+
+// RegisterNode creates a Node with the node's own client certificate, as a
+// kubelet of kubeletVersion registers it, so that admission judges the
+// registration; a refusal is the apiserver's error (apierrors.IsForbidden
+// and friends work on it). No kubelet runs: it is how a test shows what
+// happens to a kubelet version other than the one built here.
+func RegisterNode(ctx context.Context, env *Env, name, kubeletVersion string, labels map[string]string) error {
+	client, err := env.NodeClient(name)
 	if err != nil {
-		return fmt.Errorf("node %s: credentials: %w", n.Name, err)
+		return fmt.Errorf("node %s: credentials: %w", name, err)
 	}
 	obj := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Status:     corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: kubeletVersion}},
 	}
 	if _, err := client.CoreV1().Nodes().Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("registering node %s (kubelet %s): %w", n.Name, kubeletVersion, err)
+		return fmt.Errorf("registering node %s (kubelet %s): %w", name, kubeletVersion, err)
 	}
 	return nil
 }

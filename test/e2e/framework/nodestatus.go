@@ -190,6 +190,8 @@ type KubeletRestart struct {
 	Cause string `json:"cause,omitempty"`
 	// ExitCode, for a real kubelet's run that ended, is its exit status.
 	ExitCode int `json:"exitCode,omitempty"`
+	// PID is a real kubelet's process ID (and process group).
+	PID int `json:"pid,omitempty"`
 }
 
 // KubeletRestarts returns every start of the kubelet, oldest first.

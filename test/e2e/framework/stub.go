@@ -18,8 +18,8 @@ import (
 const defaultStubStartupDelay = 100 * time.Millisecond
 
 // stubKubelet runs test/kubeletstub, for the faults no real kubelet
-// produces on demand: a hang, a health check that blips, a registration
-// with a kubelet version other than the control plane's.
+// produces on demand: a health check that fails an exact number of times,
+// a set time up between crashes.
 type stubKubelet struct {
 	node         *Node
 	startupDelay string
