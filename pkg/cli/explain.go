@@ -40,8 +40,8 @@ Authorizer: a SubjectAccessReview asks the apiserver whether user
 system:node:NODE in groups system:nodes and system:authenticated may get the
 ConfigMap. The apiserver consults its whole authorization chain, nodeguard's
 /authorize first; the decision and the reason it returns are printed as they
-come. The apiserver caches nodeguard's answers (authorizedTTL 10s and
-unauthorizedTTL 5s as shipped), so a change may take that long to show here.
+come. The apiserver caches nodeguard's Allow answers (authorizedTTL 10s as shipped;
+refusals are not cached), so a revocation may take that long to show here.
 
 Needs permission to get the Node and the ConfigMap, list pods in the
 ConfigMap's namespace and create subjectaccessreviews.`,
@@ -250,7 +250,7 @@ func (x *explanation) note() string {
 	allowed := x.review.Status.Allowed
 	switch {
 	case x.hasPath() && !allowed:
-		return "the graph path exists but the authorizer did not allow: nodeguard may not have seen the change yet, the apiserver may still cache an earlier refusal (unauthorizedTTL), or the node's kubelet may be below nodeguard's minimum version (see the reason)"
+		return "the graph path exists but the authorizer did not allow: nodeguard may not have seen the change yet, or the node's kubelet may be below nodeguard's minimum version (see the reason)"
 	case !x.hasPath() && allowed:
 		return "allowed without a graph path: another authorizer in the chain (Node, RBAC) allowed it, or the apiserver still caches an earlier allow of nodeguard's (authorizedTTL; see the reason)"
 	}

@@ -28,8 +28,8 @@ const ShedPeekBytes = 4 << 10
 
 // ShedSubjectAccessReview answers a shed SubjectAccessReview with no
 // opinion and the message as its evaluation error. The apiserver reads no
-// opinion as its other authorizers' turn (and caches it for the webhook's
-// unauthorizedTTL), where any answer that is not a SubjectAccessReview
+// opinion as its other authorizers' turn (and, as shipped, does not cache
+// it), where any answer that is not a SubjectAccessReview
 // would fail the node's request outright.
 func ShedSubjectAccessReview(_ io.Reader, message string) ([]byte, bool) {
 	body, err := json.Marshal(&authorizationv1.SubjectAccessReview{

@@ -41,6 +41,7 @@ func TestShippedAuthorizationConfig(t *testing.T) {
 		{"failurePolicy", webhook.FailurePolicy, "NoOpinion"},
 		{"authorizedTTL", webhook.AuthorizedTTL.Duration, 10 * time.Second},
 		{"unauthorizedTTL", webhook.UnauthorizedTTL.Duration, 5 * time.Second},
+		{"cacheUnauthorizedRequests", webhook.CacheUnauthorizedRequests != nil && !*webhook.CacheUnauthorizedRequests, true},
 		{"connectionInfo.type", webhook.ConnectionInfo.Type, "KubeConfigFile"},
 		{"connectionInfo.kubeConfigFile", *webhook.ConnectionInfo.KubeConfigFile, "/etc/kubernetes/nodeguard/authorization-webhook.kubeconfig"},
 		{"matchConditions", conditions, []string{"'system:nodes' in request.groups",

@@ -119,6 +119,9 @@ func TestAuthorizationConfiguration(t *testing.T) {
 				"denied cached for 0s, the default 30s": func(c *apiserverv1.AuthorizationConfiguration) {
 					c.Authorizers[0].Webhook.UnauthorizedTTL = metav1.Duration{}
 				},
+				"refusals cached": func(c *apiserverv1.AuthorizationConfiguration) {
+					c.Authorizers[0].Webhook.CacheUnauthorizedRequests = nil
+				},
 				"a 10s timeout": func(c *apiserverv1.AuthorizationConfiguration) {
 					c.Authorizers[0].Webhook.Timeout = metav1.Duration{Duration: 10 * time.Second}
 				},
@@ -290,9 +293,9 @@ func checkMatches(c *apiserverv1.AuthorizationConfiguration, everyNodeRequest bo
 }
 
 // checkAuthorizationTimes: revoking an assignment takes up to authorizedTTL
-// to reach a node, a new assignment up to unauthorizedTTL, and every node
-// request may wait the timeout. The apiserver's defaults (5m, 30s, 30s) are
-// all too long for that.
+// to reach a node, and every node request may wait the timeout. The
+// apiserver's defaults (5m, 30s) are too long for that. Refusals are not
+// cached at all (unauthorizedTTL is required all the same).
 func checkAuthorizationTimes(c *apiserverv1.AuthorizationConfiguration) error {
 	webhook, err := nodeguardAuthorizer(c)
 	if err != nil {
@@ -311,6 +314,11 @@ func checkAuthorizationTimes(c *apiserverv1.AuthorizationConfiguration) error {
 		if d.value < d.min || d.value > d.max {
 			errs = append(errs, fmt.Errorf("%s %v: want %v to %v", d.name, d.value, d.min, d.max))
 		}
+	}
+	// The graph lags the apiserver; a cached "no opinion" from just before it
+	// caught up would refuse an agent's retries (e2e TestReadRightAfterAssignment).
+	if webhook.CacheUnauthorizedRequests == nil || *webhook.CacheUnauthorizedRequests {
+		errs = append(errs, errors.New("cacheUnauthorizedRequests: want false, so that a refusal from a graph that lags an assignment is not served again"))
 	}
 	return errors.Join(errs...)
 }

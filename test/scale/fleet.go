@@ -22,8 +22,8 @@ const (
 	configNamespace     = "kubelet-configs"
 	configName          = "scale-kubelet-config"
 	// configDeadline bounds waiting for the graph to let the assigned
-	// nodes read their config (graph sync plus the apiserver's cached
-	// no-opinion, unauthorizedTTL 5s as shipped).
+	// nodes read their config (graph sync, plus client-go's backoff between
+	// refused lists).
 	configDeadline = 60 * time.Second
 	// The contract's names (CONTRACT.md, "Objects and keys").
 	eligibleLabel    = "nodeguard.dev/kubelet-config"

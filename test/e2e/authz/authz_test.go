@@ -131,7 +131,7 @@ func (s *scenario) eventually(what string, deadline time.Duration, cond func() e
 func (s *scenario) canRead(c kubernetes.Interface, name string) {
 	s.t.Helper()
 	// The graph learns of new objects through watches; allow it to catch
-	// up (and the apiserver's 5s cache of an earlier refusal to expire).
+	// up.
 	s.eventually("node can read "+name, revocationDeadline, func() error { return s.reads(c, name) })
 }
 

@@ -67,8 +67,8 @@ func TestWatchCutRevokesAssignmentAfterRecovery(t *testing.T) {
 	restore(t)
 	revokedAt := waitWebhookRevoked(t, sarBody(n1, ns, "a"))
 	waitRead(t, n1Client, ns, "a", false, revocationDeadline)
-	// The untouched node reads again once the apiserver's cached refusal
-	// (unauthorizedTTL) from the stale period has expired.
+	// The untouched node reads again once the graph is fresh: refusals from
+	// the stale period are not cached.
 	waitRead(t, nodeClient(t, n2), ns, "b", true, revocationDeadline)
 
 	checkTraffic(t, tr.stop(), trafficWant{

@@ -29,8 +29,8 @@ const (
 	goodConfig     = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 110\n"
 
 	// cacheDeadline bounds waiting for a decision to change through the
-	// apiserver: its cache of the webhook's answers (authorizedTTL 10s,
-	// unauthorizedTTL 5s in manifests/control-plane), plus graph and
+	// apiserver: its cache of the webhook's Allow answers (authorizedTTL 10s
+	// in manifests/control-plane), plus graph and
 	// policy reload lag, with room for a busy machine.
 	cacheDeadline = 45 * time.Second
 	// reloadDeadline bounds waiting for the webhook to load a changed
