@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Builds the real etcd, kube-apiserver and kubelet that nodeguard's tests and `make run` start,
-# and fakecri, the kubelet's own fake container runtime served on a unix socket.
+# Builds the real etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet that
+# nodeguard's tests and `make run` start, and fakecri, the kubelet's own fake container runtime
+# served on a unix socket.
 #
 # They are built from the Go module proxy (hack/tools/etcd, hack/tools/kube) rather than
 # downloaded, and cached outside the repo so only the first run pays for the build. Each binary
 # carries a stamp holding a hash of the module it was built from; a change to that module's
-# go.mod/go.sum (or to this recipe) rebuilds it, anything else reuses it. A binary found without
-# a stamp (put there by hand, say envtest's) is trusted as it is.
+# go.mod (its tool block aside) or go.sum, or to this recipe, rebuilds it; anything else reuses
+# it. A binary found without a stamp (put there by hand, say envtest's) is trusted as it is.
 #
-# Usage: hack/testbin.sh [etcd] [kube-apiserver] [kubelet] [fakecri]    (no argument: all)
+# Usage: hack/testbin.sh [etcd] [kube-apiserver] [kube-controller-manager] [kube-scheduler]
+#                        [kubelet] [fakecri]    (no argument: all)
 # Prints the binary directory on stdout and progress on stderr, so that
 #   NODEGUARD_BIN_DIR="$(hack/testbin.sh)"
 # works. The directory is $NODEGUARD_BIN_DIR, else $XDG_CACHE_HOME/nodeguard/bin/<version>,
@@ -44,7 +46,10 @@ module_hash() {
 	local dir="$1" package="$2"
 	{
 		echo "recipe=${recipe}"
-		cat "${dir}/go.mod" "${dir}/go.sum"
+		# The tool block only lists the commands the module keeps; adding one to it changes
+		# nothing any other is built from, so it must not rebuild them.
+		sed '/^tool (/,/^)/d; /^tool /d' "${dir}/go.mod"
+		cat "${dir}/go.sum"
 		# A package of the tools module itself (etcd's main, fakecri) is built from its own
 		# files too; for the Kubernetes binaries, go.sum pins everything that is built.
 		if [[ "${package}" == .* ]]; then cat "${dir}/${package}"/*.go; fi
@@ -87,7 +92,7 @@ ensure() {
 
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
-	targets=(etcd kube-apiserver kubelet fakecri)
+	targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet fakecri)
 fi
 
 mkdir -p "${bin_dir}"
@@ -102,14 +107,14 @@ fi
 for target in "${targets[@]}"; do
 	case "${target}" in
 	etcd) ensure etcd "${repo_root}/hack/tools/etcd" . "~1 min" ;;
-	kube-apiserver | kubelet)
+	kube-apiserver | kube-controller-manager | kube-scheduler | kubelet)
 		# Without these the binary calls itself v0.0.0-master, as any plain `go build` of
 		# Kubernetes does; upstream's release build sets the same variables.
 		ensure "${target}" "${repo_root}/hack/tools/kube" "k8s.io/kubernetes/cmd/${target}" "~2-8 min" \
 			-ldflags "-X k8s.io/component-base/version.gitVersion=${kube_version} -X k8s.io/component-base/version.gitMajor=${kube_major} -X k8s.io/component-base/version.gitMinor=${kube_minor} -X k8s.io/component-base/version.gitTreeState=clean"
 		;;
 	fakecri) ensure fakecri "${repo_root}/hack/tools/kube" ./cmd/fakecri "~20 s" ;;
-	*) die "unknown binary ${target} (want etcd, kube-apiserver, kubelet or fakecri)" ;;
+	*) die "unknown binary ${target} (want etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet or fakecri)" ;;
 	esac
 done
 
