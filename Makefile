@@ -44,12 +44,8 @@ TEST_FUZZTIME ?= 20000x
 FUZZ_TARGETS := \
 	./pkg/admission:FuzzDecodeAdmissionReview \
 	./pkg/admission:FuzzReview \
-	./pkg/admission:FuzzDecodeNode \
-	./pkg/admission:FuzzDecodeConfigMap \
-	./internal/fastjson:FuzzScan \
 	./pkg/authz:FuzzDecodeReview \
 	./pkg/kubeletconfig:FuzzDecode \
-	./pkg/kubeletconfig:FuzzDecodeJSONAgreesWithSerializer \
 	./pkg/config:FuzzParse \
 	./pkg/nodeagent/checkpoint:FuzzDecodeEnvelope \
 	./pkg/server:FuzzPeekAdmissionUID
@@ -123,7 +119,9 @@ lint:
 	done
 	@for script in hack/testbin.sh .ci/run; do bash -n "$$script"; done
 
-## generate: run the go:generate directives.
+## generate: run the go:generate directives: deep-copy functions and the CRD (manifests/base/crd) from
+## pkg/apis with controller-gen (hack/tools/controller-gen, its own module), the feature-gate table, OPA's
+## capabilities. test/crd fails when the generated API files are out of date.
 generate:
 	$(GO) generate ./...
 

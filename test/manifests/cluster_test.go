@@ -221,7 +221,7 @@ func checkNamespaced(o objects) error {
 	if _, err := o.get("Namespace", namespace); err != nil {
 		return err
 	}
-	clusterScoped := []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration"}
+	clusterScoped := []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "CustomResourceDefinition"}
 	var errs []error
 	for _, obj := range o {
 		scoped := slices.Contains(clusterScoped, obj.GetKind())

@@ -1,0 +1,166 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nodeguard/nodeguard/pkg/contract"
+)
+
+// KubeletConfigRollout rolls one eligible kubelet ConfigMap out across the
+// Nodes its selector picks: first the canary Nodes, alone, through their
+// whole trial; then the rest, never more than maxUnavailable of them
+// unavailable at once. The first failed trial, validation failure reported
+// by an agent, or admission refusal of an assignment stops it, and with
+// onFailure Revert every Node it moved goes back to its previous source.
+//
+// The rollout writes nothing on Nodes but the nodeguard.dev/config-source
+// annotation and its own bookkeeping beside it, always in the same patch:
+// nodeguard.dev/rollout names the rollout that last set config-source on
+// the Node, and nodeguard.dev/previous-config-source holds config-source as
+// it was before (absent when it was absent). A Node whose config-source
+// names the target and whose nodeguard.dev/rollout names this rollout was
+// moved by it; a revert writes its previous source back and removes both
+// annotations. A controller resumes from these and the status alone.
+// Deleting a rollout leaves every assignment and annotation as it is.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.status.target.name`,description="The ConfigMap being rolled out"
+// +kubebuilder:printcolumn:name="Selected",type=integer,JSONPath=`.status.selected`,description="Nodes the selector picks"
+// +kubebuilder:printcolumn:name="Updated",type=integer,JSONPath=`.status.updated`,description="Nodes running the target as last-known-good"
+// +kubebuilder:printcolumn:name="In-Trial",type=integer,JSONPath=`.status.inTrial`,priority=1,description="Nodes assigned the target and not yet through their trial"
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.failed`,description="Nodes that failed the target"
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.conditions[?(@.type=="Progressing")].reason`,description="The reason of the Progressing condition"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type KubeletConfigRollout struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec KubeletConfigRolloutSpec `json:"spec"`
+	// +optional
+	Status KubeletConfigRolloutStatus `json:"status,omitempty"`
+}
+
+// KubeletConfigRolloutSpec is what to roll out, where, and how fast.
+type KubeletConfigRolloutSpec struct {
+	// nodeSelector picks the Nodes to roll out to. It must not be empty:
+	// an empty selector would pick every Node in the cluster.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="nodeSelector must not be empty: give matchLabels or matchExpressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn'] ? size(e.values) > 0 : (e.operator in ['Exists', 'DoesNotExist'] && (!has(e.values) || size(e.values) == 0)))",message="nodeSelector.matchExpressions: the operator must be In or NotIn with values, or Exists or DoesNotExist without"
+	NodeSelector metav1.LabelSelector `json:"nodeSelector"`
+
+	// configMapRef names the eligible ConfigMap to roll out.
+	// +required
+	ConfigMapRef ConfigMapReference `json:"configMapRef"`
+
+	// canary is how many Nodes take the target first, alone, through their
+	// whole trial, before any other Node is assigned it. Canary Nodes also
+	// count against maxUnavailable.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	Canary *int32 `json:"canary,omitempty"`
+
+	// maxUnavailable bounds how many selected Nodes may be unavailable at
+	// once: not Ready, trying a configuration, or having failed one. An
+	// integer (at least 1) or a percentage of the selected Nodes (1% to
+	// 100%), rounded down but never below one Node.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",message="maxUnavailable must be an integer of at least 1 or a percentage from 1% to 100%"
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// paused stops new assignments; Nodes already trying the target go on.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+
+	// onFailure is what happens to the Nodes this rollout moved when it
+	// fails: Revert (the default) re-points each to its previous source;
+	// Halt leaves them as they are.
+	// +optional
+	// +kubebuilder:default=Revert
+	OnFailure FailurePolicy `json:"onFailure,omitempty"`
+}
+
+// ConfigMapReference names a ConfigMap.
+type ConfigMapReference struct {
+	// namespace of the ConfigMap.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace"`
+	// name of the ConfigMap.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+}
+
+// FailurePolicy is what a failed rollout does with the Nodes it moved.
+// +kubebuilder:validation:Enum=Revert;Halt
+type FailurePolicy string
+
+const (
+	// FailureRevert re-points every Node the rollout moved to the target to
+	// the source it had before.
+	FailureRevert FailurePolicy = "Revert"
+	// FailureHalt stops the rollout and leaves every Node as it is.
+	FailureHalt FailurePolicy = "Halt"
+)
+
+// KubeletConfigRolloutStatus is what the controller last saw and decided.
+// Everything in it can be recomputed from the Nodes except the failure:
+// once a rollout has failed for a target, it stays failed for that target
+// (see the Failed condition) even after its Nodes are reverted.
+type KubeletConfigRolloutStatus struct {
+	// observedGeneration is the generation of the spec this status is for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// target is the version of the ConfigMap being rolled out. A new
+	// resourceVersion or a new configMapRef starts the rollout over from
+	// the canary. uid and resourceVersion are empty while the ConfigMap
+	// does not exist.
+	// +optional
+	Target *contract.ObjectRef `json:"target,omitempty"`
+
+	// selected is how many Nodes the selector picks.
+	// +optional
+	Selected int32 `json:"selected"`
+	// updated is how many selected Nodes report the target active and
+	// last-known-good.
+	// +optional
+	Updated int32 `json:"updated"`
+	// inTrial is how many selected Nodes are assigned the target and not
+	// yet updated.
+	// +optional
+	InTrial int32 `json:"inTrial"`
+	// failed is how many selected Nodes report that the target failed
+	// validation or its trial.
+	// +optional
+	Failed int32 `json:"failed"`
+
+	// conditions are Progressing, Complete, Failed and Paused. The reason
+	// of Progressing is the rollout's state at a glance.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// KubeletConfigRolloutList is a list of KubeletConfigRollouts.
+//
+// +kubebuilder:object:root=true
+type KubeletConfigRolloutList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []KubeletConfigRollout `json:"items"`
+}

@@ -1,0 +1,92 @@
+package v1alpha1
+
+// Defaults the apiserver applies (see the markers on the spec); a client
+// that reads a rollout not defaulted by an apiserver applies them too.
+const (
+	DefaultCanary         = 1
+	DefaultMaxUnavailable = 1
+	DefaultOnFailure      = FailureRevert
+)
+
+// The rollout's bookkeeping on Nodes; see KubeletConfigRollout.
+const (
+	// RolloutAnnotation names the KubeletConfigRollout that last set the
+	// Node's nodeguard.dev/config-source.
+	RolloutAnnotation = "nodeguard.dev/rollout"
+	// PreviousConfigSourceAnnotation holds the Node's
+	// nodeguard.dev/config-source as it was before that rollout set it,
+	// possibly empty (the local configuration); it is absent when the
+	// annotation was absent, so that a revert removes it again and a legacy
+	// spec.configSource is read as before.
+	PreviousConfigSourceAnnotation = "nodeguard.dev/previous-config-source"
+)
+
+// Condition types of a KubeletConfigRollout. At any time exactly one of
+// Complete, Failed and Progressing describes where the rollout is; Paused
+// says only whether the spec asks for a pause.
+const (
+	// ConditionProgressing is True while the rollout assigns the target or
+	// waits on Nodes trying it, False when it has stopped; its reason is
+	// the rollout's state (one of the Reason* constants below).
+	ConditionProgressing = "Progressing"
+	// ConditionComplete is True when every selected Node is updated.
+	ConditionComplete = "Complete"
+	// ConditionFailed is True once the target failed on a Node, and stays
+	// True for that target; its message names the Node and the reason.
+	ConditionFailed = "Failed"
+	// ConditionPaused is True while spec.paused is.
+	ConditionPaused = "Paused"
+)
+
+// Reasons of the Progressing condition, which double as the rollout's state
+// (the State column of kubectl get). Complete=False carries the same reason.
+const (
+	// ReasonCanary: the canary Nodes are taking the target (True).
+	ReasonCanary = "Canary"
+	// ReasonRollingOut: the canary is through; the rest are taking the
+	// target within maxUnavailable (True).
+	ReasonRollingOut = "RollingOut"
+	// ReasonComplete: every selected Node is updated (False: nothing left
+	// to do until a Node joins or the target changes).
+	ReasonComplete = "Complete"
+	// ReasonPaused: spec.paused holds back new assignments (False).
+	ReasonPaused = "Paused"
+	// ReasonReverting: the rollout failed and is re-pointing the Nodes it
+	// moved to their previous sources (False).
+	ReasonReverting = "Reverting"
+	// ReasonReverted: the rollout failed and every Node it moved is back on
+	// its previous source (False).
+	ReasonReverted = "Reverted"
+	// ReasonHalted: the rollout failed with onFailure Halt (False).
+	ReasonHalted = "Halted"
+	// ReasonTargetNotFound: the ConfigMap does not exist (False).
+	ReasonTargetNotFound = "TargetNotFound"
+	// ReasonNodesInConflict: every Node left to update is also selected by
+	// another rollout, so both leave it alone (False).
+	ReasonNodesInConflict = "NodesInConflict"
+	// ReasonNoNodesSelected: the selector picks no Node (False).
+	ReasonNoNodesSelected = "NoNodesSelected"
+)
+
+// Reasons of the other conditions.
+const (
+	// ReasonAllNodesUpdated: Complete=True.
+	ReasonAllNodesUpdated = "AllNodesUpdated"
+
+	// ReasonTrialFailed: Failed=True, a Node's agent rolled the target back
+	// after it failed its trial.
+	ReasonTrialFailed = "TrialFailed"
+	// ReasonValidationFailed: Failed=True, a Node's agent refused the
+	// target without applying it.
+	ReasonValidationFailed = "ValidationFailed"
+	// ReasonAssignmentRefused: Failed=True, the apiserver's admission
+	// refused assigning the target to a Node.
+	ReasonAssignmentRefused = "AssignmentRefused"
+	// ReasonNoFailure: Failed=False.
+	ReasonNoFailure = "NoFailure"
+
+	// ReasonSpecPaused: Paused=True.
+	ReasonSpecPaused = "SpecPaused"
+	// ReasonNotPaused: Paused=False.
+	ReasonNotPaused = "NotPaused"
+)
