@@ -52,6 +52,20 @@ type Options struct {
 	// ReadyTimeout bounds each wait for etcd or the apiserver to become ready; zero means two
 	// minutes, enough for a busy two-core machine.
 	ReadyTimeout time.Duration
+	// ControllerManager also runs kube-controller-manager (see components.go for its flags):
+	// Deployments and DaemonSets get their pods, Nodes whose kubelet stops renewing its Lease
+	// turn Unknown after NodeMonitorGracePeriod, namespaces get their "default"
+	// ServiceAccount. Mind what else it does: pods bound to a Node that does not exist are
+	// deleted by its pod garbage collector, and a Node that never reports Ready (one
+	// registered without a kubelet) turns Unknown a minute after it is created.
+	ControllerManager bool
+	// Scheduler also runs kube-scheduler, with its default profile, so pods without a
+	// spec.nodeName get bound to a Node that fits them.
+	Scheduler bool
+	// ExtraControllerManagerArgs and ExtraSchedulerArgs come last on their command lines, as
+	// ExtraAPIServerArgs do.
+	ExtraControllerManagerArgs []string
+	ExtraSchedulerArgs         []string
 }
 
 // ControlPlane is a running etcd and kube-apiserver on loopback. Its methods are safe for
@@ -76,6 +90,13 @@ type ControlPlane struct {
 	etcd      *process
 	apiserver *process
 	stopped   bool
+
+	// Started with Options.ControllerManager and Options.Scheduler; the ports are fixed once
+	// Start returns.
+	controllerManager     *process
+	controllerManagerPort int
+	scheduler             *process
+	schedulerPort         int
 }
 
 // DefaultBinDir is where hack/testbin.sh puts the binaries: $NODEGUARD_BIN_DIR, else
@@ -97,12 +118,15 @@ func DefaultBinDir() string {
 	return filepath.Join(cache, "nodeguard", "bin", KubernetesVersion)
 }
 
-// Start runs etcd and kube-apiserver and returns once /readyz answers ok. ctx bounds only the
+// Start runs etcd and kube-apiserver (and kube-controller-manager and kube-scheduler, when
+// opts ask for them) and returns once /readyz answers ok (and their /healthz). ctx bounds only the
 // start; the processes run until Stop. If Start fails, nothing it started is left running and
 // the error carries the tail of the failing process's log.
 //
 // The ServiceAccount admission plugin is disabled unless enabled explicitly: without a
 // controller-manager no "default" ServiceAccount is ever created, and it would refuse every Pod.
+// With one it stays off too, since a Pod created right after its namespace would be refused
+// until the controller catches up.
 func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 	cp := &ControlPlane{binDir: opts.BinDir, workDir: opts.WorkDir, readyTimeout: opts.ReadyTimeout, opts: opts}
 	if cp.binDir == "" {
@@ -111,7 +135,14 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 	if cp.readyTimeout <= 0 {
 		cp.readyTimeout = defaultReadyTimeout
 	}
-	for _, name := range []string{"etcd", "kube-apiserver"} {
+	binaries := []string{"etcd", "kube-apiserver"}
+	if opts.ControllerManager {
+		binaries = append(binaries, "kube-controller-manager")
+	}
+	if opts.Scheduler {
+		binaries = append(binaries, "kube-scheduler")
+	}
+	for _, name := range binaries {
 		if err := checkBinary(filepath.Join(cp.binDir, name)); err != nil {
 			return nil, err
 		}
@@ -138,13 +169,14 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 func checkBinary(path string) error {
 	info, err := os.Stat(path)
 	if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
-		return fmt.Errorf("%s is missing or not executable: run `make testbin` (or hack/testbin.sh) to build it, or point NODEGUARD_BIN_DIR at a directory holding etcd, kube-apiserver, kubelet and fakecri", path)
+		return fmt.Errorf("%s is missing or not executable: run `make testbin` (or hack/testbin.sh) to build it, or point NODEGUARD_BIN_DIR at a directory holding etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and fakecri", path)
 	}
 	return nil
 }
 
 // Binary returns the path of one of the binaries hack/testbin.sh builds
-// (etcd, kube-apiserver, kubelet, fakecri) in DefaultBinDir, or an error
+// (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
+// fakecri) in DefaultBinDir, or an error
 // that says how to build it.
 func Binary(name string) (string, error) {
 	path := filepath.Join(DefaultBinDir(), name)
@@ -166,7 +198,10 @@ func (cp *ControlPlane) start(ctx context.Context) error {
 	if err := cp.startEtcd(ctx); err != nil {
 		return err
 	}
-	return cp.startAPIServerOnFreePort(ctx)
+	if err := cp.startAPIServerOnFreePort(ctx); err != nil {
+		return err
+	}
+	return cp.startComponents(ctx)
 }
 
 func (cp *ControlPlane) certDir() string { return filepath.Join(cp.workDir, "certs") }
@@ -375,7 +410,8 @@ func (cp *ControlPlane) probe(ctx context.Context, client *http.Client, url stri
 }
 
 // StopAPIServer stops the apiserver and leaves etcd running, to simulate an apiserver outage;
-// StartAPIServer brings it back.
+// StartAPIServer brings it back. A controller-manager and a scheduler keep running and
+// reconnect.
 func (cp *ControlPlane) StopAPIServer() error {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
@@ -400,13 +436,13 @@ func (cp *ControlPlane) stopEtcd() error {
 	return p.stop()
 }
 
-// Stop stops the apiserver and etcd, waits until both have exited, and removes the work
-// directory if Start created it. It may be called more than once.
+// Stop stops the scheduler, the controller-manager, the apiserver and etcd, waits until all have
+// exited, and removes the work directory if Start created it. It may be called more than once.
 func (cp *ControlPlane) Stop() error {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	cp.stopped = true
-	errs := []error{cp.stopAPIServer(), cp.stopEtcd()}
+	errs := []error{cp.stopComponents(), cp.stopAPIServer(), cp.stopEtcd()}
 	if cp.ownsWorkDir {
 		if err := os.RemoveAll(cp.workDir); err != nil {
 			errs = append(errs, fmt.Errorf("removing work directory: %w", err))
@@ -424,17 +460,26 @@ func (cp *ControlPlane) URL() string {
 // EtcdURL is etcd's client address.
 func (cp *ControlPlane) EtcdURL() string { return cp.etcdURL }
 
-// WorkDir holds the certificates and the logs etcd.log and kube-apiserver.log.
+// WorkDir holds the certificates and the logs etcd.log and kube-apiserver.log (and
+// kube-controller-manager.log, kube-scheduler.log).
 func (cp *ControlPlane) WorkDir() string { return cp.workDir }
 
 // CA is the authority the apiserver trusts for client certificates; it also signed the
 // apiserver's serving certificate.
 func (cp *ControlPlane) CA() *CA { return cp.ca }
 
-// LogTail returns the last lines of the etcd and apiserver logs, for a failing test to print.
+// LogTail returns the last lines of the etcd and apiserver logs (and the controller-manager's
+// and the scheduler's, when they run), for a failing test to print.
 func (cp *ControlPlane) LogTail(lines int) string {
 	var b strings.Builder
-	for _, name := range []string{"etcd.log", "kube-apiserver.log"} {
+	names := []string{"etcd.log", "kube-apiserver.log"}
+	if cp.opts.ControllerManager {
+		names = append(names, "kube-controller-manager.log")
+	}
+	if cp.opts.Scheduler {
+		names = append(names, "kube-scheduler.log")
+	}
+	for _, name := range names {
 		path := filepath.Join(cp.workDir, name)
 		fmt.Fprintf(&b, "--- last lines of %s ---\n%s\n", path, tailFile(path, lines))
 	}

@@ -1,5 +1,6 @@
 // Package controlplane runs a real etcd and kube-apiserver on loopback, for nodeguard's tests
-// and for `make run`.
+// and for `make run`, and on request kube-controller-manager and kube-scheduler beside them
+// (Options.ControllerManager, Options.Scheduler), each with its own client certificate.
 //
 // The binaries are built from the Go module proxy by hack/testbin.sh (`make testbin`) into a
 // cache directory outside the repository (see DefaultBinDir). Every control plane gets free
