@@ -170,24 +170,15 @@ func run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	decisionLog := opts.decisionLog()
-	// Decoding and deciding a review grows a fresh goroutine's stack (the
-	// HTTP/2 server starts one per request): reviews are decided on one
-	// long-lived worker per review allowed in flight.
-	authorizeWorkers := server.StartWorkers(ctx, opts.MaxAuthorizeInFlight)
 	authorize, err := srv.LimitInFlight("/authorize", opts.inFlightLimit(opts.MaxAuthorizeInFlight, server.ShedSubjectAccessReview),
 		server.ReviewHandler("authorize", opts.MaxAuthorizeBodyBytes,
-			authz.ReviewFunc(authorizer, authzMetrics, authz.WithPolicies(policies.authz), authz.WithDecisionLog(decisionLog)),
-			server.OnWorkers(authorizeWorkers)))
+			authz.ReviewFunc(authorizer, authzMetrics, authz.WithPolicies(policies.authz), authz.WithDecisionLog(decisionLog))))
 	if err != nil {
 		return err
 	}
-	// /validate's reviews are also read into recycled buffers (admission
-	// keeps nothing of a body past its answer).
-	validateWorkers := server.StartWorkers(ctx, opts.MaxValidateInFlight)
 	validate, err := srv.LimitInFlight("/validate", opts.inFlightLimit(opts.MaxValidateInFlight, server.ShedAdmissionReview),
 		server.ReviewHandler("validate", opts.MaxValidateBodyBytes,
-			admission.ReviewFunc(admitter, admissionMetrics, admission.WithPolicies(policies.admission), admission.WithDecisionLog(decisionLog)),
-			server.OnWorkers(validateWorkers), server.ReuseBodies()))
+			admission.ReviewFunc(admitter, admissionMetrics, admission.WithPolicies(policies.admission), admission.WithDecisionLog(decisionLog))))
 	if err != nil {
 		return err
 	}

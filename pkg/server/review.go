@@ -19,42 +19,10 @@ import (
 // the apiserver can act on a review but not on an HTTP error.
 type ReviewFunc func(ctx context.Context, body []byte) (response any, err error)
 
-// HandlerOption adds to what ReviewHandler does.
-type HandlerOption func(*handlerConfig)
-
-type handlerConfig struct {
-	workers *Workers
-	bodies  *bodyPool
-}
-
-// OnWorkers decides reviews, and encodes their answers, on w's goroutines
-// (see Workers); nil decides on the request's own goroutine.
-func OnWorkers(w *Workers) HandlerOption { return func(c *handlerConfig) { c.workers = w } }
-
-// ReuseBodies reads request bodies into recycled buffers: a buffer is
-// reused once the review function has returned and the answer is written.
-// Only for review functions that keep nothing of the body beyond their
-// return: no string or slice viewing it in a cache, a metric label, a
-// goroutine. (/validate qualifies; /authorize, which remembers answers by
-// the request's strings, does not.)
-func ReuseBodies() HandlerOption {
-	return func(c *handlerConfig) { c.bodies = &bodyPool{} }
-}
-
-// reuseBodiesPoisoned is ReuseBodies overwriting every buffer as it comes
-// back, for tests.
-func reuseBodiesPoisoned() HandlerOption {
-	return func(c *handlerConfig) { c.bodies = &bodyPool{poison: true} }
-}
-
 // ReviewHandler serves one review endpoint: POST with a JSON body of at
 // most maxBodyBytes, answered with JSON. The apiserver's ?timeout= becomes
 // the context deadline.
-func ReviewHandler(name string, maxBodyBytes int64, review ReviewFunc, opts ...HandlerOption) http.Handler {
-	var cfg handlerConfig
-	for _, opt := range opts {
-		opt(&cfg)
-	}
+func ReviewHandler(name string, maxBodyBytes int64, review ReviewFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		logger := klog.FromContext(r.Context()).WithValues("endpoint", name)
 		if r.Method != http.MethodPost {
@@ -66,7 +34,7 @@ func ReviewHandler(name string, maxBodyBytes int64, review ReviewFunc, opts ...H
 			httpError(w, http.StatusBadRequest, "%s expects Content-Type application/json, got %q", r.URL.Path, r.Header.Get("Content-Type"))
 			return
 		}
-		body, err := readBody(r, maxBodyBytes, cfg.bodies)
+		body, err := readBody(r, maxBodyBytes)
 		if err != nil {
 			if errors.Is(err, errBodyTooLarge) {
 				httpError(w, http.StatusRequestEntityTooLarge, "request body exceeds the limit of %d bytes", maxBodyBytes)
@@ -75,9 +43,6 @@ func ReviewHandler(name string, maxBodyBytes int64, review ReviewFunc, opts ...H
 			httpError(w, http.StatusBadRequest, "%v", err)
 			return
 		}
-		// Given back when the handler returns: the decision (synchronous,
-		// even on a worker) and the answer's write are done with it.
-		defer cfg.bodies.put(body)
 		ctx := r.Context()
 		if t := r.URL.Query().Get("timeout"); t != "" {
 			d, err := time.ParseDuration(t)
@@ -89,8 +54,7 @@ func ReviewHandler(name string, maxBodyBytes int64, review ReviewFunc, opts ...H
 			ctx, cancel = context.WithTimeout(ctx, d)
 			defer cancel()
 		}
-		var answer []byte
-		cfg.workers.Do(func() { answer, err = decide(klog.NewContext(ctx, logger), review, body) })
+		answer, err := decide(klog.NewContext(ctx, logger), review, body)
 		var encoding errEncoding
 		switch {
 		case errors.As(err, &encoding):
@@ -115,16 +79,11 @@ type errEncoding struct{ err error }
 
 func (e errEncoding) Error() string { return "encoding the review response: " + e.err.Error() }
 
-// decide reviews body and encodes the answer. Encoding here, not while
-// writing, keeps the reflective encoder's stack on the worker too.
+// decide reviews body and encodes the answer.
 func decide(ctx context.Context, review ReviewFunc, body []byte) ([]byte, error) {
 	response, err := review(ctx, body)
 	if err != nil {
 		return nil, err
-	}
-	if raw, ok := response.(json.RawMessage); ok {
-		// Already encoded (authz caches its answers' bytes).
-		return raw, nil
 	}
 	answer, err := json.Marshal(response)
 	if err != nil {

@@ -298,11 +298,11 @@ func BenchmarkAuthorizeHandler(b *testing.B) {
 		handler http.Handler
 	}{
 		{"floor", FloorHandler(FloorResponse)},
-		{"nodeguard", server.ReviewHandler("authorize", maxReviewBytes, authz.ReviewFunc(a, nil), server.OnWorkers(server.StartWorkers(b.Context(), 4)))},
+		{"nodeguard", server.ReviewHandler("authorize", maxReviewBytes, authz.ReviewFunc(a, nil))},
 		// What cmd/webhook serves: the same, judged by the shipped policies
 		// too. Shown for information; the targets are for nodeguard alone.
 		{"nodeguard-with-shipped-policies", server.ReviewHandler("authorize", maxReviewBytes,
-			authz.ReviewFunc(a, nil, authz.WithPolicies(shippedPolicies(b, g))), server.OnWorkers(server.StartWorkers(b.Context(), 4)))},
+			authz.ReviewFunc(a, nil, authz.WithPolicies(shippedPolicies(b, g))))},
 	}
 	for _, h := range handlers {
 		b.Run(h.name, func(b *testing.B) { serveOnFreshGoroutines(b, h.handler, "/authorize?timeout=30s", bodies) })

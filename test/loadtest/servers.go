@@ -20,10 +20,6 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/server"
 )
 
-// authorizeWorkers is the worker pool cmd/webhook gives /authorize: one per
-// review its --max-authorize-in-flight default allows.
-const authorizeWorkers = 64
-
 // maxReviewBytes is the body cap cmd/webhook gives /authorize.
 const maxReviewBytes = 1 << 20
 
@@ -107,13 +103,9 @@ func Start(ctx context.Context, certDir string, a *authz.Authorizer, p *authz.Po
 	}
 	// Only errors are worth seeing from servers under load.
 	ctx, cancel := context.WithCancel(klog.NewContext(ctx, klog.FromContext(ctx).V(100)))
-	// Decided on long-lived workers, as cmd/webhook decides them; they stop
-	// with the servers.
-	ours.HandleReview("/authorize", server.ReviewHandler("authorize", maxReviewBytes, authz.ReviewFunc(a, nil),
-		server.OnWorkers(server.StartWorkers(ctx, authorizeWorkers))))
+	ours.HandleReview("/authorize", server.ReviewHandler("authorize", maxReviewBytes, authz.ReviewFunc(a, nil)))
 	if p != nil {
-		ours.HandleReview(policiesPath, server.ReviewHandler("authorize", maxReviewBytes, authz.ReviewFunc(a, nil, authz.WithPolicies(p)),
-			server.OnWorkers(server.StartWorkers(ctx, authorizeWorkers))))
+		ours.HandleReview(policiesPath, server.ReviewHandler("authorize", maxReviewBytes, authz.ReviewFunc(a, nil, authz.WithPolicies(p))))
 	}
 	floor := &http.Server{
 		Handler:           FloorHandler(FloorResponse),

@@ -22,7 +22,7 @@ func BenchmarkValidateHandler(b *testing.B) {
 	}
 	bodies["ConfigMap update (new content each time)"] = uniqueConfigMapUpdates(b, 4*kubeletconfig.DefaultCheckerEntries)
 	floor := FloorHandler(AdmissionFloorResponse)
-	ours := server.ReviewHandler("validate", validateMaxBody, admission.ReviewFunc(newValidateAdmitter(b, benchShape), nil), server.ReuseBodies())
+	ours := server.ReviewHandler("validate", validateMaxBody, admission.ReviewFunc(newValidateAdmitter(b, benchShape), nil))
 	for _, name := range slices.Sorted(func(yield func(string) bool) {
 		for k := range bodies {
 			if !yield(k) {

@@ -140,10 +140,7 @@ func startValidate(tb testing.TB, shape cluster.Shape) (ours, floor string, cert
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().V(100)))
-	// As cmd/webhook: decisions on long-lived workers, one per request in
-	// flight.
-	workers := server.StartWorkers(ctx, concurrency)
-	srv.HandleReview("/validate", server.ReviewHandler("validate", validateMaxBody, admission.ReviewFunc(admitter, nil), server.OnWorkers(workers), server.ReuseBodies()))
+	srv.HandleReview("/validate", server.ReviewHandler("validate", validateMaxBody, admission.ReviewFunc(admitter, nil)))
 	floorSrv := &http.Server{TLSConfig: tlsConfig.Config(), ReadHeaderTimeout: 10 * time.Second, Handler: FloorHandler(AdmissionFloorResponse)}
 	done := make(chan struct{}, 2)
 	go func() { _ = srv.Run(ctx); done <- struct{}{} }()

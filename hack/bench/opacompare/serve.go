@@ -128,11 +128,10 @@ func Serve(ctx context.Context, shape cluster.Shape, dir string, out io.Writer) 
 		_ = l.Close()
 		return fmt.Errorf("building the /validate server: %w", err)
 	}
-	// Wired as cmd/webhook wires it: long-lived workers, recycled bodies.
-	workers := server.StartWorkers(ctx, 64)
+	// Wired as cmd/webhook wires it.
 	srv.HandleReview("/validate", server.ReviewHandler("validate", 7<<20, admission.ReviewFunc(admitter, nil,
 		admission.WithPolicies(&admission.Policies{Engine: w.engine, Graph: w.graph, FailurePolicy: policy.AdmissionFailurePolicy})),
-		server.OnWorkers(workers), server.ReuseBodies()))
+	))
 	srv.Handle(opaAuthzPath, policyAuthzHandler(w.engine))
 	srv.Handle(opaAdmissionPath, policyAdmissionHandler(w.engine))
 	srv.Handle(floorAuthorizePath, loadtest.FloorHandler(loadtest.FloorResponse))
