@@ -295,9 +295,9 @@ func BenchmarkAuthorize(b *testing.B) {
 // decodeSAR decodes what ReviewFunc returned, as the apiserver would.
 func decodeSAR(t testing.TB, resp any) *authorizationv1.SubjectAccessReview {
 	t.Helper()
-	raw, ok := resp.(json.RawMessage)
-	if !ok {
-		t.Fatalf("response is %T, want json.RawMessage", resp)
+	raw, err := json.Marshal(resp)
+	if err != nil {
+		t.Fatalf("response %T does not encode: %v", resp, err)
 	}
 	var sar authorizationv1.SubjectAccessReview
 	if err := json.Unmarshal(raw, &sar); err != nil {

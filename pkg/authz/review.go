@@ -2,9 +2,7 @@ package authz
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -19,35 +17,13 @@ const (
 	sarKind       = "SubjectAccessReview"
 )
 
-// sarRequest is the part of a SubjectAccessReview a decision reads.
-// Decoding into it rather than the whole type skips metadata and status,
-// which the apiserver leaves empty but the decoder would still walk.
-type sarRequest struct {
-	APIVersion string                                  `json:"apiVersion"`
-	Kind       string                                  `json:"kind"`
-	Spec       authorizationv1.SubjectAccessReviewSpec `json:"spec"`
-}
+// ReasonMalformed denies a review that repeats a key: the apiserver never
+// sends one, and no reading of it can be trusted.
+const ReasonMalformed = "malformed SubjectAccessReview: it repeats a key"
 
-// responseKey identifies an answer of the built-in rules; their reasons and
-// evaluation errors come from fixed sets, so each answer is encoded once.
-type responseKey struct {
-	decision        Decision
-	reason, evalErr string
-}
-
-var builtinResponses sync.Map // responseKey -> json.RawMessage
-
-// encodeResponse returns the JSON of the SubjectAccessReview answering out.
-// JSON encoding was a sixth of /authorize's cost; the built-in rules' few
-// distinct answers are encoded once and reused.
-func encodeResponse(out outcome) (json.RawMessage, error) {
-	key := responseKey{decision: out.Decision, reason: out.Reason, evalErr: out.evalErr}
-	if !out.byPolicy {
-		if cached, ok := builtinResponses.Load(key); ok {
-			return cached.(json.RawMessage), nil
-		}
-	}
-	resp := authorizationv1.SubjectAccessReview{
+// response is the SubjectAccessReview answering out.
+func response(out outcome) *authorizationv1.SubjectAccessReview {
+	return &authorizationv1.SubjectAccessReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: sarAPIVersion, Kind: sarKind},
 		Status: authorizationv1.SubjectAccessReviewStatus{
 			Allowed:         out.Decision == Allow,
@@ -56,14 +32,6 @@ func encodeResponse(out outcome) (json.RawMessage, error) {
 			EvaluationError: out.evalErr,
 		},
 	}
-	body, err := json.Marshal(&resp)
-	if err != nil {
-		return nil, fmt.Errorf("encoding SubjectAccessReview: %w", err)
-	}
-	if !out.byPolicy {
-		builtinResponses.Store(key, json.RawMessage(body))
-	}
-	return body, nil
 }
 
 // ReviewOption adds to what ReviewFunc does.
@@ -97,7 +65,7 @@ func ReviewFunc(a *Authorizer, metrics *Metrics, opts ...ReviewOption) func(ctx 
 		opt(&cfg)
 	}
 	return func(ctx context.Context, body []byte) (any, error) {
-		sar, err := decodeReview(body)
+		sar, repeated, err := decodeReview(body)
 		if err != nil {
 			return nil, fmt.Errorf("decoding SubjectAccessReview: %w", err)
 		}
@@ -106,13 +74,14 @@ func ReviewFunc(a *Authorizer, metrics *Metrics, opts ...ReviewOption) func(ctx 
 				"authorization.k8s.io/v1 SubjectAccessReview", sar.APIVersion, sar.Kind)
 		}
 		start := time.Now()
-		out := decideSafely(ctx, a, cfg.policies, &sar.Spec)
+		var out outcome
+		if repeated == nil {
+			out = decideSafely(ctx, a, cfg.policies, &sar.Spec)
+		} else {
+			out = outcome{Result: Result{Deny, ReasonMalformed}, evalErr: repeated.Error()}
+		}
 		took := time.Since(start)
 		metrics.observe(out.Decision)
-		resp, err := encodeResponse(out)
-		if err != nil {
-			return nil, err
-		}
 		if v := klog.FromContext(ctx).V(4); v.Enabled() {
 			v.Info("Authorization decision", "user", sar.Spec.User, "attributes", sar.Spec.ResourceAttributes,
 				"decision", out.Decision.String(), "reason", out.Reason)
@@ -120,7 +89,7 @@ func ReviewFunc(a *Authorizer, metrics *Metrics, opts ...ReviewOption) func(ctx 
 		if cfg.decisionLog.Logs(out.Decision == Deny) {
 			logDecisionLine(ctx, &sar.Spec, out, took)
 		}
-		return resp, nil
+		return response(out), nil
 	}
 }
 
