@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/errors"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
@@ -41,18 +40,6 @@ type Result struct {
 	Rule     Rule
 	Message  string
 	Warnings []string
-
-	// configs are the KubeletConfigurations rule 6 decoded, handed on to
-	// the policies so that a ConfigMap's YAML is decoded once per request.
-	configs *decodedConfigs
-}
-
-// decodedConfigs are an eligible ConfigMap's configurations, new and old;
-// old is nil when oldDecoded is false (not needed by the built-in rules)
-// or when there is none.
-type decodedConfigs struct {
-	new, old   *kubeletconfigv1beta1.KubeletConfiguration
-	oldDecoded bool
 }
 
 func allow(warnings ...string) Result { return Result{Allowed: true, Warnings: warnings} }
@@ -76,9 +63,6 @@ type Admitter struct {
 	// configs remembers decoded configurations: the same pool's content
 	// comes back with every node assigned it and every re-apply.
 	configs *kubeletconfig.Checker
-	// stored remembers the configurations of updated ConfigMaps' old
-	// objects.
-	stored *storedConfigs
 	// versions says which nodes' reported kubelet versions rule 5 trusts.
 	versions *KubeletVersions
 }
@@ -86,8 +70,8 @@ type Admitter struct {
 // New returns an Admitter. policy returns the policy in force at each call;
 // configMaps lists eligible ConfigMaps with their data.
 func New(policy func() *config.Policy, configMaps corelisters.ConfigMapLister, g Graph) *Admitter {
-	configs := kubeletconfig.NewChecker(kubeletconfig.DefaultCheckerEntries)
-	return &Admitter{policy: policy, configMaps: configMaps, graph: g, configs: configs, stored: newStoredConfigs(configs), versions: NewKubeletVersions()}
+	return &Admitter{policy: policy, configMaps: configMaps, graph: g,
+		configs: kubeletconfig.NewChecker(kubeletconfig.DefaultCheckerEntries), versions: NewKubeletVersions()}
 }
 
 // KubeletVersions is the record of reported kubelet versions rule 5 reads.

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
@@ -34,20 +36,20 @@ func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionR
 	if cm == nil {
 		return refuse(RuleMalformed, "%s of a ConfigMap without the object", req.Operation)
 	}
-	if !contract.IsEligible(cm.labels) {
+	if !contract.IsEligible(cm.Labels) {
 		return allow()
 	}
 	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) == 0 {
 		return refuse(RuleMalformed, "UPDATE of a ConfigMap without the old object")
 	}
-	if cm.namespace == "" {
-		cm.namespace = req.Namespace
+	if cm.Namespace == "" {
+		cm.Namespace = req.Namespace
 	}
-	ref := contract.ConfigMapRef{Namespace: cm.namespace, Name: cm.name}
+	ref := contract.ConfigMapRef{Namespace: cm.Namespace, Name: cm.Name}
 
-	checked, err := cm.checkConfig(a.configs)
+	checked, err := a.configs.CheckConfigMapKey(cm, contract.ConfigMapKey)
 	if err == nil && checked.Err != nil {
-		err = kubeletconfig.ConfigMapError(cm.namespace, cm.name, contract.ConfigMapKey, checked.Err)
+		err = kubeletconfig.ConfigMapError(cm.Namespace, cm.Name, contract.ConfigMapKey, checked.Err)
 	}
 	if err != nil {
 		return refuse(RuleConfigContent, "eligible ConfigMap %s must hold a valid KubeletConfiguration: %v", ref, err)
@@ -56,23 +58,42 @@ func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionR
 		return refuse(RuleConfigContent, "eligible ConfigMap %s holds an invalid KubeletConfiguration: %v", ref, kubeletconfig.Summarize(checked.Invalid))
 	}
 	cfg := checked.Config
-	configs := &decodedConfigs{new: cfg}
-	// The old object matters only for forbidden fields: reading it is
-	// a third of a re-applied ConfigMap's cost.
 	if len(policy.ForbiddenDynamicFields) > 0 {
-		old, err := a.stored.configOf(req.OldObject.Raw)
+		old, err := a.storedConfig(req.OldObject)
 		if err != nil {
 			return refuse(RuleMalformed, "%v", err)
 		}
-		configs.old, configs.oldDecoded = old, true
-		if changed := forbiddenChanges(policy, configs.old, cfg); len(changed) > 0 {
+		if changed := forbiddenChanges(policy, old, cfg); len(changed) > 0 {
 			return refuse(RuleConfigContent, "eligible ConfigMap %s may not set or change %s: the policy forbids changing them dynamically (forbiddenDynamicFields)",
 				ref, strings.Join(changed, ", "))
 		}
 	}
-	r := a.checkAssignedNodes(ref, cfg)
-	r.configs = configs
-	return r
+	return a.checkAssignedNodes(ref, cfg)
+}
+
+// storedConfig is the configuration of an update's old object: nil when
+// there is none, when it is not eligible, or when its configuration does
+// not decode (it may predate the webhook). The error is for an object that
+// is not a ConfigMap.
+func (a *Admitter) storedConfig(raw runtime.RawExtension) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
+	cm, err := decodeConfigMap(raw, "oldObject")
+	if err != nil {
+		return nil, err
+	}
+	return a.eligibleConfig(cm), nil
+}
+
+// eligibleConfig is the configuration of an eligible ConfigMap, or nil
+// when it is not eligible or does not decode.
+func (a *Admitter) eligibleConfig(cm *corev1.ConfigMap) *kubeletconfigv1beta1.KubeletConfiguration {
+	if cm == nil || !contract.IsEligible(cm.Labels) {
+		return nil
+	}
+	checked, err := a.configs.CheckConfigMapKey(cm, contract.ConfigMapKey)
+	if err != nil || checked.Err != nil {
+		return nil
+	}
+	return checked.Config
 }
 
 // forbiddenChanges lists the forbidden fields cfg sets or changes from

@@ -1,132 +1,82 @@
 package admission
 
 import (
+	"errors"
+	"fmt"
+
 	admissionv1 "k8s.io/api/admission/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/tidwall/gjson"
-
-	"github.com/nodeguard/nodeguard/internal/fastjson"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/json"
 )
 
-// decodeReview decodes an AdmissionReview: reviews as the apiserver writes
-// them directly (the objects stay raw JSON, read later only as far as the
-// rules need), any other reflectively (internal/fastjson);
-// FuzzDecodeAdmissionReview checks both paths agree. uniqueKeys reports
-// that no object of the review's top levels (fastjson.Reader.UniqueKeys),
-// nor of the objects it carries and their metadata, spec, status or data,
-// repeats a key.
-func decodeReview(body []byte) (review admissionv1.AdmissionReview, uniqueKeys bool, err error) {
-	return fastjson.DecodeUnique(body, func(r *fastjson.Reader, root gjson.Result, review *admissionv1.AdmissionReview) {
-		r.Object(root, func(key string, value gjson.Result) {
-			switch key {
-			case "apiVersion":
-				review.APIVersion = r.String(value)
-			case "kind":
-				review.Kind = r.String(value)
-			case "request":
-				review.Request = nil
-				req := &admissionv1.AdmissionRequest{}
-				if readRequest(r, value, req) {
-					review.Request = req
-				}
-			case "response", "metadata":
-				// A request never carries these; leave them to the
-				// reflective decoder.
-				r.Fail()
+// decodeReview decodes an AdmissionReview case-sensitively, as the
+// apiserver's own decoder does. Fields this build does not know are let
+// through, since a newer apiserver may send them. A repeated key anywhere
+// in the review, the objects it carries included, is not an error here but
+// a refusal (repeated): the review is still answered, under its UID, but
+// never decided, since a reader that kept the first value would see
+// another request than one that kept the last.
+func decodeReview(body []byte) (review *admissionv1.AdmissionReview, repeated error, err error) {
+	review = &admissionv1.AdmissionReview{}
+	strict, err := json.UnmarshalStrict(body, review, json.DisallowDuplicateFields)
+	if err != nil {
+		return nil, nil, err
+	}
+	if req := review.Request; req != nil {
+		// The objects are raw JSON to the review's type; they are held to
+		// the same rule, at any depth.
+		for _, embedded := range []struct {
+			name string
+			raw  []byte
+		}{{"request.object", req.Object.Raw}, {"request.oldObject", req.OldObject.Raw}, {"request.options", req.Options.Raw}} {
+			if len(embedded.raw) == 0 {
+				continue
 			}
-		})
-	})
-}
-
-func readRequest(r *fastjson.Reader, v gjson.Result, req *admissionv1.AdmissionRequest) bool {
-	return r.Object(v, func(key string, value gjson.Result) {
-		switch key {
-		case "uid":
-			req.UID = types.UID(r.String(value))
-		case "kind":
-			readGVK(r, value, &req.Kind)
-		case "resource":
-			readGVR(r, value, &req.Resource)
-		case "subResource":
-			req.SubResource = r.String(value)
-		case "requestKind":
-			req.RequestKind = nil
-			gvk := &metav1.GroupVersionKind{}
-			if readGVK(r, value, gvk) {
-				req.RequestKind = gvk
+			var v any
+			inner, err := json.UnmarshalStrict(embedded.raw, &v, json.DisallowDuplicateFields)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", embedded.name, err)
 			}
-		case "requestResource":
-			req.RequestResource = nil
-			gvr := &metav1.GroupVersionResource{}
-			if readGVR(r, value, gvr) {
-				req.RequestResource = gvr
-			}
-		case "requestSubResource":
-			req.RequestSubResource = r.String(value)
-		case "name":
-			req.Name = r.String(value)
-		case "namespace":
-			req.Namespace = r.String(value)
-		case "operation":
-			req.Operation = admissionv1.Operation(r.String(value))
-		case "userInfo":
-			readUserInfo(r, value, &req.UserInfo)
-		case "object":
-			req.Object.Raw = r.Raw(value)
-		case "oldObject":
-			req.OldObject.Raw = r.Raw(value)
-		case "options":
-			req.Options.Raw = r.Raw(value)
-		case "dryRun":
-			req.DryRun = nil
-			if value.Type != gjson.Null {
-				b := r.Bool(value)
-				req.DryRun = &b
+			for _, e := range inner {
+				strict = append(strict, fmt.Errorf("%s: %w", embedded.name, e))
 			}
 		}
-	})
+	}
+	return review, errors.Join(strict...), nil
 }
 
-func readGVK(r *fastjson.Reader, v gjson.Result, gvk *metav1.GroupVersionKind) bool {
-	return r.Object(v, func(key string, value gjson.Result) {
-		switch key {
-		case "group":
-			gvk.Group = r.String(value)
-		case "version":
-			gvk.Version = r.String(value)
-		case "kind":
-			gvk.Kind = r.String(value)
-		}
-	})
+// decodeObject decodes an object of the review into its API type, as
+// decodeReview decodes the review; nil raw gives nil.
+func decodeObject[T any](raw runtime.RawExtension, which, kind string) (*T, error) {
+	if len(raw.Raw) == 0 {
+		return nil, nil
+	}
+	obj := new(T)
+	strict, err := json.UnmarshalStrict(raw.Raw, obj, json.DisallowDuplicateFields)
+	if err == nil {
+		err = errors.Join(strict...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("decoding the %s as a %s: %w", which, kind, err)
+	}
+	return obj, nil
 }
 
-func readGVR(r *fastjson.Reader, v gjson.Result, gvr *metav1.GroupVersionResource) bool {
-	return r.Object(v, func(key string, value gjson.Result) {
-		switch key {
-		case "group":
-			gvr.Group = r.String(value)
-		case "version":
-			gvr.Version = r.String(value)
-		case "resource":
-			gvr.Resource = r.String(value)
-		}
-	})
+func decodeNode(raw runtime.RawExtension, which string) (*corev1.Node, error) {
+	return decodeObject[corev1.Node](raw, which, "Node")
 }
 
-func readUserInfo(r *fastjson.Reader, v gjson.Result, u *authenticationv1.UserInfo) {
-	r.Object(v, func(key string, value gjson.Result) {
-		switch key {
-		case "username":
-			u.Username = r.String(value)
-		case "uid":
-			u.UID = r.String(value)
-		case "groups":
-			u.Groups = r.Strings(value)
-		case "extra":
-			u.Extra = fastjson.StringLists[authenticationv1.ExtraValue](r, value)
-		}
-	})
+func decodeConfigMap(raw runtime.RawExtension, which string) (*corev1.ConfigMap, error) {
+	return decodeObject[corev1.ConfigMap](raw, which, "ConfigMap")
+}
+
+// decodePod decodes a pod of the review; a missing one is an error, since
+// every pod rule reads one.
+func decodePod(raw runtime.RawExtension, which string) (*corev1.Pod, error) {
+	pod, err := decodeObject[corev1.Pod](raw, which, "Pod")
+	if err == nil && pod == nil {
+		err = fmt.Errorf("the review carries no %s", which)
+	}
+	return pod, err
 }

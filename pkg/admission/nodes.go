@@ -20,10 +20,9 @@ func (a *Admitter) admitNode(ctx context.Context, req *admissionv1.AdmissionRequ
 		return allow()
 	}
 	var node, old *corev1.Node
-	var labels, oldLabels string
 	var err error
 	if req.Operation != admissionv1.Delete {
-		if node, labels, err = decodeNode(req.Object, "object", false); err != nil {
+		if node, err = decodeNode(req.Object, "object"); err != nil {
 			return refuse(RuleMalformed, "%v", err)
 		}
 		if node == nil {
@@ -33,30 +32,11 @@ func (a *Admitter) admitNode(ctx context.Context, req *admissionv1.AdmissionRequ
 	if req.Operation == admissionv1.Update {
 		// Judging an update needs what it changes; without the old
 		// object there is no safe answer.
-		if old, oldLabels, err = decodeNode(req.OldObject, "oldObject", false); err != nil {
+		if old, err = decodeNode(req.OldObject, "oldObject"); err != nil {
 			return refuse(RuleMalformed, "%v", err)
 		}
 		if old == nil {
 			return refuse(RuleMalformed, "UPDATE of a Node without the old object")
-		}
-	}
-	// The kubelet version matters only at registration (rule 4) and when an
-	// assignment changes (rule 5); only then is the object's status read.
-	if node != nil && (old == nil || assignmentChanged(node, old)) {
-		if node, _, err = decodeNode(req.Object, "object", true); err != nil {
-			return refuse(RuleMalformed, "%v", err)
-		}
-	}
-	// Labels written alike in both objects are unchanged, and rule 2 has
-	// nothing to compare: a kubelet's status updates never touch them.
-	if node != nil && (old == nil || labels != oldLabels) {
-		if node.Labels, err = decodeLabels(labels, "object"); err != nil {
-			return refuse(RuleMalformed, "%v", err)
-		}
-		if old != nil {
-			if old.Labels, err = decodeLabels(oldLabels, "oldObject"); err != nil {
-				return refuse(RuleMalformed, "%v", err)
-			}
 		}
 	}
 	if isNode {

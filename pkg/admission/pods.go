@@ -1,14 +1,11 @@
 package admission
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/json"
 )
 
 // RuleNodePods names the pod rules of the in-tree NodeRestriction plugin,
@@ -156,22 +153,4 @@ func podReferences(pod *corev1.Pod) []string {
 		add("resourceclaim", claim.Name)
 	}
 	return refs
-}
-
-// decodePod decodes a pod of the review: case-sensitive, duplicate fields
-// refused; fields this build does not know are let through, since a newer
-// apiserver may send them and none of them is a reference the graph follows.
-func decodePod(raw runtime.RawExtension, which string) (*corev1.Pod, error) {
-	if len(raw.Raw) == 0 {
-		return nil, fmt.Errorf("the review carries no %s", which)
-	}
-	var pod corev1.Pod
-	strict, err := json.UnmarshalStrict(raw.Raw, &pod, json.DisallowDuplicateFields)
-	if err != nil {
-		return nil, fmt.Errorf("decoding the %s as a Pod: %w", which, err)
-	}
-	if len(strict) > 0 {
-		return nil, fmt.Errorf("decoding the %s as a Pod: %w", which, errors.Join(strict...))
-	}
-	return &pod, nil
 }

@@ -9,8 +9,6 @@ import (
 	"k8s.io/klog/v2"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
-	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 	"github.com/nodeguard/nodeguard/pkg/policy"
 )
 
@@ -41,11 +39,11 @@ type Policies struct {
 // admit judges a request the built-in rules allowed, whose answer so far is
 // builtin.
 func (p *Policies) admit(ctx context.Context, a *Admitter, req *admissionv1.AdmissionRequest, builtin Result) Result {
-	// ReviewFunc answered every review that repeats a key in its objects
-	// before any rule read them.
+	// ReviewFunc answered every review that repeats a key before any
+	// rule read it.
 	in := &policy.AdmissionInput{Request: req, ObjectKeysUnique: true}
 	in.Node, in.KubeletVersion = policy.NodeOf(req.UserInfo.Username, req.UserInfo.Groups, p.Graph)
-	in.KubeletConfig, in.OldKubeletConfig = a.kubeletConfigsOf(req, builtin.configs)
+	in.KubeletConfig, in.OldKubeletConfig = a.kubeletConfigsOf(req)
 	res, err := p.Engine.EvalAdmission(ctx, in)
 	if err != nil {
 		// Counted by the engine (nodeguard_policy_evaluations_total);
@@ -105,38 +103,18 @@ func denialMessage(deny []policy.Violation) string {
 // .oldKubeletConfig. Anything that does not decode is left nil (null to
 // policies): the built-in rules have already refused invalid content, except
 // from exempt users.
-//
-// What rule 6 decoded already (decoded) is reused; only what it did not
-// need is decoded here.
-func (a *Admitter) kubeletConfigsOf(req *admissionv1.AdmissionRequest, decoded *decodedConfigs) (cfg, old *kubeletconfigv1beta1.KubeletConfiguration) {
+func (a *Admitter) kubeletConfigsOf(req *admissionv1.AdmissionRequest) (cfg, old *kubeletconfigv1beta1.KubeletConfiguration) {
 	if req.Resource.Group != "" || req.Resource.Resource != "configmaps" || req.SubResource != "" {
 		return nil, nil
 	}
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return nil, nil
 	}
-	if decoded == nil {
-		decoded = &decodedConfigs{}
-		if cm, err := decodeConfigMap(req.Object, "object"); err == nil {
-			decoded.new = eligibleKubeletConfig(a.configs, cm)
-		}
+	if cm, err := decodeConfigMap(req.Object, "object"); err == nil {
+		cfg = a.eligibleConfig(cm)
 	}
-	if !decoded.oldDecoded && req.Operation == admissionv1.Update {
-		// A ConfigMap that does not decode leaves old nil.
-		decoded.old, _ = a.stored.configOf(req.OldObject.Raw)
+	if req.Operation == admissionv1.Update {
+		old, _ = a.storedConfig(req.OldObject)
 	}
-	return decoded.new, decoded.old
-}
-
-// eligibleKubeletConfig is the configuration of an eligible ConfigMap, or
-// nil when it is not eligible or does not decode.
-func eligibleKubeletConfig(configs *kubeletconfig.Checker, cm *configMapFields) *kubeletconfigv1beta1.KubeletConfiguration {
-	if cm == nil || !contract.IsEligible(cm.labels) {
-		return nil
-	}
-	checked, err := cm.checkConfig(configs)
-	if err != nil || checked.Err != nil {
-		return nil
-	}
-	return checked.Config
+	return cfg, old
 }

@@ -1,12 +1,9 @@
 package kubeletconfig
 
 import (
-	"encoding/json"
 	"fmt"
-	"hash/maphash"
 	"os"
 	"reflect"
-	"strings"
 	"sync"
 	"testing"
 
@@ -32,7 +29,7 @@ func TestChecker(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := NewChecker(4)
-			first := c.Check(tc.data)
+			first := c.Check(string(tc.data))
 			if (first.Err != nil) != tc.wantErr || (len(first.Invalid) > 0) != tc.wantInvalid {
 				t.Fatalf("Check = err %v, invalid %v; want err %v, invalid %v", first.Err, first.Invalid, tc.wantErr, tc.wantInvalid)
 			}
@@ -40,7 +37,7 @@ func TestChecker(t *testing.T) {
 				t.Fatalf("Config = %v with err %v", first.Config, first.Err)
 			}
 			// The same content, in another buffer, is the same outcome.
-			if again := c.Check(append([]byte(nil), tc.data...)); again != first {
+			if again := c.Check(string(append([]byte(nil), tc.data...))); again != first {
 				t.Fatal("a repeat of the same content was decoded again")
 			}
 			cfg, err := Decode(tc.data)
@@ -53,8 +50,8 @@ func TestChecker(t *testing.T) {
 
 func TestCheckerEvictsOldest(t *testing.T) {
 	c := NewChecker(2)
-	doc := func(pods int) []byte {
-		return fmt.Appendf(nil, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: %d\n", pods)
+	doc := func(pods int) string {
+		return fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: %d\n", pods)
 	}
 	first := c.Check(doc(1))
 	c.Check(doc(2))
@@ -72,7 +69,7 @@ func TestCheckedIsNotModified(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := NewChecker(1)
-	checked := c.Check(data)
+	checked := c.Check(string(data))
 	if checked.Err != nil {
 		t.Fatal(checked.Err)
 	}
@@ -107,7 +104,7 @@ func TestCheckerConcurrent(t *testing.T) {
 	for i := range 8 {
 		wg.Go(func() {
 			for j := range 50 {
-				data := fmt.Appendf(nil, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: %d\n", 1+(i+j)%12)
+				data := fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: %d\n", 1+(i+j)%12)
 				if checked := c.Check(data); checked.Err != nil || len(checked.Invalid) > 0 {
 					t.Errorf("Check = %v, %v", checked.Err, checked.Invalid)
 					return
@@ -116,53 +113,4 @@ func TestCheckerConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-}
-
-func TestCheckQuoted(t *testing.T) {
-	content := "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 110\n"
-	quoted, err := json.Marshal(content)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := NewChecker(8)
-	first, err := c.CheckQuoted(string(quoted))
-	if err != nil || first.Err != nil || first.Config == nil || first.Config.MaxPods != 110 {
-		t.Fatalf("CheckQuoted = %+v, %v", first, err)
-	}
-	if again, _ := c.CheckQuoted(string(quoted)); again != first {
-		t.Fatal("a repeat of the same literal was decoded again")
-	}
-	// The same content written with other escapes is the same configuration.
-	escaped := strings.ReplaceAll(string(quoted), "maxPods", `max\u0050ods`)
-	if other, err := c.CheckQuoted(escaped); err != nil || other.Config == nil || other.Config.MaxPods != 110 {
-		t.Fatalf("CheckQuoted(%s) = %+v, %v", escaped, other, err)
-	}
-	// Content that is itself the literal (a YAML string, not a
-	// configuration) hashes alike but never shares the literal's outcome.
-	if checked := c.Check(quoted); checked == first || checked.Err == nil {
-		t.Fatalf("Check(%s) = %+v: shared with the literal's outcome", quoted, checked)
-	}
-	for _, bad := range []string{``, `null`, `110`, `"unterminated`, `"a" "b"`, `{"a":"b"}`} {
-		if checked, err := c.CheckQuoted(bad); err == nil {
-			t.Errorf("CheckQuoted(%q) = %+v, want an error", bad, checked)
-		}
-	}
-}
-
-// TestCheckerComparesContent: an outcome is found by hash but given only
-// for the very text it was reached for; another text under the same hash
-// is decoded on its own.
-func TestCheckerComparesContent(t *testing.T) {
-	c := NewChecker(4)
-	content := "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: -1\n"
-	planted := &Checked{}
-	// A different text that hashed alike.
-	c.outcomes.Add(checkerKey{sum: maphash.String(c.seed, content)}, checkerEntry{text: "other", outcome: planted})
-	got := c.Check([]byte(content))
-	if got == planted || len(got.Invalid) == 0 {
-		t.Fatalf("Check = %+v: the outcome of another text under the same hash", got)
-	}
-	if again := c.Check([]byte(content)); again != got {
-		t.Fatal("the outcome was not remembered for its own text")
-	}
 }

@@ -15,10 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
-	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
-
-	"github.com/tidwall/gjson"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 )
@@ -38,10 +35,6 @@ var (
 )
 
 var errNilConfig = errors.New("no KubeletConfiguration given")
-
-// errLeftToSerializer is decodeJSON's word that the document needs the
-// reference decoder.
-var errLeftToSerializer = errors.New("left to the serializer")
 
 // kubeletConfigurationGVK is the only type Decode accepts.
 var kubeletConfigurationGVK = kubeletconfigv1beta1.SchemeGroupVersion.WithKind("KubeletConfiguration")
@@ -91,48 +84,11 @@ func Decode(data []byte) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
 		data = converted
 	}
 
-	cfg, err := decodeJSON(data)
-	if errors.Is(err, errLeftToSerializer) {
-		return decodeWithSerializer(decoder, data)
-	}
-	return cfg, err
-}
-
-// decodeJSON decodes as the strict serializer does, without its first
-// pass: the serializer reads apiVersion and kind by decoding the whole
-// document reflectively, a fifth of the cost of a configuration. ok is
-// false when the document is not valid JSON with string apiVersion and
-// kind, which the serializer then reports in its own words.
-func decodeJSON(data []byte) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
-	if !gjson.ValidBytes(data) {
-		return nil, errLeftToSerializer
-	}
-	meta := gjson.GetManyBytes(data, "apiVersion", "kind")
-	for _, v := range meta {
-		if v.Exists() && v.Type != gjson.String {
-			return nil, errLeftToSerializer
-		}
-	}
-	gv, err := schema.ParseGroupVersion(meta[0].Str)
-	if err != nil {
-		return nil, errLeftToSerializer
-	}
-	if typeErrs := checkTypeMeta(gv.WithKind(meta[1].Str)); len(typeErrs) > 0 {
-		return nil, typeErrs.ToAggregate()
-	}
-	cfg := &kubeletconfigv1beta1.KubeletConfiguration{}
-	strictErrs, err := kjson.UnmarshalStrict(data, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("decoding KubeletConfiguration: %w", err)
-	}
-	if len(strictErrs) > 0 {
-		return nil, fmt.Errorf("decoding KubeletConfiguration: %w", runtime.NewStrictDecodingError(strictErrs))
-	}
-	return cfg, nil
+	return decodeWithSerializer(decoder, data)
 }
 
 // decodeWithSerializer decodes with k8s.io/apimachinery's strict JSON
-// serializer, the reference decodeJSON is fuzzed against.
+// serializer.
 func decodeWithSerializer(decoder runtime.Decoder, data []byte) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
 	obj, gvk, err := decoder.Decode(data, nil, nil)
 	if gvk == nil {

@@ -2,7 +2,6 @@ package kubeletconfig
 
 import (
 	"encoding/json"
-	"errors"
 	"testing"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -38,39 +37,6 @@ func FuzzDecode(f *testing.F) {
 		}
 		if !apiequality.Semantic.DeepEqual(cfg, again) {
 			t.Fatalf("round trip changed the configuration: %v", Diff(cfg, again))
-		}
-	})
-}
-
-// FuzzDecodeJSONAgreesWithSerializer checks Decode's fast JSON path
-// against k8s.io/apimachinery's strict serializer: the same documents are
-// accepted, into the same configuration.
-func FuzzDecodeJSONAgreesWithSerializer(f *testing.F) {
-	for _, s := range []string{
-		`{"apiVersion":"kubelet.config.k8s.io/v1beta1","kind":"KubeletConfiguration","maxPods":110}`,
-		`{"apiVersion":"kubelet.config.k8s.io/v1beta1","kind":"KubeletConfiguration","maxPodz":110}`,
-		`{"apiVersion":"kubelet.config.k8s.io/v1beta1","kind":"KubeletConfiguration","maxPods":110,"maxPods":111}`,
-		`{"apiVersion":"kubelet.config.k8s.io/v1","kind":"KubeletConfiguration"}`, `{"kind":"KubeletConfiguration"}`,
-		`{"apiVersion":"kubelet.config.k8s.io/v1beta1","kind":"KubeletConfiguration","featureGates":{"A":true},"evictionHard":{"memory.available":"1Gi"}}`,
-		`{"apiVersion":"kubelet.config.k8s.io/v1beta1","kind":"KubeletConfiguration","maxPods":"110"}`, `{"apiVersion":1}`, `[]`, `{`,
-	} {
-		f.Add([]byte(s))
-	}
-	decoder, err := loadDecoder()
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fast, fastErr := decodeJSON(data)
-		if errors.Is(fastErr, errLeftToSerializer) {
-			return
-		}
-		ref, refErr := decodeWithSerializer(decoder, data)
-		if (fastErr == nil) != (refErr == nil) {
-			t.Fatalf("decodeJSON(%q) error %v, serializer error %v", data, fastErr, refErr)
-		}
-		if fastErr == nil && !apiequality.Semantic.DeepEqual(fast, ref) {
-			t.Fatalf("decodeJSON(%q) and the serializer disagree: %v", data, Diff(ref, fast))
 		}
 	})
 }
