@@ -27,7 +27,8 @@ type PolicyEvaluator interface {
 // rules' warnings.
 type Policies struct {
 	Engine PolicyEvaluator
-	// Graph gives the requesting node's kubelet version; nil leaves it "".
+	// Graph gives the requesting node's kubelet version and labels; nil
+	// leaves them empty.
 	Graph policy.GraphReader
 	// FailurePolicy says what a failed evaluation means: policy.FailClosed
 	// refuses the request (the zero value, and the webhook's default);
@@ -39,10 +40,8 @@ type Policies struct {
 // admit judges a request the built-in rules allowed, whose answer so far is
 // builtin.
 func (p *Policies) admit(ctx context.Context, a *Admitter, req *admissionv1.AdmissionRequest, builtin Result) Result {
-	// ReviewFunc answered every review that repeats a key before any
-	// rule read it.
-	in := &policy.AdmissionInput{Request: req, ObjectKeysUnique: true}
-	in.Node, in.KubeletVersion = policy.NodeOf(req.UserInfo.Username, req.UserInfo.Groups, p.Graph)
+	in := &policy.AdmissionInput{Request: req}
+	in.Node, in.KubeletVersion, in.NodeLabels = policy.NodeOf(req.UserInfo.Username, req.UserInfo.Groups, p.Graph)
 	in.KubeletConfig, in.OldKubeletConfig = a.kubeletConfigsOf(req)
 	res, err := p.Engine.EvalAdmission(ctx, in)
 	if err != nil {

@@ -44,7 +44,8 @@ type PolicyEvaluator interface {
 //     answers them without looking further.
 type Policies struct {
 	Engine PolicyEvaluator
-	// Graph gives the requesting node's kubelet version; nil leaves it "".
+	// Graph gives the requesting node's kubelet version and labels; nil
+	// leaves them empty.
 	Graph policy.GraphReader
 	// FailurePolicy says what a failed evaluation means: policy.NoOpinion
 	// (the webhook's default) leaves the built-in decision alone and reports
@@ -71,7 +72,7 @@ func (p *Policies) decide(ctx context.Context, spec *authorizationv1.SubjectAcce
 		return outcome{Result: builtin}
 	}
 	in := &policy.AuthzInput{Spec: spec}
-	in.Node, in.KubeletVersion = policy.NodeOf(spec.User, spec.Groups, p.Graph)
+	in.Node, in.KubeletVersion, in.NodeLabels = policy.NodeOf(spec.User, spec.Groups, p.Graph)
 	res, err := p.Engine.EvalAuthz(ctx, in)
 	if err != nil {
 		// Counted by the engine (nodeguard_policy_evaluations_total);

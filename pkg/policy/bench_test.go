@@ -7,8 +7,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/util"
 	admissionv1 "k8s.io/api/admission/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -159,9 +157,7 @@ func benchEngine(b *testing.B, g policy.GraphReader) *policy.Engine {
 // BenchmarkAdmission: "baseline" is work every such request needs anyway:
 // decoding the review, and for a ConfigMap decoding and validating the
 // configurations it carries; "policies" is EvalAdmission on the shipped
-// policies, input rendering included. Repeating one review, it measures a
-// remembered verdict after the first iteration (see BenchmarkVerdictMemo
-// in the package's own tests for an evaluation every time).
+// policies, input rendering included.
 func BenchmarkAdmission(b *testing.B) {
 	e := benchEngine(b, benchGraph())
 	nodeReq := nodeStatusUpdate(b)
@@ -298,8 +294,8 @@ func BenchmarkAuthz(b *testing.B) {
 	b.Run("node-lease/policies", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			node, version := policy.NodeOf(lease.User, lease.Groups, g)
-			res, err := e.EvalAuthz(context.Background(), &policy.AuthzInput{Spec: &lease, Node: node, KubeletVersion: version})
+			node, version, labels := policy.NodeOf(lease.User, lease.Groups, g)
+			res, err := e.EvalAuthz(context.Background(), &policy.AuthzInput{Spec: &lease, Node: node, KubeletVersion: version, NodeLabels: labels})
 			if err != nil || res.Denied() {
 				b.Fatal(err, res)
 			}
@@ -308,64 +304,11 @@ func BenchmarkAuthz(b *testing.B) {
 	b.Run("node-configmap/policies", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			node, version := policy.NodeOf(spec.User, spec.Groups, g)
-			res, err := e.EvalAuthz(context.Background(), &policy.AuthzInput{Spec: &spec, Node: node, KubeletVersion: version})
+			node, version, labels := policy.NodeOf(spec.User, spec.Groups, g)
+			res, err := e.EvalAuthz(context.Background(), &policy.AuthzInput{Spec: &spec, Node: node, KubeletVersion: version, NodeLabels: labels})
 			if err != nil || res.Denied() {
 				b.Fatal(err, res)
 			}
 		}
 	})
-}
-
-// BenchmarkInput compares the input builders with the obvious alternative,
-// a JSON round trip of the typed review.
-func BenchmarkInput(b *testing.B) {
-	nodeReq := nodeStatusUpdate(b)
-	cmReq, cm := configMapUpdate(b)
-	cfg, err := kubeletconfig.DecodeConfigMap(cm)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, c := range []struct {
-		name string
-		in   *policy.AdmissionInput
-	}{
-		{"node-status", &policy.AdmissionInput{Request: nodeReq, Node: "node-1"}},
-		{"configmap", &policy.AdmissionInput{Request: cmReq, KubeletConfig: cfg, OldKubeletConfig: cfg}},
-	} {
-		b.Run(c.name+"/builder", func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := c.in.Value(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		b.Run(c.name+"/json-round-trip", func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := roundTrip(c.in); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
-func roundTrip(in *policy.AdmissionInput) (ast.Value, error) {
-	raw, err := json.Marshal(map[string]any{
-		"request": in.Request,
-		"nodeguard": map[string]any{
-			"node": in.Node, "kubeletVersion": in.KubeletVersion,
-			"kubeletConfig": in.KubeletConfig, "oldKubeletConfig": in.OldKubeletConfig,
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	var x any
-	if err := util.UnmarshalJSON(raw, &x); err != nil {
-		return nil, err
-	}
-	return ast.InterfaceToValue(x)
 }

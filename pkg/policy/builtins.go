@@ -39,8 +39,8 @@ var nodeObjectType = types.NewObject([]*types.StaticProperty{
 	types.NewStaticProperty("assignment", types.NewAny(types.S, types.Nl)),
 }, nil)
 
-// The results are memoised for the length of one evaluation (see memo), so
-// a policy that calls a function twice sees one answer even if the graph
+// The results are memoised for the length of one evaluation (Memoize),
+// so a policy that calls a function twice sees one answer even if the graph
 // changes in between; they are non-deterministic across evaluations, which
 // keeps them out of partial evaluation and marks them for decision logs.
 var (
@@ -58,6 +58,7 @@ var (
 			types.Named("result", types.B).Description("true when a path leads from the object to the node"),
 		),
 		Nondeterministic: true,
+		Memoize:          true,
 	}
 	nodeDecl = &rego.Function{
 		Name: BuiltinNode,
@@ -68,6 +69,7 @@ var (
 			types.Named("node", nodeObjectType).Description("the node, as the graph knows it"),
 		),
 		Nondeterministic: true,
+		Memoize:          true,
 	}
 )
 
@@ -108,59 +110,18 @@ func Capabilities() *ast.Capabilities {
 }
 
 // builtinOptions binds the custom built-ins to g, which may be nil (then
-// nothing is reachable and no node is known). nodes caches the rendering of
-// NodeInfo; it may be shared between policy sets.
-func builtinOptions(g GraphReader, nodes *nodeValueCache) []func(*rego.Rego) {
-	b := builtins{graph: g, nodes: nodes}
+// nothing is reachable and no node is known).
+func builtinOptions(g GraphReader) []func(*rego.Rego) {
+	b := builtins{graph: g}
 	return []func(*rego.Rego){
 		rego.Function4(reachableDecl, b.reachable),
 		rego.Function1(nodeDecl, b.node),
 	}
 }
 
-type builtins struct {
-	graph GraphReader
-	nodes *nodeValueCache
-}
+type builtins struct{ graph GraphReader }
 
-// memoKey identifies one call within an evaluation. rego's own Memoize
-// builds a string key for every call; this key is a comparable struct.
-type memoKey struct {
-	fn   string
-	args [4]string
-}
-
-// memo returns the answer an earlier identical call gave in this
-// evaluation, or computes and records it. bctx.Cache lives exactly as long
-// as one evaluation.
-func memo(bctx rego.BuiltinContext, key memoKey, compute func() (*ast.Term, error)) (*ast.Term, error) {
-	if bctx.Cache != nil {
-		if hit, ok := bctx.Cache.Get(key); ok {
-			return hit.(*ast.Term), nil
-		}
-	}
-	t, err := compute()
-	if err == nil && bctx.Cache != nil {
-		bctx.Cache.Put(key, t)
-	}
-	return t, err
-}
-
-// graphRead is the name under which a built-in notes, in the evaluation's
-// record of non-deterministic calls, that it consulted the graph. OPA
-// records a non-deterministic call only when it has a value; an undefined
-// answer ("no such node"), an error or a recovered panic would leave no
-// trace, and a verdict that depended on the graph would be remembered.
-const graphRead = "nodeguard.graph_read"
-
-func noteGraphRead(bctx rego.BuiltinContext) {
-	if bctx.NDBuiltinCache != nil {
-		bctx.NDBuiltinCache.Put(graphRead, ast.Null{}, ast.Boolean(true))
-	}
-}
-
-func (b builtins) reachable(bctx rego.BuiltinContext, nodeTerm, kindTerm, namespaceTerm, nameTerm *ast.Term) (result *ast.Term, err error) {
-	noteGraphRead(bctx)
+func (b builtins) reachable(_ rego.BuiltinContext, nodeTerm, kindTerm, namespaceTerm, nameTerm *ast.Term) (result *ast.Term, err error) {
 	defer recoverBuiltin(BuiltinReachable, &result, &err)
 	var args [4]string
 	for i, t := range []*ast.Term{nodeTerm, kindTerm, namespaceTerm, nameTerm} {
@@ -175,13 +136,10 @@ func (b builtins) reachable(bctx rego.BuiltinContext, nodeTerm, kindTerm, namesp
 	if b.graph == nil {
 		return ast.InternedTerm(false), nil
 	}
-	return memo(bctx, memoKey{fn: BuiltinReachable, args: args}, func() (*ast.Term, error) {
-		return ast.InternedTerm(b.graph.CanReadConfigMap(node, namespace, name)), nil
-	})
+	return ast.InternedTerm(b.graph.CanReadConfigMap(node, namespace, name)), nil
 }
 
-func (b builtins) node(bctx rego.BuiltinContext, nameTerm *ast.Term) (result *ast.Term, err error) {
-	noteGraphRead(bctx)
+func (b builtins) node(_ rego.BuiltinContext, nameTerm *ast.Term) (result *ast.Term, err error) {
 	defer recoverBuiltin(BuiltinNode, &result, &err)
 	name, err := stringOperand(nameTerm, 1)
 	if err != nil {
@@ -190,15 +148,13 @@ func (b builtins) node(bctx rego.BuiltinContext, nameTerm *ast.Term) (result *as
 	if b.graph == nil {
 		return nil, nil
 	}
-	return memo(bctx, memoKey{fn: BuiltinNode, args: [4]string{name}}, func() (*ast.Term, error) {
-		info, ok := b.graph.Node(name)
-		if !ok || info == nil {
-			// A nil term makes the call undefined, which is how Rego
-			// says "no such node".
-			return nil, nil
-		}
-		return ast.NewTerm(b.nodes.value(info)), nil
-	})
+	info, ok := b.graph.Node(name)
+	if !ok || info == nil {
+		// A nil term makes the call undefined, which is how Rego says
+		// "no such node".
+		return nil, nil
+	}
+	return ast.NewTerm(NodeValue(info)), nil
 }
 
 // NodeValue renders NodeInfo as nodeguard.node returns it. Tests and tools
@@ -213,10 +169,10 @@ func NodeValue(info *graph.NodeInfo) ast.Value {
 		labels = append(labels, [2]*ast.Term{ast.StringTerm(k), ast.StringTerm(v)})
 	}
 	return ast.NewObject(
-		item("name", ast.String(info.Name)),
-		item("labels", ast.NewObject(labels...)),
-		item("kubeletVersion", ast.String(info.KubeletVersion)),
-		item("assignment", assignment),
+		[2]*ast.Term{ast.StringTerm("name"), ast.StringTerm(info.Name)},
+		[2]*ast.Term{ast.StringTerm("labels"), ast.NewTerm(ast.NewObject(labels...))},
+		[2]*ast.Term{ast.StringTerm("kubeletVersion"), ast.StringTerm(info.KubeletVersion)},
+		[2]*ast.Term{ast.StringTerm("assignment"), ast.NewTerm(assignment)},
 	)
 }
 

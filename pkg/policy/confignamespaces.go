@@ -65,7 +65,7 @@ func (e *Engine) checkConfigNamespaces(ctx context.Context, c *ast.Compiler, txn
 		rego.Transaction(txn),
 		rego.Query(allowedNamespacesRef.String()),
 		rego.SetRegoVersion(ast.RegoV1),
-	}, builtinOptions(e.graph, e.nodes)...)
+	}, builtinOptions(e.graph)...)
 	rs, err := rego.New(opts...).Eval(ctx)
 	where := Problem{File: e.displayRoot + " (data.nodeguard.config, from --policy-data)", Code: codeNodeguard}
 	if rules := c.GetRulesWithPrefix(allowedNamespacesRef); len(rules) > 0 && rules[0].Location != nil {

@@ -81,8 +81,6 @@ type Engine struct {
 	source       string // Dir, or SourceEmbedded
 	displayRoot  string // prefix of file names in errors
 	graph        GraphReader
-	nodes        *nodeValueCache
-	configs      *configDocCache
 	store        storage.Store
 	caps         *ast.Capabilities
 	timeout      time.Duration
@@ -109,12 +107,6 @@ type preparedSet struct {
 	authz        rego.PreparedEvalQuery
 	hasAdmission bool
 	hasAuthz     bool
-	// projection is the part of an input the set can read.
-	projection *projection
-	// admissionFilter and authzFilter skip evaluations no rule can match.
-	admissionFilter, authzFilter *prefilter
-	// admissionMemo remembers admission verdicts for this set.
-	admissionMemo *verdictMemo
 }
 
 // New builds an engine and loads its policies once. A set that does not
@@ -126,8 +118,6 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e := &Engine{
 		graph:        opts.Graph,
-		nodes:        &nodeValueCache{},
-		configs:      &configDocCache{},
 		caps:         Capabilities(),
 		timeout:      cmp.Or(opts.Timeout, DefaultTimeout),
 		pollInterval: cmp.Or(opts.PollInterval, DefaultPollInterval),
@@ -365,14 +355,7 @@ func (e *Engine) compile(ctx context.Context, snap snapshot) (*preparedSet, []Pr
 		return nil, problems
 	}
 
-	set := &preparedSet{
-		hash:            snap.hash,
-		files:           files,
-		projection:      inputProjection(compiler.Modules),
-		admissionFilter: newPrefilter(compiler, e.graph, admissionDenyRef, admissionWarnRef),
-		authzFilter:     newPrefilter(compiler, e.graph, authzDenyRef, authzAllowRef),
-		admissionMemo:   newVerdictMemo(),
-	}
+	set := &preparedSet{hash: snap.hash, files: files}
 	for _, q := range []struct {
 		query string
 		into  *rego.PreparedEvalQuery
@@ -389,7 +372,7 @@ func (e *Engine) compile(ctx context.Context, snap snapshot) (*preparedSet, []Pr
 			rego.Store(e.store),
 			rego.Query(q.query),
 			rego.SetRegoVersion(ast.RegoV1),
-		}, builtinOptions(e.graph, e.nodes)...)
+		}, builtinOptions(e.graph)...)
 		prepared, err := rego.New(opts...).PrepareForEval(ctx)
 		if err != nil {
 			return nil, problemsFrom(err, e.displayRoot)

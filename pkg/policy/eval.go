@@ -10,10 +10,8 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/topdown"
-	opabuiltins "github.com/open-policy-agent/opa/v1/topdown/builtins"
 )
 
 // Package names as they appear in Violation.Package.
@@ -89,8 +87,7 @@ func (e *EvalError) Error() string {
 func (e *EvalError) Unwrap() error { return e.Err }
 
 // EvalAdmission evaluates data.nodeguard.admission.deny and .warn for one
-// admission review. A set without admission rules answers at once, without
-// rendering the input.
+// admission review. A set without admission rules answers at once.
 func (e *Engine) EvalAdmission(ctx context.Context, in *AdmissionInput) (AdmissionResult, error) {
 	set := e.active.Load()
 	if set == nil {
@@ -99,47 +96,20 @@ func (e *Engine) EvalAdmission(ctx context.Context, in *AdmissionInput) (Admissi
 	if !set.hasAdmission {
 		return AdmissionResult{}, nil
 	}
-	doc, err := in.doc(set.projection, e.configs)
+	input, err := in.Value()
 	if err != nil {
 		return AdmissionResult{}, &EvalError{Package: PackageAdmission, Err: fmt.Errorf("building input: %w", err)}
 	}
-	key := set.admissionMemo.input(doc.memoKey(in))
-	defer key.release()
-	if result, ok := set.admissionMemo.get(key); ok {
-		e.metrics.remembered(PackageAdmission)
-		return result, nil
-	}
-	// The memo comes first: a remembered verdict spares the prefilter too,
-	// and a skip is remembered like any verdict, unless it rested on the
-	// graph.
-	input := ast.LazyObject(doc.input)
-	if may, readGraph := set.admissionFilter.mayMatch(inputResolver{input: input}); !may {
-		e.metrics.skipped(PackageAdmission)
-		if !readGraph {
-			set.admissionMemo.put(key, AdmissionResult{})
-		}
-		return AdmissionResult{}, nil
-	}
 	var result AdmissionResult
-	var evalOpts []rego.EvalOption
-	// Records the calls of non-deterministic built-ins (the graph's among
-	// them): a verdict that depended on one is not remembered.
-	nondeterministic := opabuiltins.NDBCache{}
-	if key.ok {
-		evalOpts = append(evalOpts, rego.EvalNDBuiltinCache(nondeterministic))
-	}
 	err = e.eval(ctx, set.admission, input, PackageAdmission, func(bindings rego.Vars) (err error) {
 		if result.Deny, err = violations(bindings["deny"], PackageAdmission, "deny"); err != nil {
 			return err
 		}
 		result.Warn, err = violations(bindings["warn"], PackageAdmission, "warn")
 		return err
-	}, evalOpts...)
+	})
 	if err != nil {
 		return AdmissionResult{}, err
-	}
-	if key.ok && len(nondeterministic) == 0 {
-		set.admissionMemo.put(key, result)
 	}
 	return result, nil
 }
@@ -154,17 +124,7 @@ func (e *Engine) EvalAuthz(ctx context.Context, in *AuthzInput) (AuthzResult, er
 	if !set.hasAuthz {
 		return AuthzResult{}, nil
 	}
-	if in == nil || in.Spec == nil {
-		return AuthzResult{}, &EvalError{Package: PackageAuthz, Err: fmt.Errorf("building input: %w", errNoSpec)}
-	}
-	// The prefilter reads the review directly; the input is rendered only
-	// for an evaluation (or a question the review cannot answer).
-	resolver := &authzResolver{in: in, p: set.projection, filter: set.authzFilter}
-	if may, _ := set.authzFilter.mayMatch(resolver); !may {
-		e.metrics.skipped(PackageAuthz)
-		return AuthzResult{}, nil
-	}
-	input, err := resolver.value()
+	input, err := in.Value()
 	if err != nil {
 		return AuthzResult{}, &EvalError{Package: PackageAuthz, Err: fmt.Errorf("building input: %w", err)}
 	}
@@ -189,34 +149,21 @@ func (e *Engine) EvalAuthz(ctx context.Context, in *AuthzInput) (AuthzResult, er
 	return result, nil
 }
 
-// noMetrics spares each evaluation the metrics OPA would otherwise allocate
-// for it; nodeguard keeps its own.
-var noMetrics = metrics.NoOp()
-
 // eval runs one prepared query under the engine's timeout and the caller's
 // deadline, and hands its bindings to convert, which rejects a result of
 // the wrong shape.
-//
-// Cancellation goes through a timer and context.AfterFunc rather than a
-// derived context: given a context that can be done, OPA starts a goroutine
-// per evaluation to watch it, and a timer with a callback costs less.
-func (e *Engine) eval(ctx context.Context, q rego.PreparedEvalQuery, input ast.Value, pkg string, convert func(rego.Vars) error, opts ...rego.EvalOption) (err error) {
+func (e *Engine) eval(ctx context.Context, q rego.PreparedEvalQuery, input ast.Value, pkg string, convert func(rego.Vars) error) (err error) {
 	start := time.Now()
 	defer func() { e.metrics.evaluated(pkg, start, outcomeOf(err)) }()
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return &EvalError{Package: pkg, Timeout: true, Err: ctxErr}
 	}
-	cancel := topdown.NewCancel()
-	timer := time.AfterFunc(e.timeout, cancel.Cancel)
-	defer timer.Stop()
-	stop := context.AfterFunc(ctx, cancel.Cancel)
-	defer stop()
-
-	opts = append(opts, rego.EvalParsedInput(input), rego.EvalMetrics(noMetrics), rego.EvalExternalCancel(cancel))
-	rs, err := q.Eval(ctx, opts...)
+	evalCtx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	rs, err := q.Eval(evalCtx, rego.EvalParsedInput(input))
 	switch {
 	case err != nil:
-		timeout := cancel.Cancelled() || topdown.IsCancel(err) || errors.Is(err, context.DeadlineExceeded)
+		timeout := evalCtx.Err() != nil || topdown.IsCancel(err) || errors.Is(err, context.DeadlineExceeded)
 		if timeout && ctx.Err() == nil {
 			err = fmt.Errorf("%w (after the engine's timeout of %s)", err, e.timeout)
 		}

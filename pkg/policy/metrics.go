@@ -12,12 +12,6 @@ const (
 	outcomeOK      = "ok"
 	outcomeError   = "error"
 	outcomeTimeout = "timeout"
-	// outcomeSkipped is a review no rule could match, answered without
-	// evaluating (see prefilter).
-	outcomeSkipped = "skipped"
-	// outcomeRemembered is a review answered with the verdict an earlier
-	// evaluation reached for the same projected input (see verdictMemo).
-	outcomeRemembered = "remembered"
 )
 
 // Metrics are the policy engine's Prometheus metrics. A nil *Metrics
@@ -47,7 +41,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"source", "hash"}),
 		evaluations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "nodeguard", Subsystem: "policy", Name: "evaluations_total",
-			Help: "Policy evaluations by package (nodeguard.admission, nodeguard.authz) and outcome (ok, error, timeout, or skipped when no rule could match).",
+			Help: "Policy evaluations by package (nodeguard.admission, nodeguard.authz) and outcome (ok, error, timeout).",
 		}, []string{"package", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "nodeguard", Subsystem: "policy", Name: "evaluation_duration_seconds",
@@ -87,16 +81,4 @@ func (m *Metrics) evaluated(pkg string, start time.Time, outcome string) {
 	}
 	m.evaluations.WithLabelValues(pkg, outcome).Inc()
 	m.duration.WithLabelValues(pkg).Observe(time.Since(start).Seconds())
-}
-
-func (m *Metrics) skipped(pkg string) {
-	if m != nil {
-		m.evaluations.WithLabelValues(pkg, outcomeSkipped).Inc()
-	}
-}
-
-func (m *Metrics) remembered(pkg string) {
-	if m != nil {
-		m.evaluations.WithLabelValues(pkg, outcomeRemembered).Inc()
-	}
 }

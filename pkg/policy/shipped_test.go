@@ -144,8 +144,8 @@ func TestShippedAuthzPolicies(t *testing.T) {
 	for _, tt := range tests {
 		groups := []string{"system:nodes"}
 		spec := configMapRead(tt.user, groups, "kube-system", tt.cm)
-		node, version := NodeOf(spec.User, spec.Groups, g)
-		res, err := e.EvalAuthz(context.Background(), &AuthzInput{Spec: spec, Node: node, KubeletVersion: version})
+		node, version, labels := NodeOf(spec.User, spec.Groups, g)
+		res, err := e.EvalAuthz(context.Background(), &AuthzInput{Spec: spec, Node: node, KubeletVersion: version, NodeLabels: labels})
 		if err != nil {
 			t.Fatal(err)
 		}

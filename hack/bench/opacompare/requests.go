@@ -96,7 +96,7 @@ func authzBodies(reqs []cluster.Request, g policy.GraphReader) (reviews, inputs 
 		}
 		spec := r.Spec()
 		in := &policy.AuthzInput{Spec: spec}
-		in.Node, in.KubeletVersion = policy.NodeOf(spec.User, spec.Groups, g)
+		in.Node, in.KubeletVersion, in.NodeLabels = policy.NodeOf(spec.User, spec.Groups, g)
 		value, err := in.Value()
 		if err != nil {
 			return nil, nil, nil, err
@@ -186,7 +186,7 @@ func validateCases(shape cluster.Shape, g policy.GraphReader) ([]validateCase, e
 			return nil, fmt.Errorf("encoding review: %w", err)
 		}
 		in := &policy.AdmissionInput{Request: &req}
-		in.Node, in.KubeletVersion = policy.NodeOf(req.UserInfo.Username, req.UserInfo.Groups, g)
+		in.Node, in.KubeletVersion, in.NodeLabels = policy.NodeOf(req.UserInfo.Username, req.UserInfo.Groups, g)
 		if r.cfg != nil {
 			in.KubeletConfig, in.OldKubeletConfig = newCfg, oldCfg
 		}
