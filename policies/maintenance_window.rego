@@ -8,15 +8,18 @@
 # To freeze every ConfigMap read of the node instead, drop the line that
 # compares the assignment.
 #
-# Uses nodeguard.node, which answers from the graph: the label takes effect
-# as soon as the webhook has seen the Node change.
+# Reads the node's labels from input.nodeguard.nodeLabels and its
+# assignment from nodeguard.node, both from the graph: the label takes
+# effect as soon as the webhook has seen the Node change.
 package nodeguard.authz
 
 maintenance_window_label := "nodeguard.dev/maintenance"
 
 deny contains {"rule": "maintenance_window", "msg": msg} if {
 	# Compared directly on input, so that OPA's rule index skips the rule
-	# for every other resource without evaluating it.
+	# for every node out of maintenance and every other resource without
+	# evaluating it.
+	input.nodeguard.nodeLabels[maintenance_window_label] == "true"
 	input.spec.resourceAttributes.resource == "configmaps"
 	node_name := input.nodeguard.node
 	node_name != ""
@@ -25,7 +28,6 @@ deny contains {"rule": "maintenance_window", "msg": msg} if {
 	object.get(attrs, "subresource", "") == ""
 	attrs.verb in {"get", "list", "watch"}
 	node := nodeguard.node(node_name)
-	node.labels[maintenance_window_label] == "true"
 	target := sprintf("%s/%s", [object.get(attrs, "namespace", ""), object.get(attrs, "name", "")])
 	node.assignment == target
 	msg := sprintf(

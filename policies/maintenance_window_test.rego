@@ -24,8 +24,15 @@ mock_node("node-2") := {
 	"assignment": "kube-system/kubelet-gpu",
 }
 
+# node_labels is what the webhook puts in input.nodeguard.nodeLabels: the
+# labels the graph has for the requesting node.
+node_labels(user) := labels if {
+	labels := mock_node(trim_prefix(user, "system:node:")).labels
+} else := {}
+
 denials(user, groups, attributes) := found if {
-	found := testlib.authz_denials("maintenance_window") with input as testlib.sar(user, groups, attributes)
+	review := object.union(testlib.sar(user, groups, attributes), {"nodeguard": {"nodeLabels": node_labels(user)}})
+	found := testlib.authz_denials("maintenance_window") with input as review
 		with nodeguard.node as mock_node
 }
 

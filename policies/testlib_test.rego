@@ -23,7 +23,7 @@ configmap_review(operation, namespace, name, labels, annotations, config, old_co
 		"oldObject": null,
 		"options": null,
 	},
-	"nodeguard": {"node": "", "kubeletVersion": "", "kubeletConfig": config, "oldKubeletConfig": old_config},
+	"nodeguard": {"node": "", "kubeletVersion": "", "nodeLabels": {}, "kubeletConfig": config, "oldKubeletConfig": old_config},
 }
 
 # node_review is an admission input for a Node write; old is the old Node's
@@ -40,7 +40,7 @@ node_review(operation, name, labels, annotations, old) := {
 		"oldObject": old_node(name, old),
 		"options": null,
 	},
-	"nodeguard": {"node": "", "kubeletVersion": "", "kubeletConfig": null, "oldKubeletConfig": null},
+	"nodeguard": {"node": "", "kubeletVersion": "", "nodeLabels": {}, "kubeletConfig": null, "oldKubeletConfig": null},
 }
 
 old_node(_, null) := null
@@ -50,7 +50,7 @@ old_node(name, old) := {"apiVersion": "v1", "kind": "Node", "metadata": object.u
 # sar is an authorization input for a request by user in groups.
 sar(user, groups, attributes) := {
 	"spec": {"resourceAttributes": attributes, "user": user, "groups": groups, "uid": "u-1"},
-	"nodeguard": {"node": node_name(user, groups), "kubeletVersion": "v1.37.2"},
+	"nodeguard": {"node": node_name(user, groups), "kubeletVersion": "v1.37.2", "nodeLabels": {}},
 }
 
 node_name(user, groups) := trim_prefix(user, "system:node:") if {
