@@ -57,6 +57,20 @@ type Options struct {
 	// runs and returns the URL the webhook's kubeconfig points at instead,
 	// e.g. a proxy (see Proxy) that a test can cut.
 	APIServerForWebhook func(apiserverURL string) (string, error)
+	// ControllerManager also runs kube-controller-manager beside the
+	// apiserver (controlplane.Options.ControllerManager): the node lifecycle
+	// controller marks the Node of a stopped kubelet Unknown after
+	// controlplane.NodeMonitorGracePeriod (see WaitNodeNotReady), and
+	// workloads get their pods, manifests/base's webhook Deployment and
+	// agent DaemonSet included. Off by default: few suites need it, and it
+	// changes what others see (pods bound to Nodes that do not exist are
+	// deleted, a Node registered without a kubelet turns Unknown a minute
+	// later and gets the unreachable taints).
+	ControllerManager bool
+	// Scheduler also runs kube-scheduler, which binds pods without a
+	// spec.nodeName to a Node that fits, DaemonSets' pods included (without
+	// it those stay Pending).
+	Scheduler bool
 }
 
 // Env is a running environment.
@@ -136,6 +150,8 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		AuthorizationConfigFile:    authzConfig,
 		AdmissionControlConfigFile: admissionConfig,
 		EnableAdmissionPlugins:     plugins,
+		ControllerManager:          opts.ControllerManager,
+		Scheduler:                  opts.Scheduler,
 	})
 	if err != nil {
 		return nil, err
