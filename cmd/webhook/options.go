@@ -87,10 +87,9 @@ func NewOptions() *Options {
 		// An AdmissionReview carries the object and the old object, each
 		// up to the apiserver's 3 MiB request limit.
 		MaxValidateBodyBytes: 7 << 20,
-		// Decisions are CPU-bound and take microseconds (/authorize) to a
-		// millisecond (/validate of a large config): more in flight only
-		// adds memory, at most MaxValidateInFlight bodies of
-		// MaxValidateBodyBytes for /validate.
+		// Decisions are CPU-bound: more in flight only adds memory, at
+		// most MaxValidateInFlight bodies of MaxValidateBodyBytes for
+		// /validate.
 		MaxAuthorizeInFlight: 64,
 		MaxValidateInFlight:  16,
 		MaxQueuedReviews:     256,
@@ -125,7 +124,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.DecisionLogSample, "decision-log-sample", o.DecisionLogSample, "With --decision-log=all, the fraction (0 to 1) of decisions that are not denials to log; denials are always logged.")
 	fs.Int64Var(&o.MaxValidateBodyBytes, "max-validate-body-bytes", o.MaxValidateBodyBytes, "Largest AdmissionReview body accepted on /validate.")
 	fs.Int64Var(&o.MaxAuthorizeBodyBytes, "max-authorize-body-bytes", o.MaxAuthorizeBodyBytes, "Largest SubjectAccessReview body accepted on /authorize.")
-	fs.IntVar(&o.MaxAuthorizeInFlight, "max-authorize-in-flight", o.MaxAuthorizeInFlight, "Most SubjectAccessReviews decided at once on /authorize. Beyond it requests wait (see --max-queued-reviews and --max-queue-wait), then are shed: answered with no opinion and an evaluationError saying the webhook is overloaded (which the apiserver caches for the webhook's unauthorizedTTL, as any no opinion), counted in nodeguard_http_requests_shed_total.")
+	fs.IntVar(&o.MaxAuthorizeInFlight, "max-authorize-in-flight", o.MaxAuthorizeInFlight, "Most SubjectAccessReviews decided at once on /authorize. Beyond it requests wait (see --max-queued-reviews and --max-queue-wait), then are shed: answered with no opinion and an evaluationError saying the webhook is overloaded (the shipped authorization configuration does not cache refusals, so the node's retry is decided afresh), counted in nodeguard_http_requests_shed_total.")
 	fs.IntVar(&o.MaxValidateInFlight, "max-validate-in-flight", o.MaxValidateInFlight, "Most AdmissionReviews decided at once on /validate; it bounds memory too (at most this many bodies of --max-validate-body-bytes). Requests shed beyond it are refused with a 429 status the apiserver passes on to the client, or HTTP 429 with Retry-After when the request's UID cannot be read.")
 	fs.IntVar(&o.MaxQueuedReviews, "max-queued-reviews", o.MaxQueuedReviews, "Per endpoint, how many requests beyond the in-flight limit may wait for a free slot, their bodies unread; more are shed at once. 0 sheds every request beyond the limit.")
 	fs.DurationVar(&o.MaxQueueWait, "max-queue-wait", o.MaxQueueWait, "Longest a request waits for a free slot before it is shed. A request never waits more than half the timeout the apiserver sends (?timeout=), so that its answer still arrives in time.")

@@ -169,7 +169,7 @@ func BenchmarkAdmission(b *testing.B) {
 
 	b.Run("node-status/baseline-review-decode", func(b *testing.B) {
 		// What the webhook pays before any rule: decoding the review. The
-		// built-in rules then read the objects with gjson (see
+		// built-in rules then decode the objects (see
 		// pkg/admission's BenchmarkAdmitNodeStatusUpdate).
 		body := reviewBody(b, nodeReq)
 		b.ReportAllocs()

@@ -11,13 +11,14 @@
 //	// ReadyChecks: engine.HealthChecker()
 //
 //	in := &policy.AdmissionInput{Request: review.Request, KubeletConfig: cfg, OldKubeletConfig: oldCfg}
-//	in.Node, in.KubeletVersion = policy.NodeOf(user, groups, g)
+//	in.Node, in.KubeletVersion, in.NodeLabels = policy.NodeOf(user, groups, g)
 //	res, err := engine.EvalAdmission(ctx, in)
 //	res = policy.AdmissionFailurePolicy.Admission(res, err)
 //	// refuse when res.Denied() with res.Deny[i].String(); res.Warn are warnings
 //
-//	node, version := policy.NodeOf(sar.Spec.User, sar.Spec.Groups, g)
-//	az, err := engine.EvalAuthz(ctx, &policy.AuthzInput{Spec: &sar.Spec, Node: node, KubeletVersion: version})
+//	in := &policy.AuthzInput{Spec: &sar.Spec}
+//	in.Node, in.KubeletVersion, in.NodeLabels = policy.NodeOf(sar.Spec.User, sar.Spec.Groups, g)
+//	az, err := engine.EvalAuthz(ctx, in)
 //	az = policy.AuthzFailurePolicy.Authz(az, err)
 //	// built-in Deny or az.Denied() -> Deny; else built-in Allow -> Allow;
 //	// az.Allowed() may turn no opinion into Allow only where the caller
@@ -40,18 +41,11 @@
 // *EvalError, which the caller maps through a FailurePolicy: admission
 // fails closed, authorization has no opinion.
 //
-// Speed: policies run for every Node status update and every request a node
-// makes, so the engine renders only the parts of an input some policy can
-// reference (projection.go), decodes embedded objects with gjson straight
-// from the review's bytes, converts them to AST lazily, and asks OPA's rule
-// index whether any rule could match before evaluating (prefilter.go). The
-// prefilter also checks the conditions rules state on a node's labels
-// through nodeguard.node against the graph, found by reading the compiled
-// rules (guards.go), and answers authorization reviews from the review
-// itself (resolver.go). Admission verdicts that read nothing
-// non-deterministic are remembered per projected input (memo.go), and
-// decoded configurations are rendered once (configcache.go). None of this
-// is visible to policies.
+// Inputs: the review as encoding/json writes it (the form the apiserver
+// sends), plus what the graph knows of the requesting node, read back the
+// way OPA reads JSON (input.go). OPA's rule index does the pruning: a
+// policy states its conditions on input (input.nodeguard.nodeLabels included)
+// and the index rules it out for the reviews it cannot match.
 //
 // Built-ins: nodeguard.reachable(node, "configmap", namespace, name) and
 // nodeguard.node(name) read the graph through GraphReader. Capabilities
@@ -61,7 +55,6 @@
 //
 // Files: engine.go (loading, readiness), load.go (reading, checks),
 // eval.go (queries, results, failure policies), input.go (input
-// documents), projection.go, prefilter.go, guards.go, resolver.go,
-// memo.go, configcache.go, builtins.go, nodecache.go, capabilities.go,
+// documents), builtins.go, confignamespaces.go, capabilities.go,
 // metrics.go.
 package policy

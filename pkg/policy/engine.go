@@ -27,7 +27,7 @@ import (
 )
 
 // Defaults for Options. The timeout guards against a runaway policy, not
-// latency: well-behaved policies take microseconds, and a CPU-throttled
+// latency: well-behaved policies are quick, and a CPU-throttled
 // container can stall for a whole CFS period (100ms), which must not turn
 // into failed evaluations.
 const (
