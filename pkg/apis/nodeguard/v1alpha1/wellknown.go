@@ -21,9 +21,8 @@ const (
 	PreviousConfigSourceAnnotation = "nodeguard.dev/previous-config-source"
 )
 
-// Condition types of a KubeletConfigRollout. At any time exactly one of
-// Complete, Failed and Progressing describes where the rollout is; Paused
-// says only whether the spec asks for a pause.
+// Condition types of a KubeletConfigRollout. The rollout always carries
+// all four; the reason of Progressing says where it stands.
 const (
 	// ConditionProgressing is True while the rollout assigns the target or
 	// waits on Nodes trying it, False when it has stopped; its reason is

@@ -1,0 +1,65 @@
+package rollout
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
+	"github.com/nodeguard/nodeguard/pkg/contract"
+)
+
+// Change is an edit of one Node's annotations: each key set to its value,
+// or removed where the value is nil. The assignment and the bookkeeping are
+// always in one Change, so that no Node ever carries one without the
+// other.
+type Change struct {
+	Node string
+	// ResourceVersion is the Node's when the change was decided; the patch
+	// carries it, so it fails with a conflict if the Node moved since.
+	ResourceVersion string
+	Annotations     map[string]*string
+}
+
+// MergePatch renders the change as a JSON merge patch of the Node
+// (types.MergePatchType), with its resourceVersion as a precondition.
+func (c Change) MergePatch() ([]byte, error) {
+	metadata := map[string]any{"annotations": c.Annotations}
+	if c.ResourceVersion != "" {
+		metadata["resourceVersion"] = c.ResourceVersion
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": metadata})
+	if err != nil {
+		return nil, fmt.Errorf("patch of node %s: %w", c.Node, err)
+	}
+	return patch, nil
+}
+
+// assign points the Node at the target and records what it had before.
+func assign(rollout string, node *NodeObservation, target contract.ConfigMapRef) Change {
+	source := target.String()
+	return Change{
+		Node:            node.Name,
+		ResourceVersion: node.ResourceVersion,
+		Annotations: map[string]*string{
+			contract.ConfigSourceAnnotation: &source,
+			v1alpha1.RolloutAnnotation:      &rollout,
+			// nil when the Node had no config-source: a revert removes it
+			// again, and a stale previous source from an earlier move goes.
+			v1alpha1.PreviousConfigSourceAnnotation: node.ConfigSource,
+		},
+	}
+}
+
+// revert points the Node back at its previous source and drops the
+// bookkeeping, after which the Node is no longer this rollout's to move.
+func revert(node *NodeObservation) Change {
+	return Change{
+		Node:            node.Name,
+		ResourceVersion: node.ResourceVersion,
+		Annotations: map[string]*string{
+			contract.ConfigSourceAnnotation:         node.PreviousConfigSource,
+			v1alpha1.RolloutAnnotation:              nil,
+			v1alpha1.PreviousConfigSourceAnnotation: nil,
+		},
+	}
+}

@@ -1,0 +1,138 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+)
+
+// NodeState is how a selected Node stands in a rollout; see the package
+// documentation.
+type NodeState string
+
+const (
+	StateUpdated     NodeState = "Updated"
+	StateInTrial     NodeState = "InTrial"
+	StateFailed      NodeState = "Failed"
+	StatePending     NodeState = "Pending"
+	StateUnavailable NodeState = "Unavailable"
+	StateReverting   NodeState = "Reverting"
+	StateUntouched   NodeState = "Untouched"
+	StateConflicted  NodeState = "Conflicted"
+)
+
+// NodeResult is the verdict on one Node.
+type NodeResult struct {
+	Name  string
+	State NodeState
+	// Unavailable is true when the Node counts against maxUnavailable.
+	Unavailable bool
+	// Detail says why, in words: the agent's reason, "not Ready", the
+	// other rollouts.
+	Detail string
+}
+
+// judged is a Node with its verdict, while Decide works on it.
+type judged struct {
+	obs *NodeObservation
+	NodeResult
+	// failure is the condition reason of a Failed Node's rollout
+	// failure, and failureMessage the agent's words for it.
+	failure        string
+	failureMessage string
+}
+
+// judge classifies a Node against the target. It knows nothing of the
+// rollout's phase: Decide turns Pending into Untouched or Reverting when
+// the rollout has failed.
+func judge(obs *NodeObservation, target contract.ObjectRef) judged {
+	j := judged{obs: obs, NodeResult: NodeResult{Name: obs.Name}}
+	if len(obs.OtherRollouts) > 0 {
+		j.State = StateConflicted
+		j.Detail = "also selected by " + strings.Join(obs.OtherRollouts, ", ")
+		return j
+	}
+	cond := obs.KubeletConfigReady
+	switch {
+	case !assignedTo(obs, target):
+		j.State = StatePending
+	case reportsUpdated(obs.Status, target):
+		j.State = StateUpdated
+	case reportsFailed(obs, target):
+		j.State = StateFailed
+		j.failure = failureReason(cond.Reason)
+		j.failureMessage = cond.Message
+		if j.failureMessage == "" {
+			j.failureMessage = obs.Status.Error
+		}
+	default:
+		j.State = StateInTrial
+	}
+
+	var why []string
+	if !obs.Ready {
+		why = append(why, "not Ready")
+	}
+	switch {
+	case cond != nil && cond.Status != corev1.ConditionTrue:
+		why = append(why, fmt.Sprintf("%s=%s %s", contract.ConditionKubeletConfigReady, cond.Status, cond.Reason))
+	case j.State == StateInTrial && cond == nil:
+		why = append(why, "no status reported yet")
+	}
+	j.Unavailable = len(why) > 0 || j.State == StateInTrial || j.State == StateFailed
+	if j.State == StatePending && j.Unavailable {
+		j.State = StateUnavailable
+	}
+	j.Detail = strings.Join(why, ", ")
+	return j
+}
+
+// assignedTo reports whether the Node is assigned the target's ConfigMap,
+// under the key the rollout writes.
+func assignedTo(obs *NodeObservation, target contract.ObjectRef) bool {
+	return obs.Assigned && obs.Assignment.Key == contract.ConfigMapKey &&
+		obs.Assignment.ConfigMap == contract.ConfigMapRef{Namespace: target.Namespace, Name: target.Name}
+}
+
+// reportsUpdated is the contract's "updated": the status reports the
+// target active and last-known-good. An unknown version (the ConfigMap
+// does not exist) is never reported.
+func reportsUpdated(st *contract.ConfigStatus, target contract.ObjectRef) bool {
+	return st != nil && target.UID != "" && sameRef(st.Active, target) && sameRef(st.LastKnownGood, target)
+}
+
+// reportsFailed needs the status and the condition to agree: the agent
+// writes them in two patches, and a condition left from an earlier
+// version must not fail this one. The status must say the target is the
+// assigned version, not the active one, with an error; the condition must
+// say it failed validation or its trial. Other reasons (a download or a
+// write that failed) are retried by the agent and keep the Node in trial.
+func reportsFailed(obs *NodeObservation, target contract.ObjectRef) bool {
+	st, cond := obs.Status, obs.KubeletConfigReady
+	if st == nil || cond == nil || target.UID == "" {
+		return false
+	}
+	return sameRef(st.Assigned, target) && !sameRef(st.Active, target) && st.Error != "" &&
+		cond.Status == corev1.ConditionFalse && failureReason(cond.Reason) != ""
+}
+
+// failureReason maps an agent's condition reason to the rollout's Failed
+// reason, "" for a reason that is no failure of the target.
+func failureReason(agentReason string) string {
+	switch agentReason {
+	case status.ReasonRolledBack:
+		return v1alpha1.ReasonTrialFailed
+	case status.ReasonValidationFailed:
+		return v1alpha1.ReasonValidationFailed
+	}
+	return ""
+}
+
+func sameRef(ref *contract.ObjectRef, target contract.ObjectRef) bool {
+	return ref != nil && *ref == target
+}

@@ -1,0 +1,79 @@
+// Package rollout holds the decisions of the KubeletConfigRollout
+// controller (CONTRACT.md, "Pool rollouts") as a pure function: Decide
+// takes a rollout, the identity of its target ConfigMap and what the
+// selected Nodes show, and returns how each Node stands, which Nodes to
+// assign the target next, which to revert, and the status to write. It
+// does no I/O, reads no clock, and keeps no state between calls.
+//
+// Everything Decide needs is on the Nodes (the assignment, the agent's
+// nodeguard.dev/config-status and KubeletConfigReady condition, the
+// rollout's own bookkeeping annotations) and in the rollout's status, so a
+// restarted or failed-over controller makes the same decisions as the one
+// before it, and a Node that already carries the target is never assigned
+// it again.
+//
+// # How Nodes are judged
+//
+// Against the target (namespace, name, uid, resourceVersion), a selected
+// Node is
+//
+//	Updated      assigned the target, and its agent reports the target both
+//	             active and last-known-good
+//	InTrial      assigned the target and not yet updated (downloading,
+//	             trying it, retrying a failed write, or not reported yet)
+//	Failed       assigned the target, and its agent reports that the target
+//	             failed validation (ValidationFailed) or its trial
+//	             (RolledBack)
+//	Pending      not assigned the target; it gets it when its turn comes
+//	Unavailable  not assigned the target, and not Ready or its agent
+//	             reports a problem: it is not assigned until it recovers,
+//	             because a trial on a Node that cannot be watched proves
+//	             nothing
+//	Reverting    moved by this failed rollout and being re-pointed to its
+//	             previous source
+//	Untouched    not assigned the target, and the rollout has failed: it
+//	             is left as it is
+//	Conflicted   selected by another rollout too; both leave it alone and
+//	             say so in their Progressing condition
+//
+// A Node counts against maxUnavailable while it is not Ready, is in trial,
+// has failed, or its KubeletConfigReady condition is other than True
+// (whichever configuration that is about), Nodes already down at the start
+// included. maxUnavailable as a percentage is of the selected Nodes,
+// rounded down as a Deployment's maxUnavailable is, but never below one
+// Node, so that a rollout always moves.
+//
+// # The order of things
+//
+// The canary Nodes (spec.canary, at most as many as there are Nodes to
+// update) take the target first, alone: no other Node is assigned it until
+// that many Nodes are updated. The canary is also held to maxUnavailable.
+// After it, Pending Nodes are assigned in name order whenever fewer than
+// maxUnavailable Nodes are unavailable, Nodes that join the selection
+// later included. A pause stops new assignments and nothing else.
+//
+// A Failed Node, or an admission refusal the controller feeds back in
+// Input.Refusals, fails the rollout for its target: the Failed condition
+// names the Node and the reason, nothing more is assigned, and with
+// onFailure Revert every Node this rollout moved to the target goes back to
+// its previous source. The failure is kept in the status, and stays until
+// the target changes: a new resourceVersion of the ConfigMap or a new
+// spec.configMapRef starts over from the canary (once a revert under way
+// has finished).
+//
+// A ConfigMap that changes in place reaches every Node already assigned it
+// at once, through their agents; the rollout can hold back only the Nodes
+// not yet assigned it. Immutable ConfigMaps, one per revision (kubectl
+// nodeguard create), keep the whole rollout paced.
+//
+// # Applying a decision
+//
+// Write the status first, then the Node changes: a revert must never run
+// ahead of the Failed condition that explains it, since the reverted Nodes
+// no longer show the failure. Each Change carries the resourceVersion of
+// the Node it was decided on, so a Node that moved since fails the patch
+// instead of being overwritten. The controller must also not decide again
+// until its cache shows its own writes (client-go's expectations
+// pattern): Decide on a stale cache would see an assigned Node as Pending
+// and could pick another one beside it.
+package rollout

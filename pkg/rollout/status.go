@@ -1,0 +1,174 @@
+package rollout
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
+)
+
+// status is the status to write: the counts as observed, the target, and
+// the conditions, each stamped with Now only when its status changes.
+func (d *decider) status() v1alpha1.KubeletConfigRolloutStatus {
+	r := d.in.Rollout
+	c := d.counts
+	target := d.target
+	st := v1alpha1.KubeletConfigRolloutStatus{
+		ObservedGeneration: r.Generation,
+		Target:             &target,
+		Selected:           int32(c.selected),
+		Updated:            int32(c.updated),
+		InTrial:            int32(c.inTrial),
+		Failed:             int32(c.failed),
+	}
+	for _, cond := range r.Status.Conditions {
+		st.Conditions = append(st.Conditions, *cond.DeepCopy())
+	}
+
+	reason, progressing, message := d.state()
+	complete := c.selected > 0 && c.updated == c.selected && d.failure == nil
+	conditions := []metav1.Condition{
+		{Type: v1alpha1.ConditionProgressing, Status: boolStatus(progressing), Reason: reason, Message: message},
+		d.completeCondition(complete, reason),
+		d.failedCondition(),
+		d.pausedCondition(),
+	}
+	for _, cond := range conditions {
+		cond.ObservedGeneration = r.Generation
+		cond.LastTransitionTime = d.in.Now
+		meta.SetStatusCondition(&st.Conditions, cond)
+	}
+	return st
+}
+
+// state is the reason of the Progressing condition, whether the rollout is
+// progressing, and why in words. The first that applies wins: a failure,
+// a pause, a missing target, nothing selected, everything updated, only
+// conflicts left, the canary, the rest.
+func (d *decider) state() (reason string, progressing bool, message string) {
+	c := d.counts
+	target := d.targetName()
+	conflicts := d.conflictNote()
+	switch {
+	case d.failure != nil:
+		switch {
+		case len(d.reverts) > 0:
+			return v1alpha1.ReasonReverting, false, fmt.Sprintf("failed; re-pointing %d Nodes to their previous sources: %s",
+				len(d.reverts), names(changedNodes(d.reverts))) + conflicts
+		case d.spec.onFailure == v1alpha1.FailureRevert:
+			return v1alpha1.ReasonReverted, false, fmt.Sprintf("failed; every Node this rollout moved to %s is back on its previous source", target) + conflicts
+		default:
+			return v1alpha1.ReasonHalted, false, "failed; onFailure is Halt, so every Node is left as it is" + conflicts
+		}
+	case d.spec.paused:
+		return v1alpha1.ReasonPaused, false, "paused: " + d.progress() + conflicts
+	case d.targetMissing:
+		return v1alpha1.ReasonTargetNotFound, false, fmt.Sprintf("ConfigMap %s does not exist", target) + conflicts
+	case c.selected == 0:
+		return v1alpha1.ReasonNoNodesSelected, false, "the node selector picks no Node"
+	case c.updated == c.selected:
+		return v1alpha1.ReasonComplete, false, fmt.Sprintf("all %d selected Nodes run %s", c.selected, d.targetVersion())
+	case c.updated == c.managed:
+		return v1alpha1.ReasonNodesInConflict, false, fmt.Sprintf("every Node this rollout may move runs %s", d.targetVersion()) + conflicts
+	case c.updated < min(d.spec.canary, c.managed):
+		return v1alpha1.ReasonCanary, true, fmt.Sprintf("canary of %d: ", min(d.spec.canary, c.managed)) + d.progress() + d.moveNote() + conflicts
+	default:
+		return v1alpha1.ReasonRollingOut, true, d.progress() + d.moveNote() + conflicts
+	}
+}
+
+func (d *decider) completeCondition(complete bool, state string) metav1.Condition {
+	if complete {
+		return metav1.Condition{Type: v1alpha1.ConditionComplete, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAllNodesUpdated,
+			Message: fmt.Sprintf("all %d selected Nodes run %s", d.counts.selected, d.targetVersion())}
+	}
+	return metav1.Condition{Type: v1alpha1.ConditionComplete, Status: metav1.ConditionFalse, Reason: state, Message: d.progress()}
+}
+
+func (d *decider) failedCondition() metav1.Condition {
+	if d.failure != nil {
+		return *d.failure
+	}
+	return metav1.Condition{Type: v1alpha1.ConditionFailed, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonNoFailure,
+		Message: fmt.Sprintf("no Node has failed %s", d.targetName())}
+}
+
+func (d *decider) pausedCondition() metav1.Condition {
+	if d.spec.paused {
+		return metav1.Condition{Type: v1alpha1.ConditionPaused, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonSpecPaused,
+			Message: "spec.paused is true: no Node is assigned the target"}
+	}
+	return metav1.Condition{Type: v1alpha1.ConditionPaused, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonNotPaused,
+		Message: "spec.paused is false"}
+}
+
+// progress is the counts in words.
+func (d *decider) progress() string {
+	c := d.counts
+	return fmt.Sprintf("%d of %d Nodes updated, %d in trial, %d unavailable (at most %d)",
+		c.updated, c.selected, c.inTrial, c.unavailable, d.spec.maxUnavailable)
+}
+
+// moveNote says which Nodes are assigned now, or, when none is, which
+// Nodes the rollout waits on.
+func (d *decider) moveNote() string {
+	if len(d.assignments) > 0 {
+		return "; assigning " + names(changedNodes(d.assignments))
+	}
+	var waiting []string
+	for _, n := range d.nodes {
+		if n.Unavailable && n.State != StateConflicted {
+			entry := n.Name
+			if n.Detail != "" {
+				entry += " (" + n.Detail + ")"
+			} else {
+				entry += " (in trial)"
+			}
+			waiting = append(waiting, entry)
+		}
+	}
+	if len(waiting) == 0 {
+		return ""
+	}
+	return "; waiting on " + names(waiting)
+}
+
+// conflictNote names the Nodes left alone because another rollout selects
+// them too, for every rollout involved to say the same.
+func (d *decider) conflictNote() string {
+	var conflicted []string
+	for _, n := range d.nodes {
+		if n.State == StateConflicted {
+			conflicted = append(conflicted, fmt.Sprintf("%s (%s)", n.Name, n.Detail))
+		}
+	}
+	if len(conflicted) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d Nodes left alone, selected by other rollouts too: %s", len(conflicted), names(conflicted))
+}
+
+func (d *decider) targetName() string {
+	return d.target.Namespace + "/" + d.target.Name
+}
+
+func (d *decider) targetVersion() string {
+	return fmt.Sprintf("%s (resourceVersion %s)", d.targetName(), d.target.ResourceVersion)
+}
+
+func changedNodes(changes []Change) []string {
+	out := make([]string, len(changes))
+	for i, c := range changes {
+		out[i] = c.Node
+	}
+	return out
+}
+
+func boolStatus(b bool) metav1.ConditionStatus {
+	if b {
+		return metav1.ConditionTrue
+	}
+	return metav1.ConditionFalse
+}
