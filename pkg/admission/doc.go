@@ -18,4 +18,11 @@
 // Requests from non-nodes are judged by rules 5 and 6 only, and users the
 // policy exempts skip those two. A refusal is a value naming the rule; the
 // HTTP transport lives in pkg/server.
+//
+// A review goes: ReviewFunc (review.go) decodes it (decode.go), Admitter.Admit
+// (admitter.go) decides it with the built-in rules, Policies (policy.go) with
+// the Rego policies, and ReviewFunc answers. Each rule is in the file named
+// after it: ownnode.go, noderestriction.go, configsource.go,
+// minkubeletversion.go, featuregates.go, configcontent.go, and pods.go for
+// NodeRestriction's pod rules.
 package admission

@@ -3,9 +3,12 @@ package admission
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/version"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
@@ -76,4 +79,78 @@ func (a *Admitter) admitAssignment(_ context.Context, node, old *corev1.Node) Re
 func MutableConfigMapWarning(ref, node string) string {
 	return fmt.Sprintf("ConfigMap %s is mutable: once node %s has it open, its edits keep reaching the node after the assignment or the label is removed (a watch is authorized when it starts); "+
 		"prefer one immutable ConfigMap per revision (immutable: true, a new name for each change, as 'kubectl nodeguard create' makes them)", ref, node)
+}
+
+// checkAssignedNodes applies rule 5 to every node the ConfigMap is
+// assigned to: an edit must not break a node already running it. A node
+// whose reported version is not trusted (see KubeletVersions) does not get
+// a say: it is named in a warning, and the configuration must only be one
+// that some kubelet nodeguard knows can run.
+func (a *Admitter) checkAssignedNodes(ref contract.ConfigMapRef, cfg *kubeletconfigv1beta1.KubeletConfiguration) Result {
+	var broken, marked []string
+	var first, detail string
+	var unchecked int
+	// A pool runs a handful of kubelet versions: check each once.
+	verdicts := map[string]field.ErrorList{}
+	for _, name := range a.graph.NodesAssignedTo(ref.Namespace, ref.Name) {
+		info, ok := a.graph.Node(name)
+		if !ok {
+			unchecked++
+			continue
+		}
+		if why := a.versions.distrust(name, info.KubeletVersion, info.ParsedKubeletVersion); why != "" {
+			marked = append(marked, name+" ("+why+")")
+			continue
+		}
+		errs, checked := verdicts[info.KubeletVersion]
+		if !checked {
+			errs = kubeletconfig.CheckFeatureGates(cfg, info.ParsedKubeletVersion)
+			verdicts[info.KubeletVersion] = errs
+		}
+		if len(errs) > 0 {
+			// The graph lists nodes in no order: name the first by name,
+			// so that a refusal reads the same every time.
+			if first == "" || name < first {
+				first, detail = name, fmt.Sprintf("node %s (kubelet %s): %v", name, info.KubeletVersion, kubeletconfig.Summarize(errs))
+			}
+			broken = append(broken, name)
+		}
+	}
+	if len(broken) > 0 {
+		return refuse(RuleFeatureGates, "ConfigMap %s is assigned to nodes whose kubelets cannot run it: %s; first: %s",
+			ref, listNodes(broken), detail)
+	}
+	var warnings []string
+	if len(marked) > 0 {
+		slices.Sort(marked)
+		if errs := checkEveryKnownKubelet(cfg); len(errs) > 0 {
+			return refuse(RuleFeatureGates, "ConfigMap %s is assigned to nodes whose reported kubelet version is not trusted (%s), and no kubelet nodeguard knows (%s) can run it: %v",
+				ref, listNodes(marked), knownKubelets(), kubeletconfig.Summarize(errs))
+		}
+		warnings = append(warnings, fmt.Sprintf("ConfigMap %s: nodes whose reported kubelet version is not trusted were judged against every kubelet nodeguard knows (%s), not their own: %s",
+			ref, knownKubelets(), listNodes(marked)))
+	}
+	if unchecked > 0 {
+		warnings = append(warnings, fmt.Sprintf("%d node(s) assigned %s are not known yet; their feature gates were not checked", unchecked, ref))
+	}
+	return allow(warnings...)
+}
+
+// sameAssignment reports whether two optional assignments are equal.
+func sameAssignment(a, b *contract.Assignment) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func assignmentOf(node *corev1.Node) (*contract.Assignment, error) {
+	if node == nil {
+		return nil, nil
+	}
+	a, ok, err := contract.AssignmentOf(node)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &a, nil
 }
