@@ -1,3 +1,6 @@
+// controller-gen, which `make generate` runs on pkg/apis (see the go:generate line in
+// pkg/apis/nodeguard/v1alpha1/doc.go, `go tool -modfile=` this file), in a module of its own so
+// that the product's go.mod does not carry controller-tools and its dependencies.
 module github.com/nodeguard/nodeguard/hack/tools/controller-gen
 
 go 1.26.0
