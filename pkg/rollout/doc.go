@@ -10,7 +10,9 @@
 // rollout's own bookkeeping annotations) and in the rollout's status, so a
 // restarted or failed-over controller makes the same decisions as the one
 // before it, and a Node that already carries the target is never assigned
-// it again.
+// it again. ObserveNode reads a Node into what Decide needs; Selector and
+// OtherRollouts tell which Nodes a rollout picks and which other rollouts
+// pick the same Node.
 //
 // # How Nodes are judged
 //
