@@ -86,7 +86,7 @@ soak: testbin
 	NODEGUARD_SOAK=1 $(GO) test -count=1 -timeout 60m -v -run 'TestOverload' ./test/loadtest/
 
 ## scale: kubelets' routine traffic at scale (test/scale, docs/benchmarks.md): simulated kubelets against a
-## real kube-apiserver with nodeguard as manifests/ ship it, not installed, and with its webhook down; not part
+## real kube-apiserver with nodeguard as manifests/ ship it, with the opt-in minimum-version authorization, not installed, and with its webhook down; not part
 ## of `make test`. SCALE_ARGS go to the harness, e.g. SCALE_ARGS='--nodes=1000 --window=2m' (--help lists them).
 SCALE_ARGS ?=
 .PHONY: scale

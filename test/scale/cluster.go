@@ -29,19 +29,20 @@ type cluster struct {
 	adminHTTP *http.Client
 }
 
-// startCluster starts a control plane in dir. With nodeguard, it is
-// test/e2e/framework's environment as installed: the shipped chains, the
-// shipped NodeguardPolicy and Rego policies, and the Deployment's flags.
-// Without, the shipped authorization chain loses nodeguard's entry and no
-// ValidatingWebhookConfiguration is applied.
-func startCluster(ctx context.Context, dir string, withNodeguard bool) (c *cluster, err error) {
-	c = &cluster{}
+// startCluster starts a control plane in dir for mode. With nodeguard, it
+// is test/e2e/framework's environment as installed: the shipped chains
+// (in mode min-version the opt-in authorization configuration instead),
+// the shipped NodeguardPolicy and Rego policies, and the Deployment's
+// flags. Without (mode none), the shipped authorization chain loses
+// nodeguard's entry and no ValidatingWebhookConfiguration is applied.
+func startCluster(ctx context.Context, dir string, mode Mode) (_ *cluster, err error) {
+	c := &cluster{}
 	defer func() {
 		if err != nil {
 			c.stop()
 		}
 	}()
-	if withNodeguard {
+	if mode != ModeNone {
 		policy, args, err := shippedWebhookSettings()
 		if err != nil {
 			return nil, err
@@ -50,7 +51,10 @@ func startCluster(ctx context.Context, dir string, withNodeguard bool) (c *clust
 		if err != nil {
 			return nil, err
 		}
-		c.env, err = framework.Start(ctx, framework.Options{WorkDir: dir, Policy: policy, PolicyFiles: rego, WebhookArgs: args})
+		c.env, err = framework.Start(ctx, framework.Options{
+			WorkDir: dir, Policy: policy, PolicyFiles: rego, WebhookArgs: args,
+			AuthorizeEveryNodeRequest: mode == ModeMinVersion,
+		})
 		if err != nil {
 			return nil, fmt.Errorf("starting the environment with nodeguard: %w", err)
 		}

@@ -14,8 +14,9 @@ import (
 
 // Fingerprint identifies the manifests a mode ran with, since they are
 // read when each cluster starts and may change between runs (or during
-// one): digests of the shipped authorization configuration and of the
-// rendered ValidatingWebhookConfiguration, and their matchConditions.
+// one): digests of the authorization configuration the mode installs and
+// of the rendered ValidatingWebhookConfiguration, and nodeguard.dev's
+// matchConditions.
 type Fingerprint struct {
 	AuthorizationConfig string `json:"authorization_config_sha256"`
 	// AuthorizationMatchConditions are nodeguard.dev's CEL expressions.
@@ -23,18 +24,22 @@ type Fingerprint struct {
 	WebhookConfiguration         string   `json:"validating_webhook_configuration_sha256"`
 }
 
-func fingerprint() (Fingerprint, error) {
+func fingerprint(mode Mode) (Fingerprint, error) {
 	var f Fingerprint
+	manifest := controlplane.AuthorizationConfigManifest
+	if mode == ModeMinVersion {
+		manifest = controlplane.MinKubeletVersionAuthorizationConfigManifest
+	}
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return f, err
 	}
-	data, err := os.ReadFile(filepath.Join(root, controlplane.AuthorizationConfigManifest))
+	data, err := os.ReadFile(filepath.Join(root, manifest))
 	if err != nil {
 		return f, fmt.Errorf("fingerprinting the manifests: %w", err)
 	}
 	f.AuthorizationConfig = digest(data)
-	config, err := controlplane.LoadAuthorizationConfig()
+	config, err := controlplane.LoadAuthorizationConfigFrom(manifest)
 	if err != nil {
 		return f, err
 	}

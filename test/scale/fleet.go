@@ -36,8 +36,10 @@ const (
 type fleet struct {
 	kubelets []*kubelet
 	readers  int
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	// runCtx ends the kubelets' loops; cancel ends it.
+	runCtx context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 func nodeName(i int) string { return fmt.Sprintf("scale-node-%04d", i) }
@@ -70,7 +72,7 @@ func startFleet(ctx context.Context, c *cluster, o Options, rec *recorder) (*fle
 		}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	f.cancel = cancel
+	f.runCtx, f.cancel = runCtx, cancel
 	for i, k := range f.kubelets {
 		leaseAt := o.Period * time.Duration(i) / time.Duration(o.Nodes)
 		statusAt := (leaseAt + o.Period/2) % o.Period
@@ -159,6 +161,16 @@ func (f *fleet) waitConfigRead(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// unassigned returns a kubelet without a configuration, or nil.
+func (f *fleet) unassigned() *kubelet {
+	for _, k := range f.kubelets {
+		if k.config == nil {
+			return k
+		}
+	}
+	return nil
 }
 
 // stop ends every kubelet's loops and closes their connections.

@@ -67,6 +67,17 @@ func WriteReport(w io.Writer, results []Result) error {
 		return fmt.Errorf("writing the report: %w", err)
 	}
 	for _, r := range results {
+		if o := r.Outage; o != nil {
+			fmt.Fprintf(w, "\n%s: with the webhook down, an assignment: %s\n", r.Mode, refusal(o.AssignmentRefusal))
+			fmt.Fprintf(w, "%s: with the webhook down, an eligible ConfigMap edit: %s\n", r.Mode, refusal(o.EditRefusal))
+			fmt.Fprintf(w, "%s: config readers still watching at the window's end: %d of %d\n", r.Mode, o.ReadersWatching, r.ConfigReaders)
+			fmt.Fprintf(w, "%s: webhook started again, both writes then went through and the newly assigned node read its configuration: %t %s\n", r.Mode, o.Recovered, o.RecoverError)
+			for _, p := range o.Problems() {
+				fmt.Fprintf(w, "%s: PROBLEM: %s\n", r.Mode, p)
+			}
+		}
+	}
+	for _, r := range results {
 		for _, op := range slices.Sorted(maps.Keys(r.Ops)) {
 			for _, msg := range r.Ops[op].ErrorSamples {
 				fmt.Fprintf(w, "%s: %s error: %s\n", r.Mode, op, msg)
@@ -79,6 +90,13 @@ func WriteReport(w io.Writer, results []Result) error {
 	}
 	_, err = fmt.Fprintf(w, "%s%s\n", JSONPrefix, data)
 	return err
+}
+
+func refusal(msg string) string {
+	if msg == "" {
+		return "went through"
+	}
+	return "refused: " + msg
 }
 
 // WriteJSON writes the results, indented, to path.

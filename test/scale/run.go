@@ -18,8 +18,12 @@ const (
 	ModeNone Mode = "none"
 	// ModeShipped installs it as manifests/ say.
 	ModeShipped Mode = "shipped"
+	// ModeMinVersion installs it as shipped but for the opt-in
+	// authorization configuration that enforces the minimum kubelet
+	// version on every request of a node.
+	ModeMinVersion Mode = "min-version"
 	// ModeWebhookDown installs it as shipped, then kills the webhook for
-	// the whole window.
+	// the whole window, then checks the writes nodeguard judges (Outage).
 	ModeWebhookDown Mode = "webhook-down"
 )
 
@@ -28,10 +32,10 @@ func ParseModes(list string) ([]Mode, error) {
 	var modes []Mode
 	for _, m := range strings.Split(list, ",") {
 		switch mode := Mode(strings.TrimSpace(m)); mode {
-		case ModeNone, ModeShipped, ModeWebhookDown:
+		case ModeNone, ModeShipped, ModeMinVersion, ModeWebhookDown:
 			modes = append(modes, mode)
 		default:
-			return nil, fmt.Errorf("unknown mode %q: want none, shipped or webhook-down", m)
+			return nil, fmt.Errorf("unknown mode %q: want none, shipped, min-version or webhook-down", m)
 		}
 	}
 	return modes, nil
@@ -115,6 +119,8 @@ type Result struct {
 	Processes map[string]ProcStats `json:"processes"`
 	// Manifests are those the mode's cluster was started with.
 	Manifests Fingerprint `json:"manifests"`
+	// Outage is set in mode webhook-down.
+	Outage *Outage `json:"outage,omitempty"`
 }
 
 // session is one cluster and fleet, measured in one or more phases.
@@ -160,11 +166,11 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 func runSession(ctx context.Context, o Options, s session, dir string) (results []Result, err error) {
 	withNodeguard := s.phases[0] != ModeNone
 	logf(o.Progress, "%s: starting a control plane (nodeguard installed: %t) in %s", s.phases[0], withNodeguard, dir)
-	manifests, err := fingerprint()
+	manifests, err := fingerprint(s.phases[0])
 	if err != nil {
 		return nil, err
 	}
-	c, err := startCluster(ctx, dir, withNodeguard)
+	c, err := startCluster(ctx, dir, s.phases[0])
 	if err != nil {
 		return nil, err
 	}
@@ -194,6 +200,10 @@ func runSession(ctx context.Context, o Options, s session, dir string) (results 
 		}
 		r.ConfigReaders = f.readers
 		r.Manifests = manifests
+		if phase == ModeWebhookDown {
+			logf(o.Progress, "%s: trying an assignment and a ConfigMap edit, then starting the webhook again", phase)
+			r.Outage = checkOutage(ctx, c, f)
+		}
 		results = append(results, r)
 	}
 	return results, nil

@@ -16,7 +16,9 @@ import (
 // fails open (NoOpinion), and the admission webhook's matchConditions must
 // keep routine status patches (heartbeats that change nothing nodeguard
 // judges) away from it, so that its failurePolicy Fail cannot stop
-// kubelets from reporting (issue 14).
+// kubelets from reporting. What nodeguard judges (an assignment, an edit
+// of an eligible ConfigMap) is refused meanwhile, naming nodeguard, and
+// goes through once the webhook is back.
 func TestRoutineTrafficShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane and runs for about a minute")
@@ -40,6 +42,16 @@ func TestRoutineTrafficShort(t *testing.T) {
 	}
 	if len(results) != 2 {
 		t.Fatalf("got %d results, want 2 (shipped, webhook-down)", len(results))
+	}
+	if o := results[1].Outage; o == nil {
+		t.Error("webhook-down: no outage checks")
+	} else {
+		for _, p := range o.Problems() {
+			t.Errorf("webhook-down: %s", p)
+		}
+		if o.ReadersWatching != results[1].ConfigReaders {
+			t.Errorf("webhook-down: %d of %d config readers still watching at the window's end", o.ReadersWatching, results[1].ConfigReaders)
+		}
 	}
 	for _, r := range results {
 		for _, op := range []string{OpLease, OpStatus} {

@@ -93,8 +93,8 @@ func TestDeploymentArgsKeptAreTuning(t *testing.T) {
 }
 
 func TestParseModes(t *testing.T) {
-	modes, err := ParseModes("none, shipped,webhook-down")
-	if err != nil || !slices.Equal(modes, []Mode{ModeNone, ModeShipped, ModeWebhookDown}) {
+	modes, err := ParseModes("none, shipped,min-version,webhook-down")
+	if err != nil || !slices.Equal(modes, []Mode{ModeNone, ModeShipped, ModeMinVersion, ModeWebhookDown}) {
 		t.Errorf("ParseModes = %v, %v", modes, err)
 	}
 	if _, err := ParseModes("shipped,down"); err == nil {

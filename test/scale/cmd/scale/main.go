@@ -42,15 +42,19 @@ latency and errors of lease renewals and status patches over the window, webhook
 second per endpoint, and the CPU and RSS of the webhook, kube-apiserver and etcd. It stops
 by itself, and on Ctrl-C or an error stops every process it started.
 
-Modes: none (nodeguard in neither chain), shipped (as installed), webhook-down (as
-installed, the webhook killed for the whole window).
+Modes: none (nodeguard in neither chain), shipped (as installed), min-version (as
+installed, but for the opt-in authorization configuration that sends every request of a
+node to the webhook to enforce the minimum kubelet version), webhook-down (as installed,
+the webhook killed for the whole window; then an assignment and an eligible ConfigMap
+edit are tried, which must be refused naming nodeguard, and again after the webhook is
+started, which must go through).
 
 Flags:
 `)
 		fs.PrintDefaults()
 	}
 	var (
-		modes      = fs.String("modes", "none,shipped,webhook-down", "Comma-separated modes to measure, one after another in this run, each on a fresh control plane (see --reuse-cluster): none, shipped, webhook-down.")
+		modes      = fs.String("modes", "none,shipped,min-version,webhook-down", "Comma-separated modes to measure, one after another in this run, each on a fresh control plane (see --reuse-cluster): none, shipped, min-version, webhook-down.")
 		mode       = fs.String("mode", "", "A single mode; overrides --modes.")
 		nodes      = fs.Int("nodes", 100, "Number of simulated kubelets.")
 		window     = fs.Duration("window", 2*time.Minute, "Length of the measured steady window, after the warm-up.")
