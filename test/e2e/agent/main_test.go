@@ -1,7 +1,7 @@
 // Package agent_test runs the node agent (cmd/agent, as its own process with
 // a node client certificate) against a real kube-apiserver and etcd whose
 // authorization chain includes the nodeguard webhook (test/e2e/framework),
-// with test/kubeletstub standing in for the kubelet.
+// with real kubelets (fake CRI) run by test/kubeletunit as systemd would.
 package agent_test
 
 import (
@@ -15,7 +15,7 @@ import (
 
 var (
 	env *framework.Env
-	// binaries are the agent and the kubelet stub, built once for all tests.
+	// binaries are the agent and its helpers, built once for all tests.
 	binaries framework.NodeBinaries
 )
 
