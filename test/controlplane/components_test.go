@@ -2,8 +2,13 @@ package controlplane
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -11,6 +16,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,10 +31,11 @@ import (
 // seconds, and a busy two-core machine may take many times that.
 const componentWait = 90 * time.Second
 
-// TestControllerManagerAndScheduler: both start healthy, and a Deployment created through the
-// apiserver gets a ReplicaSet and pods (the controller-manager) that are bound to a registered
-// Node (the scheduler), once the node lifecycle controller has lifted the not-ready taint that
-// admission puts on every new Node.
+// TestControllerManagerAndScheduler: both start healthy; the controller-manager's service
+// account controllers, token controller and CSR signer work with the keys it is given; and a
+// Deployment created through the apiserver gets a ReplicaSet and pods (the controller-manager)
+// that are bound to a registered Node (the scheduler), once the node lifecycle controller has
+// lifted the not-ready taint that admission puts on every new Node.
 func TestControllerManagerAndScheduler(t *testing.T) {
 	// Start directly rather than through StartForTest, to check what Stop leaves behind.
 	cp, err := Start(t.Context(), Options{ControllerManager: true, Scheduler: true})
@@ -106,6 +113,50 @@ func TestControllerManagerAndScheduler(t *testing.T) {
 			}
 			return err == nil, "", err
 		})
+	})
+
+	t.Run("controllers act as their own service accounts", func(t *testing.T) {
+		waitFor(t, "ServiceAccount kube-system/deployment-controller", func() (bool, string, error) {
+			_, err := admin.CoreV1().ServiceAccounts("kube-system").Get(ctx, "deployment-controller", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, "not found", nil
+			}
+			return err == nil, "", err
+		})
+	})
+
+	t.Run("the token controller fills a service account token Secret", func(t *testing.T) {
+		secret := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "default-token", Namespace: namespace,
+				Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}},
+			Type: corev1.SecretTypeServiceAccountToken,
+		}
+		if _, err := admin.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "a token and the root CA in Secret apps/default-token", func() (bool, string, error) {
+			got, err := admin.CoreV1().Secrets(namespace).Get(ctx, secret.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, "", err
+			}
+			return len(got.Data[corev1.ServiceAccountTokenKey]) > 0 && string(got.Data[corev1.ServiceAccountRootCAKey]) == string(cp.CA().CertPEM()),
+				fmt.Sprintf("keys %v", slices.Sorted(maps.Keys(got.Data))), nil
+		})
+	})
+
+	t.Run("the CSR signer signs an approved client CSR with the CA", func(t *testing.T) {
+		csr := signedCSR(t, admin, "csr-user")
+		block, _ := pem.Decode(csr.Status.Certificate)
+		if block == nil {
+			t.Fatalf("status.certificate is not PEM: %q", csr.Status.Certificate)
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: cp.CA().CertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+			t.Errorf("the signed certificate does not chain to the control plane's CA: %v", err)
+		}
 	})
 
 	t.Run("a Deployment gets a ReplicaSet and pods bound to the Node", func(t *testing.T) {
@@ -225,6 +276,47 @@ func renewLease(ctx context.Context, node kubernetes.Interface, name string) {
 		lease.Spec.RenewTime = &now
 		_, _ = leases.Update(ctx, lease, metav1.UpdateOptions{})
 	}, NodeMonitorGracePeriod/5)
+}
+
+// signedCSR asks for a client certificate for user through a CertificateSigningRequest,
+// approves it as admin, and returns it once the signer has issued the certificate.
+func signedCSR(t *testing.T, admin kubernetes.Interface, user string) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	ctx := t.Context()
+	key, err := newKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: user}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csrs := admin.CertificatesV1().CertificateSigningRequests()
+	csr, err := csrs.Create(ctx, &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: certificatesv1.KubeAPIServerClientSignerName,
+			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "Test", Message: "approved by the test",
+	})
+	if _, err := csrs.UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "CSR "+user+" signed", func() (bool, string, error) {
+		csr, err = csrs.Get(ctx, user, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return len(csr.Status.Certificate) > 0, fmt.Sprintf("conditions %v", csr.Status.Conditions), nil
+	})
+	return csr
 }
 
 func get(t *testing.T, client *http.Client, url string) string {
