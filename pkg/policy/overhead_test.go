@@ -59,11 +59,14 @@ func BenchmarkPolicyOverhead(b *testing.B) {
 	statusUpdate := nodeStatusUpdate(b)
 	statusUpdate.UserInfo = authenticationv1.UserInfo{Username: "system:node:node-1", Groups: nodeGroups}
 	// An administrator's update of an eligible ConfigMap in an allowed
-	// namespace, changing one field.
+	// namespace, changing one field. The configuration sets fields
+	// dangerous_fields refuses unless allowed: the annotation allows them,
+	// so that the policy still evaluates every finding and only warns.
 	cmReq.Namespace = "kubelet-configs"
 	cmReq.UserInfo = authenticationv1.UserInfo{Username: "admin", Groups: []string{"system:masters"}}
 	cmObj := cm.DeepCopy()
 	cmObj.Namespace = "kubelet-configs"
+	cmObj.Annotations = map[string]string{"nodeguard.dev/allow-dangerous-fields": "true"}
 	cmReq.Object = kruntime.RawExtension{Raw: mustJSON(b, cmObj)}
 	cmObj.Data["kubelet"] += "\nmaxPods: 120\n"
 	cmReq.OldObject = kruntime.RawExtension{Raw: mustJSON(b, cmObj)}
