@@ -1,0 +1,315 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/rollout"
+)
+
+// FieldManager is the field manager of every write the controller makes,
+// so that a Node's managedFields say which annotations it set.
+const FieldManager = "nodeguard-rollout-controller"
+
+// DefaultExpectationsTimeout bounds the wait for the caches to show the
+// controller's own writes; client-go's controllers use five minutes, a
+// rollout that waits that long on a lost event would look stuck.
+const DefaultExpectationsTimeout = time.Minute
+
+// Config is what New needs.
+type Config struct {
+	// Kube reads and patches Nodes.
+	Kube kubernetes.Interface
+	// Metadata lists and watches the metadata of eligible ConfigMaps.
+	Metadata metadata.Interface
+	// Rollouts reads KubeletConfigRollouts and writes their status.
+	Rollouts RolloutInterface
+	// Recorder records Events; nil records none.
+	Recorder events.EventRecorder
+	// Metrics, nil for none.
+	Metrics *Metrics
+	// Resync is the informers' resync period; zero means none.
+	Resync time.Duration
+	// ExpectationsTimeout; zero means DefaultExpectationsTimeout.
+	ExpectationsTimeout time.Duration
+	// Clock; nil means the real one.
+	Clock clock.WithTicker
+}
+
+// Controller is the KubeletConfigRollout controller.
+type Controller struct {
+	kube     kubernetes.Interface
+	rollouts RolloutInterface
+	recorder events.EventRecorder
+	metrics  *Metrics
+	clock    clock.WithTicker
+
+	nodeFactory     informers.SharedInformerFactory
+	metadataFactory metadatainformer.SharedInformerFactory
+	nodeInformer    cache.SharedIndexInformer
+	rolloutInformer cache.SharedIndexInformer
+	cmInformer      cache.SharedIndexInformer
+	synced          []cache.InformerSynced
+
+	queue        workqueue.TypedRateLimitingInterface[string]
+	expectations *expectations
+	refusals     *refusals
+
+	// states are each rollout's last Progressing reason and Failed
+	// status, to record Events on changes only.
+	statesMu sync.Mutex
+	states   map[string]string
+}
+
+var configMapsResource = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+// New builds the controller and its informers; Run starts them.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Kube == nil || cfg.Metadata == nil || cfg.Rollouts == nil {
+		return nil, errors.New("rollout controller: Kube, Metadata and Rollouts clients are required")
+	}
+	c := &Controller{
+		kube:     cfg.Kube,
+		rollouts: cfg.Rollouts,
+		recorder: cfg.Recorder,
+		metrics:  cfg.Metrics,
+		clock:    cfg.Clock,
+		refusals: newRefusals(),
+		states:   map[string]string{},
+	}
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
+	}
+	timeout := cfg.ExpectationsTimeout
+	if timeout <= 0 {
+		timeout = DefaultExpectationsTimeout
+	}
+	c.expectations = newExpectations(timeout)
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "kubeletconfigrollout", Clock: c.clock})
+
+	c.nodeFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Kube, cfg.Resync, informers.WithTransform(stripManagedFields))
+	c.nodeInformer = c.nodeFactory.Core().V1().Nodes().Informer()
+	c.metadataFactory = metadatainformer.NewFilteredSharedInformerFactory(cfg.Metadata, cfg.Resync, metav1.NamespaceAll, func(o *metav1.ListOptions) {
+		o.LabelSelector = labels.Set{contract.EligibleLabel: contract.EligibleLabelValue}.String()
+	})
+	c.cmInformer = c.metadataFactory.ForResource(configMapsResource).Informer()
+	c.rolloutInformer = newRolloutInformer(cfg.Rollouts, cfg.Resync)
+
+	var errs []error
+	for _, reg := range []struct {
+		informer cache.SharedIndexInformer
+		handler  cache.ResourceEventHandlerFuncs
+	}{
+		{c.nodeInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.addNode, UpdateFunc: c.updateNode, DeleteFunc: c.deleteNode}},
+		{c.cmInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.configMapEvent, UpdateFunc: func(_, n any) { c.configMapEvent(n) }, DeleteFunc: c.configMapEvent}},
+		{c.rolloutInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.addRollout, UpdateFunc: c.updateRollout, DeleteFunc: c.deleteRollout}},
+	} {
+		registration, err := reg.informer.AddEventHandler(reg.handler)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.synced = append(c.synced, registration.HasSynced)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("rollout controller: event handlers: %w", err)
+	}
+	return c, nil
+}
+
+// stripManagedFields drops what Decide never reads from every cached Node.
+func stripManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		m.GetObjectMeta().SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// HasSynced reports whether the informers have synced; the controller
+// decides nothing before.
+func (c *Controller) HasSynced() bool {
+	for _, synced := range c.synced {
+		if !synced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Run starts the informers and workers and blocks until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	defer c.queue.ShutDown()
+	logger := klog.FromContext(ctx)
+
+	c.nodeFactory.Start(ctx.Done())
+	c.metadataFactory.Start(ctx.Done())
+	go c.rolloutInformer.RunWithContext(ctx)
+	defer c.nodeFactory.Shutdown()
+	defer c.metadataFactory.Shutdown()
+
+	logger.Info("Waiting for caches to sync")
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		return fmt.Errorf("rollout controller: caches did not sync: %w", context.Cause(ctx))
+	}
+	logger.Info("Caches synced; starting workers", "workers", workers)
+	var wg sync.WaitGroup
+	for range max(workers, 1) {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNext(ctx) {
+	}
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	name, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(name)
+	if err := c.sync(ctx, name); err != nil {
+		c.metrics.sync("error")
+		utilruntime.HandleErrorWithContext(ctx, err, "Syncing rollout failed; requeued", "rollout", name)
+		c.queue.AddRateLimited(name)
+		return true
+	}
+	c.queue.Forget(name)
+	return true
+}
+
+// unwrap returns the object of an event, a tombstone's included.
+func unwrap(obj any) any {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return tombstone.Obj
+	}
+	return obj
+}
+
+func (c *Controller) addNode(obj any) {
+	if node, ok := unwrap(obj).(*corev1.Node); ok {
+		c.enqueueSelecting(node.Labels)
+	}
+}
+
+func (c *Controller) updateNode(oldObj, newObj any) {
+	oldNode, ok1 := unwrap(oldObj).(*corev1.Node)
+	newNode, ok2 := unwrap(newObj).(*corev1.Node)
+	if !ok1 || !ok2 {
+		return
+	}
+	c.enqueueSelecting(oldNode.Labels, newNode.Labels)
+}
+
+func (c *Controller) deleteNode(obj any) { c.addNode(obj) }
+
+// enqueueSelecting enqueues every rollout whose selector picks any of the
+// label sets: a Node that left a selection matters to the rollout it left
+// (its counts, a Node no longer shared) as much as to the one it joined.
+func (c *Controller) enqueueSelecting(sets ...map[string]string) {
+	for _, obj := range c.rolloutInformer.GetStore().List() {
+		r, ok := obj.(*v1alpha1.KubeletConfigRollout)
+		if !ok {
+			continue
+		}
+		selector, err := rollout.Selector(r)
+		if err != nil {
+			continue
+		}
+		for _, set := range sets {
+			if selector.Matches(labels.Set(set)) {
+				c.queue.Add(r.Name)
+				break
+			}
+		}
+	}
+}
+
+func (c *Controller) configMapEvent(obj any) {
+	m, ok := unwrap(obj).(metav1.Object)
+	if !ok {
+		return
+	}
+	names, err := c.rolloutInformer.GetIndexer().IndexKeys(configMapIndex, m.GetNamespace()+"/"+m.GetName())
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		c.queue.Add(name)
+	}
+}
+
+func (c *Controller) addRollout(obj any) {
+	if _, ok := unwrap(obj).(*v1alpha1.KubeletConfigRollout); ok {
+		c.enqueueAll()
+	}
+}
+
+func (c *Controller) updateRollout(oldObj, newObj any) {
+	oldR, ok1 := unwrap(oldObj).(*v1alpha1.KubeletConfigRollout)
+	newR, ok2 := unwrap(newObj).(*v1alpha1.KubeletConfigRollout)
+	if !ok1 || !ok2 {
+		return
+	}
+	if oldR.Generation != newR.Generation {
+		// The selector may have changed: which Nodes are shared changes
+		// for the others too.
+		c.enqueueAll()
+		return
+	}
+	c.queue.Add(newR.Name)
+}
+
+func (c *Controller) deleteRollout(obj any) {
+	if r, ok := unwrap(obj).(*v1alpha1.KubeletConfigRollout); ok {
+		// Its own sync finds it gone and forgets it.
+		c.queue.Add(r.Name)
+		c.enqueueAll()
+	}
+}
+
+func (c *Controller) enqueueAll() {
+	for _, key := range c.rolloutInformer.GetStore().ListKeys() {
+		c.queue.Add(key)
+	}
+	// A deleted rollout is no longer listed; its sync forgets it.
+}
+
+// rolloutsCached lists the cached rollouts.
+func (c *Controller) rolloutsCached() []*v1alpha1.KubeletConfigRollout {
+	var out []*v1alpha1.KubeletConfigRollout
+	for _, obj := range c.rolloutInformer.GetStore().List() {
+		if r, ok := obj.(*v1alpha1.KubeletConfigRollout); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}

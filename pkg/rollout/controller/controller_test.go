@@ -1,0 +1,278 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
+	"github.com/nodeguard/nodeguard/pkg/contract"
+)
+
+var rolloutsGVR = v1alpha1.SchemeGroupVersion.WithResource(rolloutsResource)
+
+// fakeRollouts is a RolloutInterface over client-go's object tracker.
+type fakeRollouts struct{ tracker clienttesting.ObjectTracker }
+
+func newFakeRollouts(t *testing.T, objs ...*v1alpha1.KubeletConfigRollout) *fakeRollouts {
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeRollouts{tracker: clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())}
+	for _, o := range objs {
+		if err := f.tracker.Create(rolloutsGVR, o, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+// IsWatchListSemanticsUnSupported: the tracker's watch sends no initial
+// events bookmark.
+func (f *fakeRollouts) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (f *fakeRollouts) List(_ context.Context, opts metav1.ListOptions) (*v1alpha1.KubeletConfigRolloutList, error) {
+	obj, err := f.tracker.List(rolloutsGVR, v1alpha1.SchemeGroupVersion.WithKind("KubeletConfigRollout"), "", opts)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*v1alpha1.KubeletConfigRolloutList), nil
+}
+
+func (f *fakeRollouts) Watch(_ context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return f.tracker.Watch(rolloutsGVR, "", opts)
+}
+
+func (f *fakeRollouts) Get(_ context.Context, name string, _ metav1.GetOptions) (*v1alpha1.KubeletConfigRollout, error) {
+	obj, err := f.tracker.Get(rolloutsGVR, "", name)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*v1alpha1.KubeletConfigRollout), nil
+}
+
+func (f *fakeRollouts) UpdateStatus(_ context.Context, r *v1alpha1.KubeletConfigRollout, _ metav1.UpdateOptions) (*v1alpha1.KubeletConfigRollout, error) {
+	if err := f.tracker.Update(rolloutsGVR, r, ""); err != nil {
+		return nil, err
+	}
+	return f.Get(context.Background(), r.Name, metav1.GetOptions{})
+}
+
+func readyNode(name string, labels map[string]string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
+			{Type: contract.ConditionKubeletConfigReady, Status: corev1.ConditionTrue, Reason: "LocalConfig"},
+		}},
+	}
+}
+
+type harness struct {
+	kube     *fake.Clientset
+	rollouts *fakeRollouts
+	ctrl     *Controller
+}
+
+// start runs the controller over the nodes; setup, when set, adds reactors
+// to the clientset before anything uses it.
+func start(t *testing.T, r *v1alpha1.KubeletConfigRollout, setup func(*fake.Clientset), nodes ...*corev1.Node) *harness {
+	t.Helper()
+	var objs []runtime.Object
+	for _, n := range nodes {
+		objs = append(objs, n)
+	}
+	kube := fake.NewClientset(objs...)
+	if setup != nil {
+		setup(kube)
+	}
+	scheme := metadatafake.NewTestScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	cm := &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kubelet-configs", Name: "v2", UID: "uid-v2", ResourceVersion: "7",
+			Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}},
+	}
+	md := metadatafake.NewSimpleMetadataClient(scheme, cm)
+	rollouts := newFakeRollouts(t, r)
+	metrics, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl, err := New(Config{Kube: kube, Metadata: md, Rollouts: rollouts, Metrics: metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = ctrl.Run(ctx, 2)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return &harness{kube: kube, rollouts: rollouts, ctrl: ctrl}
+}
+
+func newRollout(name string) *v1alpha1.KubeletConfigRollout {
+	return &v1alpha1.KubeletConfigRollout{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1},
+		Spec: v1alpha1.KubeletConfigRolloutSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "blue"}},
+			ConfigMapRef: v1alpha1.ConfigMapReference{Namespace: "kubelet-configs", Name: "v2"},
+		},
+	}
+}
+
+func (h *harness) eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var detail string
+	for time.Now().Before(deadline) {
+		var ok bool
+		if ok, detail = cond(); ok {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s: %s", what, detail)
+}
+
+func (h *harness) assigned() map[string]string {
+	out := map[string]string{}
+	list, _ := h.kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	for _, n := range list.Items {
+		if v, ok := n.Annotations[contract.ConfigSourceAnnotation]; ok {
+			out[n.Name] = v
+		}
+	}
+	return out
+}
+
+// TestCanaryAloneAndStatusFirst: the first decision assigns only the canary,
+// with the bookkeeping, and the status was written before, naming it; with
+// the canary in trial nothing else is assigned however often the rollout
+// is synced.
+func TestCanaryAloneAndStatusFirst(t *testing.T) {
+	blue := map[string]string{"pool": "blue"}
+	h := start(t, newRollout("r"), nil, readyNode("a", blue), readyNode("b", blue), readyNode("c", blue), readyNode("other", nil))
+	h.eventually(t, "the canary assigned", func() (bool, string) {
+		got := h.assigned()
+		return len(got) == 1 && got["a"] == "kubelet-configs/v2", fmt.Sprint(got)
+	})
+	node, err := h.kube.CoreV1().Nodes().Get(context.Background(), "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if node.Annotations[v1alpha1.RolloutAnnotation] != "r" {
+		t.Errorf("bookkeeping: %v", node.Annotations)
+	}
+	r, err := h.rollouts.Get(context.Background(), "r", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionProgressing); c == nil || c.Reason != v1alpha1.ReasonCanary {
+		t.Errorf("Progressing %+v, want Canary", c)
+	}
+	if r.Status.Selected != 3 || r.Status.Target == nil || r.Status.Target.UID != "uid-v2" {
+		t.Errorf("status %+v", r.Status)
+	}
+	for range 5 {
+		h.ctrl.queue.Add("r")
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := h.assigned(); len(got) != 1 {
+		t.Errorf("assigned beside the canary in trial: %v", got)
+	}
+}
+
+// TestRefusedAssignmentFailsTheRollout: an admission denial of the canary's
+// patch is fed back as a refusal and fails the rollout naming the Node,
+// and nothing else is assigned.
+func TestRefusedAssignmentFailsTheRollout(t *testing.T) {
+	blue := map[string]string{"pool": "blue"}
+	refuse := func(kube *fake.Clientset) {
+		kube.PrependReactor("patch", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "a",
+				errors.New(`admission webhook "nodes.nodeguard.dev" denied the request: nodeguard rule 5: feature gate NoSuchGate is unknown`))
+		})
+	}
+	h := start(t, newRollout("r"), refuse, readyNode("a", blue), readyNode("b", blue))
+	h.eventually(t, "Failed=True AssignmentRefused", func() (bool, string) {
+		r, err := h.rollouts.Get(context.Background(), "r", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionFailed)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonAssignmentRefused, fmt.Sprintf("%+v", c)
+	})
+	if got := h.assigned(); len(got) != 0 {
+		t.Errorf("assigned: %v", got)
+	}
+}
+
+func TestIsAdmissionRefusal(t *testing.T) {
+	gr := schema.GroupResource{Resource: "nodes"}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{apierrors.NewForbidden(gr, "a", errors.New(`admission webhook "x" denied the request: no`)), true},
+		{apierrors.NewInvalid(schema.GroupKind{Kind: "Node"}, "a", nil), true},
+		{apierrors.NewForbidden(gr, "a", errors.New(`User "system:serviceaccount:nodeguard:x" cannot patch resource "nodes"`)), false},
+		{apierrors.NewConflict(gr, "a", errors.New("modified")), false},
+		{errors.New("connection refused"), false},
+	} {
+		if got := isAdmissionRefusal(tc.err); got != tc.want {
+			t.Errorf("%v: %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestExpectations(t *testing.T) {
+	now := time.Unix(1000, 0)
+	e := newExpectations(time.Minute)
+	e.expectNode("r", "a", "10", now)
+	e.expectRollout("r", "5", now)
+	versions := map[string]string{"a": "10"}
+	lookup := func(n string) (string, bool) { v, ok := versions[n]; return v, ok }
+	if ok, _ := e.satisfied("r", "5", lookup, now); ok {
+		t.Fatal("satisfied before the cache moved")
+	}
+	versions["a"] = "11"
+	if ok, _ := e.satisfied("r", "5", lookup, now); ok {
+		t.Fatal("satisfied before the rollout's cache moved")
+	}
+	if ok, _ := e.satisfied("r", "6", lookup, now); !ok {
+		t.Fatal("not satisfied once both moved")
+	}
+	e.expectNode("r", "b", "3", now)
+	if ok, _ := e.satisfied("r", "6", lookup, now); !ok {
+		t.Fatal("a deleted Node still expected")
+	}
+	versions["c"] = "1"
+	e.expectNode("r", "c", "1", now)
+	if ok, wait := e.satisfied("r", "6", lookup, now.Add(30*time.Second)); ok || wait != 30*time.Second {
+		t.Fatalf("ok %v wait %v", ok, wait)
+	}
+	if ok, _ := e.satisfied("r", "6", lookup, now.Add(2*time.Minute)); !ok {
+		t.Fatal("not satisfied past the timeout")
+	}
+}

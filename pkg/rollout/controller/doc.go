@@ -1,0 +1,56 @@
+// Package controller runs the KubeletConfigRollout controller: it watches
+// KubeletConfigRollouts, Nodes and the identity of eligible ConfigMaps,
+// asks rollout.Decide what to do for each rollout, and carries the
+// decision out against the apiserver. It holds no state a restart would
+// miss: everything Decide needs is on the Nodes and in the rollouts'
+// status, and what this package keeps in memory (expectations, refusals
+// not yet written, metrics) is rebuilt or harmlessly lost.
+//
+// # Informers and the queue
+//
+// Nodes come from a typed informer whose transform drops managedFields,
+// the largest part of a Node that Decide never reads. Rollouts come from a
+// small typed REST client (RolloutClient) over this repository's own API
+// types rather than the dynamic client: the cache then holds typed
+// objects, so no handler converts unstructured maps, and the controller
+// needs no generated clientset. ConfigMaps are watched through a
+// metadata-only informer restricted to eligible ones
+// (nodeguard.dev/kubelet-config=true): a rollout needs its target's uid and
+// resourceVersion, never its data, and a ConfigMap without the label can
+// never be assigned, so it reads as absent (TargetNotFound).
+//
+// Every event enqueues the names of the rollouts it concerns into one
+// rate-limited workqueue: a Node event the rollouts whose selectors pick
+// its old or its new labels, a ConfigMap event the rollouts that name it,
+// a rollout event the rollout itself (and, when its spec changed or it
+// came or went, every rollout, since which Nodes are shared may have
+// changed). Handlers unwrap DeletedFinalStateUnknown tombstones and do
+// nothing else, so a replayed or repeated event costs one idempotent sync.
+//
+// # A sync
+//
+// A sync of one rollout (sync.go) follows pkg/rollout's "Applying a
+// decision":
+//
+//  1. Wait until the caches show this controller's own last writes
+//     (expectations.go, client-go's expectations pattern): every Node it
+//     patched and the rollout whose status it wrote must have moved past
+//     the resourceVersion the write was decided on. Until then a Node just
+//     assigned could still look Pending, and a second one be picked beside
+//     it. The Node and rollout events of those writes wake the rollout up
+//     again; a deadline guards against waiting forever.
+//  2. Decide, feeding back the admission refusals of the current target
+//     not yet recorded in the status.
+//  3. Write the status (UpdateStatus, retried on conflicts unless the spec
+//     changed meanwhile) when it differs from what is stored.
+//  4. Patch the Nodes: reverts, then assignments, each a JSON merge patch
+//     carrying the resourceVersion it was decided on, under this
+//     controller's field manager. A conflict requeues the rollout; an
+//     admission refusal (a webhook's or an admission policy's denial, or
+//     Invalid) is kept as a rollout.Refusal for that Node and fed to the
+//     next Decide, which fails the rollout with AssignmentRefused.
+//
+// Events (events.k8s.io) go on the rollout when its state changes or it
+// fails, and on every Node it assigns or reverts. Metrics are in
+// metrics.go.
+package controller

@@ -1,0 +1,176 @@
+package controller
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodeguard/nodeguard/pkg/rollout"
+)
+
+// allStates are every state a Node can be in, so that each rollout's gauge
+// has a sample for each (zero included) and a state a Node left drops to 0.
+var allStates = []rollout.NodeState{
+	rollout.StateUpdated, rollout.StateInTrial, rollout.StateFailed, rollout.StatePending,
+	rollout.StateUnavailable, rollout.StateReverting, rollout.StateUntouched, rollout.StateConflicted,
+}
+
+// Metrics are the controller's Prometheus metrics.
+type Metrics struct {
+	nodes       *prometheus.GaugeVec
+	transitions *prometheus.CounterVec
+	changes     *prometheus.CounterVec
+	batch       *prometheus.HistogramVec
+	syncs       *prometheus.CounterVec
+
+	mu sync.Mutex
+	// last is each rollout's Nodes' states at its previous sync, for the
+	// transitions counter.
+	last map[string]map[string]rollout.NodeState
+	// batches are each rollout's assignments not yet through their trials.
+	batches map[string][]batch
+}
+
+// batch is the Nodes one sync assigned, and when.
+type batch struct {
+	start time.Time
+	nodes []string
+}
+
+// NewMetrics registers the controller's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "nodeguard", Subsystem: "rollout", Name: "nodes",
+			Help: "Selected Nodes of each KubeletConfigRollout by state (Updated, InTrial, Failed, Pending, Unavailable, Reverting, Untouched, Conflicted), as of its last sync.",
+		}, []string{"rollout", "state"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nodeguard", Subsystem: "rollout", Name: "node_transitions_total",
+			Help: "Changes of a selected Node's state in a rollout between two syncs, by the state it left and the one it entered.",
+		}, []string{"rollout", "from", "to"}),
+		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nodeguard", Subsystem: "rollout", Name: "node_changes_total",
+			Help: "Node patches the controller made, by action (assign, revert) and result (ok, conflict, refused, error).",
+		}, []string{"rollout", "action", "result"}),
+		batch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "nodeguard", Subsystem: "rollout", Name: "batch_duration_seconds",
+			Help: "Time from assigning a batch of Nodes (the Nodes one sync assigned) until none of them is in trial any more, by outcome (updated: all updated; failed: at least one failed or was reverted; other: they left the selection or the rollout).",
+			// Trials last minutes on real nodes (the agent's default is 10m).
+			Buckets: prometheus.ExponentialBuckets(5, 2, 10),
+		}, []string{"result"}),
+		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nodeguard", Subsystem: "rollout", Name: "syncs_total",
+			Help: "Syncs of a rollout, by result (ok, waiting on the controller's own writes, error).",
+		}, []string{"result"}),
+		last:    map[string]map[string]rollout.NodeState{},
+		batches: map[string][]batch{},
+	}
+	for _, c := range []prometheus.Collector{m.nodes, m.transitions, m.changes, m.batch, m.syncs} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering rollout metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// The methods below do nothing on a nil *Metrics.
+
+// observe records a sync's verdicts: the gauge, the transitions since the
+// last sync, and the batches that are through.
+func (m *Metrics) observe(name string, results []rollout.NodeResult, now time.Time) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	counts := map[rollout.NodeState]int{}
+	current := map[string]rollout.NodeState{}
+	for _, r := range results {
+		counts[r.State]++
+		current[r.Name] = r.State
+	}
+	for _, s := range allStates {
+		m.nodes.WithLabelValues(name, string(s)).Set(float64(counts[s]))
+	}
+	if previous, ok := m.last[name]; ok {
+		for node, state := range current {
+			if was, seen := previous[node]; seen && was != state {
+				m.transitions.WithLabelValues(name, string(was), string(state)).Inc()
+			}
+		}
+	}
+	m.last[name] = current
+
+	var open []batch
+	for _, b := range m.batches[name] {
+		result, done := batchResult(b, current)
+		if !done {
+			open = append(open, b)
+			continue
+		}
+		m.batch.WithLabelValues(result).Observe(now.Sub(b.start).Seconds())
+	}
+	m.batches[name] = open
+}
+
+// batchResult says whether none of the batch's Nodes is in trial any more,
+// and how it ended.
+func batchResult(b batch, current map[string]rollout.NodeState) (string, bool) {
+	result := "updated"
+	for _, node := range b.nodes {
+		switch current[node] {
+		case rollout.StateInTrial, rollout.StatePending:
+			return "", false
+		case rollout.StateUpdated:
+		case rollout.StateFailed, rollout.StateReverting:
+			result = "failed"
+		default:
+			if result == "updated" {
+				result = "other"
+			}
+		}
+	}
+	return result, true
+}
+
+// assigned starts a batch.
+func (m *Metrics) assigned(name string, nodes []string, now time.Time) {
+	if m == nil {
+		return
+	}
+	if len(nodes) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.batches[name] = append(m.batches[name], batch{start: now, nodes: nodes})
+}
+
+func (m *Metrics) change(name, action, result string) {
+	if m == nil {
+		return
+	}
+	m.changes.WithLabelValues(name, action, result).Inc()
+}
+
+func (m *Metrics) sync(result string) {
+	if m != nil {
+		m.syncs.WithLabelValues(result).Inc()
+	}
+}
+
+// forget drops a deleted rollout's series.
+func (m *Metrics) forget(name string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.last, name)
+	delete(m.batches, name)
+	m.nodes.DeletePartialMatch(prometheus.Labels{"rollout": name})
+	m.transitions.DeletePartialMatch(prometheus.Labels{"rollout": name})
+	m.changes.DeletePartialMatch(prometheus.Labels{"rollout": name})
+}

@@ -1,0 +1,373 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/rollout"
+)
+
+// errSpecChanged ends a status write whose decision was made on a spec
+// that has changed since: the rollout is decided again instead.
+var errSpecChanged = errors.New("the rollout's spec changed since the decision")
+
+// sync makes and carries out one decision for the rollout name.
+func (c *Controller) sync(ctx context.Context, name string) error {
+	logger := klog.FromContext(ctx).WithValues("rollout", name)
+	ctx = klog.NewContext(ctx, logger)
+	obj, exists, err := c.rolloutInformer.GetStore().GetByKey(name)
+	if err != nil {
+		return fmt.Errorf("rollout %s: reading the cache: %w", name, err)
+	}
+	if !exists {
+		// Deleting a rollout leaves every assignment as it is.
+		c.forget(name)
+		logger.V(2).Info("Rollout is gone; leaving its Nodes as they are")
+		return nil
+	}
+	r, ok := obj.(*v1alpha1.KubeletConfigRollout)
+	if !ok {
+		return fmt.Errorf("rollout %s: cached object is a %T", name, obj)
+	}
+	now := c.clock.Now()
+	if ok, wait := c.expectations.satisfied(name, r.ResourceVersion, c.cachedNodeVersion, now); !ok {
+		// The events of the writes wake the rollout up; the deadline is a
+		// backstop.
+		logger.V(4).Info("Waiting for the caches to show the controller's own writes", "atMost", wait)
+		c.queue.AddAfter(name, wait)
+		c.metrics.sync("waiting")
+		return nil
+	}
+	selector, err := rollout.Selector(r)
+	if err != nil {
+		// The CRD refuses such a spec; nothing to retry until it changes.
+		c.event(r, nil, corev1.EventTypeWarning, "InvalidSelector", "Sync", err.Error())
+		logger.Error(err, "Rollout selects no Node")
+		return nil
+	}
+	nodes, err := c.selectedNodes(selector)
+	if err != nil {
+		return err
+	}
+	all := c.rolloutsCached()
+	observations := make([]rollout.NodeObservation, 0, len(nodes))
+	byName := make(map[string]*corev1.Node, len(nodes))
+	for _, node := range nodes {
+		obs, err := rollout.ObserveNode(node, rollout.OtherRollouts(all, name, labels.Set(node.Labels)))
+		if err != nil {
+			// Usable all the same; the agent reports the same problem.
+			logger.V(2).Info("Node partly unreadable", "node", node.Name, "err", err)
+		}
+		observations = append(observations, obs)
+		byName[node.Name] = node
+	}
+	target := c.target(r.Spec.ConfigMapRef)
+	decision, err := rollout.Decide(rollout.Input{
+		Rollout:  r,
+		Target:   target,
+		Nodes:    observations,
+		Refusals: c.refusals.of(name, target),
+		Now:      metav1.NewTime(now),
+	})
+	if err != nil {
+		c.event(r, nil, corev1.EventTypeWarning, "InvalidSpec", "Sync", err.Error())
+		logger.Error(err, "Rollout cannot be decided")
+		return nil
+	}
+	c.metrics.observe(name, decision.Nodes, now)
+
+	if !equality.Semantic.DeepEqual(r.Status, decision.Status) {
+		written, err := c.writeStatus(ctx, r, decision.Status)
+		if err != nil {
+			return err
+		}
+		c.expectations.expectRollout(name, written, c.clock.Now())
+		c.stateEvents(r, &decision.Status)
+	}
+	if failed := meta.FindStatusCondition(decision.Status.Conditions, v1alpha1.ConditionFailed); failed != nil &&
+		failed.Status == metav1.ConditionTrue && decision.Status.Target != nil {
+		// The failure is in the status now; the refusals behind it
+		// need not be fed back again.
+		c.refusals.recorded(name, *decision.Status.Target)
+	}
+	return c.apply(ctx, r, decision, byName)
+}
+
+// cachedNodeVersion is a cached Node's resourceVersion.
+func (c *Controller) cachedNodeVersion(name string) (string, bool) {
+	obj, exists, err := c.nodeInformer.GetStore().GetByKey(name)
+	if err != nil || !exists {
+		return "", false
+	}
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return "", false
+	}
+	return node.ResourceVersion, true
+}
+
+func (c *Controller) selectedNodes(selector labels.Selector) ([]*corev1.Node, error) {
+	var out []*corev1.Node
+	err := cache.ListAll(c.nodeInformer.GetIndexer(), selector, func(obj any) {
+		if node, ok := obj.(*corev1.Node); ok {
+			out = append(out, node)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing cached Nodes: %w", err)
+	}
+	return out, nil
+}
+
+// target is the eligible ConfigMap ref names, nil when there is none: a
+// ConfigMap without the eligibility label can never be assigned, so it is
+// as good as absent.
+func (c *Controller) target(ref v1alpha1.ConfigMapReference) *contract.ObjectRef {
+	obj, exists, err := c.cmInformer.GetStore().GetByKey(ref.Namespace + "/" + ref.Name)
+	if err != nil || !exists {
+		return nil
+	}
+	m, ok := obj.(metav1.Object)
+	if !ok || !contract.IsEligible(m.GetLabels()) {
+		return nil
+	}
+	return &contract.ObjectRef{Namespace: m.GetNamespace(), Name: m.GetName(), UID: string(m.GetUID()), ResourceVersion: m.GetResourceVersion()}
+}
+
+// writeStatus writes status over the rollout r was decided on, retrying
+// conflicts on the latest rollout as long as its spec is the one decided
+// on. It returns the resourceVersion the successful write replaced.
+func (c *Controller) writeStatus(ctx context.Context, r *v1alpha1.KubeletConfigRollout, status v1alpha1.KubeletConfigRolloutStatus) (string, error) {
+	current := r.DeepCopy()
+	var replaced string
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		current.Status = status
+		replaced = current.ResourceVersion
+		_, err := c.rollouts.UpdateStatus(ctx, current, metav1.UpdateOptions{FieldManager: FieldManager})
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		latest, getErr := c.rollouts.Get(ctx, r.Name, metav1.GetOptions{})
+		if getErr != nil {
+			return getErr
+		}
+		if latest.Generation != r.Generation {
+			return errSpecChanged
+		}
+		current = latest
+		return err
+	})
+	switch {
+	case errors.Is(err, errSpecChanged), apierrors.IsNotFound(err):
+		// Decided again on the new spec, or forgotten, by the sync its
+		// event brings.
+		klog.FromContext(ctx).V(2).Info("Status not written", "reason", err)
+		return "", fmt.Errorf("rollout %s: status: %w", r.Name, err)
+	case err != nil:
+		return "", fmt.Errorf("rollout %s: writing the status: %w", r.Name, err)
+	}
+	return replaced, nil
+}
+
+// apply patches the Nodes of a decision whose status is written: reverts
+// first, then assignments. Every patch is tried; a conflict or a failure
+// requeues the rollout, a refusal of an assignment stops the assignments
+// and is fed to the next decision.
+func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout, d rollout.Decision, nodes map[string]*corev1.Node) error {
+	logger := klog.FromContext(ctx)
+	var errs []error
+	requeue := false
+	for _, change := range d.Revert {
+		result, err := c.patch(ctx, r.Name, change)
+		c.metrics.change(r.Name, "revert", result)
+		switch result {
+		case resultOK:
+			c.event(nodes[change.Node], r, corev1.EventTypeNormal, "Reverted", "Revert",
+				fmt.Sprintf("rollout %s failed; re-pointed to the previous source %s", r.Name, sourceName(change.Annotations[contract.ConfigSourceAnnotation])))
+			logger.Info("Reverted Node", "node", change.Node)
+		case resultConflict:
+			requeue = true
+		default:
+			errs = append(errs, err)
+		}
+	}
+	var assigned []string
+	target := d.Status.Target
+	for _, change := range d.Assign {
+		result, err := c.patch(ctx, r.Name, change)
+		c.metrics.change(r.Name, "assign", result)
+		switch result {
+		case resultOK:
+			assigned = append(assigned, change.Node)
+			c.event(nodes[change.Node], r, corev1.EventTypeNormal, "Assigned", "Assign",
+				fmt.Sprintf("rollout %s assigned %s", r.Name, sourceName(change.Annotations[contract.ConfigSourceAnnotation])))
+			logger.Info("Assigned Node", "node", change.Node, "target", target)
+			continue
+		case resultConflict:
+			requeue = true
+			continue
+		case resultRefused:
+			if target != nil {
+				c.refusals.add(r.Name, *target, rollout.Refusal{Node: change.Node, Message: err.Error()})
+			}
+			c.event(r, nodes[change.Node], corev1.EventTypeWarning, v1alpha1.ReasonAssignmentRefused, "Assign",
+				fmt.Sprintf("assigning Node %s was refused: %v", change.Node, err))
+			logger.Info("Assignment refused by admission", "node", change.Node, "err", err)
+			requeue = true
+		default:
+			errs = append(errs, err)
+			continue
+		}
+		// The rollout fails on a refusal: no further Node is assigned.
+		break
+	}
+	c.metrics.assigned(r.Name, assigned, c.clock.Now())
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if requeue {
+		return fmt.Errorf("rollout %s: some Node patches did not apply; deciding again", r.Name)
+	}
+	return nil
+}
+
+// Results of a Node patch, also the metric's label values.
+const (
+	resultOK       = "ok"
+	resultConflict = "conflict"
+	resultRefused  = "refused"
+	resultError    = "error"
+)
+
+// patch applies one change, and records its expectation when it applied.
+func (c *Controller) patch(ctx context.Context, rolloutName string, change rollout.Change) (string, error) {
+	body, err := change.MergePatch()
+	if err != nil {
+		return resultError, err
+	}
+	_, err = c.kube.CoreV1().Nodes().Patch(ctx, change.Node, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
+	switch {
+	case err == nil:
+		c.expectations.expectNode(rolloutName, change.Node, change.ResourceVersion, c.clock.Now())
+		return resultOK, nil
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+		// The Node moved (or went) since the decision: decide again.
+		return resultConflict, err
+	case isAdmissionRefusal(err):
+		return resultRefused, err
+	default:
+		return resultError, fmt.Errorf("patching Node %s: %w", change.Node, err)
+	}
+}
+
+// isAdmissionRefusal tells an admission denial of a write (a validating
+// webhook's or admission policy's, or the object found invalid) from the
+// controller's own lack of rights, which is Forbidden too but must not
+// fail a rollout: the apiserver words every admission denial "denied the
+// request", and an authorization failure "cannot".
+func isAdmissionRefusal(err error) bool {
+	if apierrors.IsInvalid(err) {
+		return true
+	}
+	if !apierrors.IsForbidden(err) && !apierrors.IsBadRequest(err) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "denied the request") || strings.Contains(msg, "denied request")
+}
+
+func sourceName(source *string) string {
+	if source == nil {
+		return "(none: the Node's local configuration or its legacy spec.configSource)"
+	}
+	if *source == "" {
+		return `"" (the local configuration)`
+	}
+	return *source
+}
+
+// stateEvents records an Event on the rollout when its state (the reason of
+// Progressing) changed, and a Warning when it failed.
+func (c *Controller) stateEvents(r *v1alpha1.KubeletConfigRollout, st *v1alpha1.KubeletConfigRolloutStatus) {
+	progressing := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionProgressing)
+	failed := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionFailed)
+	if progressing == nil || failed == nil {
+		return
+	}
+	old := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionFailed)
+	if failed.Status == metav1.ConditionTrue && (old == nil || old.Status != metav1.ConditionTrue || !sameTarget(r.Status.Target, st.Target)) {
+		c.event(r, nil, corev1.EventTypeWarning, "RolloutFailed", "Sync", failed.Message)
+	}
+	key := progressing.Reason
+	c.statesMu.Lock()
+	changed := c.states[r.Name] != key
+	c.states[r.Name] = key
+	c.statesMu.Unlock()
+	if oldP := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionProgressing); changed && (oldP == nil || oldP.Reason != key) {
+		eventType := corev1.EventTypeNormal
+		if progressing.Reason == v1alpha1.ReasonTargetNotFound {
+			eventType = corev1.EventTypeWarning
+		}
+		c.event(r, nil, eventType, progressing.Reason, "Sync", progressing.Message)
+	}
+}
+
+func sameTarget(a, b *contract.ObjectRef) bool {
+	return a != nil && b != nil && *a == *b
+}
+
+// event records an Event regarding obj; Events are best effort.
+func (c *Controller) event(regarding, related runtime.Object, eventType, reason, action, note string) {
+	if c.recorder == nil || isNil(regarding) {
+		return
+	}
+	if isNil(related) {
+		related = nil
+	}
+	// The note goes through a format string: keep its own % signs.
+	c.recorder.Eventf(regarding, related, eventType, reason, action, "%s", truncate(note, 1000))
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// forget drops what the controller keeps about a deleted rollout.
+func (c *Controller) forget(name string) {
+	c.expectations.forget(name)
+	c.refusals.forget(name)
+	c.metrics.forget(name)
+	c.statesMu.Lock()
+	delete(c.states, name)
+	c.statesMu.Unlock()
+}
+
+// isNil reports a nil object, a typed nil pointer included (a Node the
+// decision names that the map does not hold).
+func isNil(obj runtime.Object) bool {
+	if obj == nil {
+		return true
+	}
+	v := reflect.ValueOf(obj)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
