@@ -15,6 +15,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/graph"
@@ -112,6 +113,15 @@ func withAssignment(v string) nodeOpt {
 		n.Annotations[contract.ConfigSourceAnnotation] = v
 	}
 }
+func withAnnotation(key, value string) nodeOpt {
+	return func(n *corev1.Node) {
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[key] = value
+	}
+}
+
 func withTaint(key string) nodeOpt {
 	return func(n *corev1.Node) {
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
@@ -248,6 +258,15 @@ func TestAdmit(t *testing.T) {
 		{"node clears its assignment", base, nodeReq(n1User, U, "", "n1", mkNode("n1"), mkNode("n1", withAssignment("cfg/good"))), "", ""},
 		{"node empties its assignment", base, nodeReq(n1User, U, "", "n1", mkNode("n1", withAssignment("")), mkNode("n1", withAssignment("cfg/good"))), "", ""},
 		{"node keeps an assignment an admin made", base, nodeReq(n1User, U, "status", "n1", mkNode("n1", withAssignment("cfg/good")), mkNode("n1", withAssignment("cfg/good"))), "", ""},
+		{"node forges its previous config source", selfAssign, nodeReq(n1User, U, "", "n1", mkNode("n1", withAnnotation(v1alpha1.PreviousConfigSourceAnnotation, "cfg/good")), mkNode("n1")), RuleConfigSource, v1alpha1.PreviousConfigSourceAnnotation},
+		{"node empties its previous config source", base, nodeReq(n1User, U, "", "n1", mkNode("n1", withAnnotation(v1alpha1.PreviousConfigSourceAnnotation, "")), mkNode("n1")), RuleConfigSource, v1alpha1.PreviousConfigSourceAnnotation},
+		{"node removes its previous config source", base, nodeReq(n1User, U, "", "n1", mkNode("n1"), mkNode("n1", withAnnotation(v1alpha1.PreviousConfigSourceAnnotation, "cfg/good"))), RuleConfigSource, v1alpha1.PreviousConfigSourceAnnotation},
+		{"node claims a rollout", base, nodeReq(n1User, U, "status", "n1", mkNode("n1", withAnnotation(v1alpha1.RolloutAnnotation, "pool")), mkNode("n1")), RuleConfigSource, v1alpha1.RolloutAnnotation},
+		{"node registers with rollout bookkeeping", base, nodeReq(n1User, C, "", "", mkNode("n1", withAnnotation(v1alpha1.RolloutAnnotation, "pool")), nil), RuleConfigSource, v1alpha1.RolloutAnnotation},
+		{"node keeps the bookkeeping a rollout made", base, nodeReq(n1User, U, "status", "n1",
+			mkNode("n1", withAssignment("cfg/good"), withAnnotation(v1alpha1.RolloutAnnotation, "pool"), withAnnotation(v1alpha1.PreviousConfigSourceAnnotation, "")),
+			mkNode("n1", withAssignment("cfg/good"), withAnnotation(v1alpha1.RolloutAnnotation, "pool"), withAnnotation(v1alpha1.PreviousConfigSourceAnnotation, ""))), "", ""},
+		{"admin writes rollout bookkeeping", base, nodeReq(adminUser, U, "", "n2", mkNode("n2", withAnnotation(v1alpha1.PreviousConfigSourceAnnotation, "cfg/good")), mkNode("n2")), "", ""},
 
 		// Rule 4: minimum kubelet version at registration.
 		{"old kubelet registers", minVersion, nodeReq(n1User, C, "", "", mkNode("n1", withKubelet("v1.35.9")), nil), RuleMinKubeletVersion, "below the minimum 1.36.0"},

@@ -3,6 +3,7 @@ package admission
 import (
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 )
@@ -31,6 +32,31 @@ func (a *Admitter) admitSelfAssignment(policy *config.Policy, nodeName string, n
 	if cm == nil {
 		return refuse(RuleConfigSource, "node %q may only assign itself an eligible ConfigMap: %s does not exist or lacks the label %s=%s",
 			nodeName, ref, contract.EligibleLabel, contract.EligibleLabelValue)
+	}
+	return allow()
+}
+
+// rolloutBookkeeping are the annotations the rollout controller keeps on a
+// Node it moves (pkg/apis/nodeguard/v1alpha1): the rollout and the Node's
+// previous config source, which a revert assigns back.
+var rolloutBookkeeping = []string{v1alpha1.RolloutAnnotation, v1alpha1.PreviousConfigSourceAnnotation}
+
+// admitRolloutBookkeeping is rule 3 for a rollout's bookkeeping: a node may
+// not add, change or remove it on its own Node. A node that could write
+// previous-config-source would have the next revert assign it whatever
+// eligible ConfigMap it chose, which is self-assignment by another name.
+func admitRolloutBookkeeping(nodeName string, node, old *corev1.Node) Result {
+	for _, key := range rolloutBookkeeping {
+		value, has := node.Annotations[key]
+		var oldValue string
+		var oldHas bool
+		if old != nil {
+			oldValue, oldHas = old.Annotations[key]
+		}
+		if has != oldHas || value != oldValue {
+			return refuse(RuleConfigSource, "node %q may not add, change or remove its %s annotation: only the KubeletConfigRollout controller keeps it",
+				nodeName, key)
+		}
 	}
 	return allow()
 }

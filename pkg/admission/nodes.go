@@ -48,6 +48,9 @@ func (a *Admitter) admitNode(ctx context.Context, req *admissionv1.AdmissionRequ
 		if r := a.admitSelfAssignment(policy, nodeName, node, old); !r.Allowed {
 			return r
 		}
+		if r := admitRolloutBookkeeping(nodeName, node, old); !r.Allowed {
+			return r
+		}
 		if req.Operation == admissionv1.Create && req.SubResource == "" {
 			if r := admitMinVersion(policy.MinKubeletVersion, nodeName, node); !r.Allowed {
 				return r

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/cel/environment"
 
+	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
@@ -259,6 +260,15 @@ func changed(node *corev1.Node, mutate func(*corev1.Node)) *corev1.Node {
 	return node
 }
 
+func annotated(node *corev1.Node, key, value string) *corev1.Node {
+	return changed(node, func(n *corev1.Node) {
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[key] = value
+	})
+}
+
 func withVersion(node *corev1.Node, v string) *corev1.Node {
 	return changed(node, func(n *corev1.Node) { n.Status.NodeInfo.KubeletVersion = v })
 }
@@ -287,6 +297,17 @@ var nodeWrites = []struct {
 	{nodeWrite{name: "a node deletes itself", user: kubelet, operation: admission.Delete, oldObject: nodeWith("")}, true},
 	{nodeWrite{name: "a node assigns itself", user: kubelet, operation: admission.Update, oldObject: nodeWith(""), object: nodeWith("cfg/a"), wantMatch: true}, true},
 	{nodeWrite{name: "a node clears its assignment", user: kubelet, operation: admission.Update, oldObject: nodeWith("cfg/a"), object: nodeWith(""), wantMatch: true}, true},
+	{nodeWrite{name: "a node forges its previous config source", user: kubelet, operation: admission.Update, oldObject: nodeWith(""),
+		object: annotated(nodeWith(""), v1alpha1.PreviousConfigSourceAnnotation, "cfg/a"), wantMatch: true}, true},
+	{nodeWrite{name: "a node empties its previous config source", user: kubelet, operation: admission.Update, oldObject: nodeWith(""),
+		object: annotated(nodeWith(""), v1alpha1.PreviousConfigSourceAnnotation, ""), wantMatch: true}, true},
+	{nodeWrite{name: "a node drops its rollout", user: kubelet, operation: admission.Update, subresource: "status",
+		oldObject: annotated(nodeWith("cfg/a"), v1alpha1.RolloutAnnotation, "pool"), object: nodeWith("cfg/a"), wantMatch: true}, true},
+	{nodeWrite{name: "a node's routine write of a Node a rollout moved", user: kubelet, operation: admission.Update, subresource: "status",
+		oldObject: annotated(annotated(nodeWith("cfg/a"), v1alpha1.RolloutAnnotation, "pool"), v1alpha1.PreviousConfigSourceAnnotation, ""),
+		object:    heartbeat(annotated(annotated(nodeWith("cfg/a"), v1alpha1.RolloutAnnotation, "pool"), v1alpha1.PreviousConfigSourceAnnotation, ""))}, true},
+	{nodeWrite{name: "the rollout controller writes its bookkeeping", user: admin, operation: admission.Update, oldObject: nodeWith("cfg/a"),
+		object: annotated(nodeWith("cfg/a"), v1alpha1.PreviousConfigSourceAnnotation, "cfg/b")}, false},
 	{nodeWrite{name: "a node changes its taints", user: kubelet, operation: admission.Update, oldObject: nodeWith(""),
 		object: changed(nodeWith(""), func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}} }), wantMatch: true}, true},
 	{nodeWrite{name: "a node changes its ownerReferences", user: kubelet, operation: admission.Update, oldObject: nodeWith(""),

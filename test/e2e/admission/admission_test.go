@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
@@ -242,6 +243,18 @@ func TestConfigSource(t *testing.T) {
 	_, err = nodes.Patch(h.ctx, n2, types.MergePatchType, annotationPatch(eligible), metav1.PatchOptions{})
 	refused(t, "n1 pointing n2's config source", err)
 	allowed(t, "clearing its own assignment", patch(""))
+
+	// A rollout's bookkeeping is the controller's alone: the previous
+	// config source is what a revert assigns back. The policy still allows
+	// self-assignment here, and the node is refused all the same.
+	for key, value := range map[string]string{v1alpha1.PreviousConfigSourceAnnotation: eligible, v1alpha1.RolloutAnnotation: "pool"} {
+		_, err := nodes.Patch(h.ctx, n1, types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, key, value), metav1.PatchOptions{})
+		refused(t, "a node writing "+key, err, "nodeguard rule 3 (config-source)", key)
+		_, err = h.admin.CoreV1().Nodes().Patch(h.ctx, n2, types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, key, value), metav1.PatchOptions{})
+		allowed(t, "the admin writing "+key, err)
+		_, err = h.nodeClient(n2).CoreV1().Nodes().Patch(h.ctx, n2, types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, key), metav1.PatchOptions{})
+		refused(t, "a node removing "+key, err, "nodeguard rule 3 (config-source)", key)
+	}
 }
 
 // TestAssignmentsAndContent are rules 4, 5 and 6, with admin credentials.
