@@ -1,0 +1,161 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/nodeguard/nodeguard/pkg/rollout/app"
+)
+
+// Options are the controller's command-line settings.
+type Options struct {
+	Kubeconfig   string
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+
+	Workers       int
+	ResyncPeriod  time.Duration
+	ListenAddress string
+
+	LeaderElect        bool
+	LeaseName          string
+	LeaseNamespace     string
+	LeaseIdentity      string
+	LeaseDuration      time.Duration
+	LeaseRenewDeadline time.Duration
+	LeaseRetryPeriod   time.Duration
+}
+
+// NewOptions returns the defaults: in-cluster, leader-elected, in the
+// namespace the pod runs in.
+func NewOptions() *Options {
+	namespace := os.Getenv("POD_NAMESPACE")
+	if namespace == "" {
+		namespace = "nodeguard"
+	}
+	return &Options{
+		KubeAPIQPS:         20,
+		KubeAPIBurst:       40,
+		Workers:            2,
+		ResyncPeriod:       10 * time.Minute,
+		ListenAddress:      ":8080",
+		LeaderElect:        true,
+		LeaseName:          "nodeguard-rollout-controller",
+		LeaseNamespace:     namespace,
+		LeaseDuration:      15 * time.Second,
+		LeaseRenewDeadline: 10 * time.Second,
+		LeaseRetryPeriod:   2 * time.Second,
+	}
+}
+
+// AddFlags registers the options, and klog's, on fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig file with the apiserver and the controller's credentials. Empty means in-cluster: the pod's service account token and the KUBERNETES_SERVICE_HOST/PORT it is given.")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side QPS limit towards the kube-apiserver (status writes, Node patches, Events).")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst towards the kube-apiserver.")
+
+	fs.IntVar(&o.Workers, "workers", o.Workers, "Rollouts synced at once. One rollout is never synced by two workers at a time.")
+	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often every rollout is synced again without an event. 0 disables; events alone drive the controller, this is a backstop.")
+	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "host:port for /healthz, /livez, /readyz and /metrics (plain HTTP). Empty disables. /readyz fails on the leader until its caches have synced; a standby is ready.")
+
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Take a Lease before deciding anything, so that of several replicas one acts at a time. Turn it off only when exactly one replica can ever run.")
+	fs.StringVar(&o.LeaseName, "leader-elect-lease-name", o.LeaseName, "Name of the Lease (coordination.k8s.io) the replicas contend for.")
+	fs.StringVar(&o.LeaseNamespace, "leader-elect-lease-namespace", o.LeaseNamespace, "Namespace of the Lease. Defaults to $POD_NAMESPACE, or nodeguard.")
+	fs.StringVar(&o.LeaseIdentity, "leader-elect-identity", o.LeaseIdentity, "This replica's identity in the Lease. Empty means the hostname (the pod's name) and a random suffix.")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a standby waits after the leader's last renewal before it takes the Lease: the longest a failed leader's rollouts stand still.")
+	fs.DurationVar(&o.LeaseRenewDeadline, "leader-elect-renew-deadline", o.LeaseRenewDeadline, "How long the leader keeps trying to renew before it gives up leading and exits. Must be shorter than --leader-elect-lease-duration.")
+	fs.DurationVar(&o.LeaseRetryPeriod, "leader-elect-retry-period", o.LeaseRetryPeriod, "How often a replica tries to take or renew the Lease. Must be shorter than --leader-elect-renew-deadline.")
+
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
+}
+
+// jitter is client-go's leaderelection.JitterFactor: the retry period,
+// jittered, must stay below the renew deadline.
+const jitter = 1.2
+
+// Validate reports every problem with the options at once.
+func (o *Options) Validate() []error {
+	var errs []error
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
+		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	if o.Workers < 1 {
+		errs = append(errs, fmt.Errorf("--workers %d: must be at least 1", o.Workers))
+	}
+	if o.ResyncPeriod < 0 {
+		errs = append(errs, fmt.Errorf("--resync-period %v: must not be negative", o.ResyncPeriod))
+	}
+	if o.ListenAddress != "" {
+		if _, _, err := net.SplitHostPort(o.ListenAddress); err != nil {
+			errs = append(errs, fmt.Errorf("--listen-address %q: %w", o.ListenAddress, err))
+		}
+	}
+	if !o.LeaderElect {
+		return errs
+	}
+	if msgs := validation.IsDNS1123Subdomain(o.LeaseName); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--leader-elect-lease-name %q: %s", o.LeaseName, strings.Join(msgs, "; ")))
+	}
+	if msgs := validation.IsDNS1123Label(o.LeaseNamespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--leader-elect-lease-namespace %q: %s", o.LeaseNamespace, strings.Join(msgs, "; ")))
+	}
+	for flagName, d := range map[string]time.Duration{
+		"--leader-elect-lease-duration": o.LeaseDuration, "--leader-elect-renew-deadline": o.LeaseRenewDeadline, "--leader-elect-retry-period": o.LeaseRetryPeriod,
+	} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s %v: must be positive", flagName, d))
+		}
+	}
+	if o.LeaseDuration <= o.LeaseRenewDeadline {
+		errs = append(errs, errors.New("--leader-elect-lease-duration must be longer than --leader-elect-renew-deadline"))
+	}
+	if float64(o.LeaseRenewDeadline) <= jitter*float64(o.LeaseRetryPeriod) {
+		errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline must be longer than %v times --leader-elect-retry-period", jitter))
+	}
+	return errs
+}
+
+// Config turns validated options into the process's configuration; it
+// fails when the kubeconfig cannot be loaded.
+func (o *Options) Config() (app.Config, error) {
+	var kube *rest.Config
+	var err error
+	if o.Kubeconfig == "" {
+		kube, err = rest.InClusterConfig()
+	} else {
+		kube, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	}
+	if err != nil {
+		return app.Config{}, fmt.Errorf("apiserver configuration: %w", err)
+	}
+	kube.QPS, kube.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	kube.UserAgent = "nodeguard-rollout-controller"
+	return app.Config{
+		Kube:          kube,
+		Workers:       o.Workers,
+		Resync:        o.ResyncPeriod,
+		ListenAddress: o.ListenAddress,
+		LeaderElection: app.LeaderElection{
+			Enabled:       o.LeaderElect,
+			Namespace:     o.LeaseNamespace,
+			Name:          o.LeaseName,
+			Identity:      o.LeaseIdentity,
+			LeaseDuration: o.LeaseDuration,
+			RenewDeadline: o.LeaseRenewDeadline,
+			RetryPeriod:   o.LeaseRetryPeriod,
+		},
+	}, nil
+}
