@@ -32,7 +32,7 @@ func commandFlags(t *testing.T, command string) []string {
 	t.Helper()
 	flagNamesOnce.Do(func() {
 		flagNames = map[string][]string{}
-		for _, cmd := range []string{"webhook", "agent"} {
+		for _, cmd := range []string{"webhook", "agent", "rollout-controller"} {
 			names, err := parseFlagNames(cmd)
 			if err != nil {
 				flagNamesErr = err

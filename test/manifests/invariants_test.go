@@ -152,6 +152,7 @@ func invariants(t *testing.T) []invariant {
 	}
 	all := admissionInvariants()
 	all = append(all, workloadInvariants()...)
+	all = append(all, rolloutControllerInvariants()...)
 	return append(all, certificateInvariants(otherCA, otherCAKey)...)
 }
 

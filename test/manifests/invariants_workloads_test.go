@@ -313,6 +313,9 @@ func workloadInvariants() []invariant {
 				{name: "Service in default", apply: func(t *testing.T, o objects) {
 					edit(t, o, "Service", webhookName, func(s *corev1.Service) { s.Namespace = "default" })
 				}},
+				{name: "the controller's leader-election Role in default", apply: func(t *testing.T, o objects) {
+					edit(t, o, "Role", "nodeguard-rollout-controller-leader-election", func(r *rbacv1.Role) { r.Namespace = "default" })
+				}},
 			},
 		},
 	}
