@@ -5,6 +5,9 @@
 //	assign   CONFIGMAP (NODE... | -l SELECTOR) [--dry-run=none|client|server]
 //	unassign (NODE... | -l SELECTOR) [--dry-run=none|client|server]
 //	explain  NODE CONFIGMAP
+//	rollout  status NAME [-w [--timeout D]] [-o json|yaml]
+//	rollout  pause|resume NAME
+//	rollout  undo NAME [--dry-run=none|client|server] [--timeout D]
 //
 // status reads what CONTRACT.md has the agent write (the
 // nodeguard.dev/config-status annotation and the KubeletConfigReady
@@ -23,6 +26,11 @@
 // (assignment and eligibility, pods bound to the node that reference it) and
 // asks the apiserver's real authorizer chain through a SubjectAccessReview,
 // so an operator sees both what should be and what is.
+//
+// The rollout commands read KubeletConfigRollouts with the dynamic client
+// and judge their Nodes with pkg/rollout, the controller's own decision
+// function, so that what status shows is what the controller decides;
+// undo writes the controller's own revert (rollout.Undo) on each Node.
 //
 // Run is the whole program; cmd/kubectl-nodeguard only calls it.
 package cli

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
@@ -36,10 +38,24 @@ type runResult struct {
 // kubeconfig's (not explicit) namespace.
 func runFake(t *testing.T, client kubernetes.Interface, args ...string) runResult {
 	t.Helper()
+	return runFakeClients(t, client, nil, args...)
+}
+
+// runFakeClients is runFake with a dynamic client too, for the rollout
+// commands; the waits poll every millisecond.
+func runFakeClients(t *testing.T, client kubernetes.Interface, dyn dynamic.Interface, args ...string) runResult {
+	t.Helper()
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
 	e := &env{
-		streams:   streams,
-		client:    func() (kubernetes.Interface, error) { return client, nil },
+		streams: streams,
+		client:  func() (kubernetes.Interface, error) { return client, nil },
+		dynamic: func() (dynamic.Interface, error) {
+			if dyn == nil {
+				return nil, errors.New("this test has no dynamic client")
+			}
+			return dyn, nil
+		},
+		poll:      time.Millisecond,
 		namespace: func() (string, bool, error) { return testNamespace, false, nil },
 		now:       func() time.Time { return testNow },
 	}

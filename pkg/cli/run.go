@@ -9,7 +9,9 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // Exit codes. A script can tell "the cluster said no" (ExitRefused) from
@@ -22,8 +24,11 @@ const (
 	ExitError = 1
 	// ExitRefused: assign or unassign refused at least one node, by the
 	// client-side checks or by the server (admission or authorization);
-	// create refused by the server.
+	// create refused by the server; rollout undo refused a Node patch.
 	ExitRefused = 2
+	// ExitRolloutFailed: rollout status found the rollout failed (its
+	// Failed condition is True).
+	ExitRolloutFailed = 3
 )
 
 const exitCodesHelp = `Exit codes:
@@ -31,7 +36,9 @@ const exitCodesHelp = `Exit codes:
   1  error: bad usage, an object that does not exist, an API error
   2  assign/unassign: at least one node was refused, by the client-side
      checks or by the server; see the output for each node's reason;
-     create: the server refused the ConfigMap`
+     create: the server refused the ConfigMap; rollout undo: the server
+     refused a Node's patch
+  3  rollout status: the rollout has failed (its Failed condition is True)`
 
 // Client-side rate limits, well under what an apiserver's priority and
 // fairness lets one client have.
@@ -40,46 +47,72 @@ const (
 	clientBurst = 100
 )
 
-// fieldManager names this plugin in the Nodes' managedFields.
+// fieldManager names this plugin in the managedFields of the Nodes and
+// rollouts it writes.
 const fieldManager = "kubectl-nodeguard"
 
-// env is what the commands need from outside: streams, an API client, the
-// namespace in force and a clock. Tests substitute a fake clientset.
+// env is what the commands need from outside: streams, API clients, the
+// namespace in force and a clock. Tests substitute fake clients.
 type env struct {
 	streams genericiooptions.IOStreams
 	client  func() (kubernetes.Interface, error)
+	// dynamic reads and patches KubeletConfigRollouts, which the typed
+	// clientset does not know.
+	dynamic func() (dynamic.Interface, error)
 	// namespace returns the namespace of -n or of the kubeconfig context,
 	// and whether -n set it.
 	namespace func() (namespace string, explicit bool, err error)
 	now       func() time.Time
+	// poll is how often rollout status --watch and rollout undo read the
+	// rollout while they wait on the controller.
+	poll time.Duration
 }
 
 // Run runs the plugin with args (without the program name) and returns the
 // exit code. Output goes to streams; nothing else of the process is touched.
 func Run(ctx context.Context, args []string, streams genericiooptions.IOStreams) int {
 	configFlags := genericclioptions.NewConfigFlags(true)
+	restConfig := func() (*rest.Config, error) {
+		cfg, err := configFlags.ToRESTConfig()
+		if err != nil {
+			return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+		}
+		cfg.WarningHandlerWithContext = warningHandler{out: streams.ErrOut}
+		// assign -l patches one node per request; client-go's default of
+		// 5 per second would make a large pool wait on the client.
+		cfg.QPS, cfg.Burst = clientQPS, clientBurst
+		cfg.UserAgent = fieldManager
+		return cfg, nil
+	}
 	e := &env{
 		streams: streams,
 		client: func() (kubernetes.Interface, error) {
-			cfg, err := configFlags.ToRESTConfig()
+			cfg, err := restConfig()
 			if err != nil {
-				return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+				return nil, err
 			}
-			cfg.WarningHandlerWithContext = warningHandler{out: streams.ErrOut}
-			// assign -l patches one node per request; client-go's default of
-			// 5 per second would make a large pool wait on the client.
-			cfg.QPS, cfg.Burst = clientQPS, clientBurst
-			cfg.UserAgent = fieldManager
 			client, err := kubernetes.NewForConfig(cfg)
 			if err != nil {
 				return nil, fmt.Errorf("building the API client: %w", err)
 			}
 			return client, nil
 		},
+		dynamic: func() (dynamic.Interface, error) {
+			cfg, err := restConfig()
+			if err != nil {
+				return nil, err
+			}
+			client, err := dynamic.NewForConfig(cfg)
+			if err != nil {
+				return nil, fmt.Errorf("building the dynamic API client: %w", err)
+			}
+			return client, nil
+		},
 		namespace: func() (string, bool, error) {
 			return configFlags.ToRawKubeConfigLoader().Namespace()
 		},
-		now: time.Now,
+		now:  time.Now,
+		poll: rolloutPollInterval,
 	}
 	root := newRootCommand(e)
 	configFlags.AddFlags(root.PersistentFlags())
@@ -103,6 +136,9 @@ func execute(ctx context.Context, root *cobra.Command, args []string, streams ge
 	}
 	if errors.Is(err, errRefused) {
 		return ExitRefused
+	}
+	if errors.Is(err, errRolloutFailed) {
+		return ExitRolloutFailed
 	}
 	return ExitError
 }
@@ -149,6 +185,6 @@ cluster, the user and the namespace.
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newStatusCommand(e), newCreateCommand(e), newAssignCommand(e), newUnassignCommand(e), newExplainCommand(e))
+	root.AddCommand(newStatusCommand(e), newCreateCommand(e), newAssignCommand(e), newUnassignCommand(e), newExplainCommand(e), newRolloutCommand(e))
 	return root
 }
