@@ -160,11 +160,16 @@ func TestBinaryHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--help"}, []string{"Exit codes:", "--kubeconfig", "--context", "assign", "create", "explain", "status", "unassign"}},
+		{[]string{"--help"}, []string{"Exit codes:", "--kubeconfig", "--context", "assign", "create", "explain", "rollout", "status", "unassign"}},
 		{[]string{"status", "--help"}, []string{"--selector", "--output", "--no-headers", "LAST-KNOWN-GOOD"}},
 		{[]string{"assign", "--help"}, []string{"--dry-run", "--selector", "rule 5", "-n, --namespace"}},
 		{[]string{"unassign", "--help"}, []string{"--dry-run", "--selector"}},
 		{[]string{"explain", "--help"}, []string{"SubjectAccessReview", "system:node:NODE"}},
+		{[]string{"rollout", "--help"}, []string{"status", "pause", "resume", "undo"}},
+		{[]string{"rollout", "status", "--help"}, []string{"--watch", "--timeout", "--output", "exits with 3", "Needs:"}},
+		{[]string{"rollout", "pause", "--help"}, []string{"spec.paused", "Needs:"}},
+		{[]string{"rollout", "resume", "--help"}, []string{"spec.paused", "Needs:"}},
+		{[]string{"rollout", "undo", "--help"}, []string{"--dry-run", "--timeout", "nodeguard.dev/previous-config-source", "Needs:"}},
 	} {
 		out, err := exec.Command(pluginBinary, tt.args...).CombinedOutput()
 		if err != nil {
