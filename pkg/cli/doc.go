@@ -27,8 +27,8 @@
 // asks the apiserver's real authorizer chain through a SubjectAccessReview,
 // so an operator sees both what should be and what is.
 //
-// The rollout commands read KubeletConfigRollouts with the dynamic client
-// and judge their Nodes with pkg/rollout, the controller's own decision
+// The rollout commands read KubeletConfigRollouts through a typed REST
+// client of the CRD, as the controller does, and judge their Nodes with pkg/rollout, the controller's own decision
 // function, so that what status shows is what the controller decides;
 // undo writes the controller's own revert (rollout.Undo) on each Node.
 //

@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
@@ -41,19 +40,19 @@ func runFake(t *testing.T, client kubernetes.Interface, args ...string) runResul
 	return runFakeClients(t, client, nil, args...)
 }
 
-// runFakeClients is runFake with a dynamic client too, for the rollout
+// runFakeClients is runFake with a rollout client too, for the rollout
 // commands; the waits poll every millisecond.
-func runFakeClients(t *testing.T, client kubernetes.Interface, dyn dynamic.Interface, args ...string) runResult {
+func runFakeClients(t *testing.T, client kubernetes.Interface, rollouts *fakeRollouts, args ...string) runResult {
 	t.Helper()
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
 	e := &env{
 		streams: streams,
 		client:  func() (kubernetes.Interface, error) { return client, nil },
-		dynamic: func() (dynamic.Interface, error) {
-			if dyn == nil {
-				return nil, errors.New("this test has no dynamic client")
+		rollouts: func() (rolloutAPI, error) {
+			if rollouts == nil {
+				return nil, errors.New("this test has no rollout client")
 			}
-			return dyn, nil
+			return rollouts, nil
 		},
 		poll:      time.Millisecond,
 		namespace: func() (string, bool, error) { return testNamespace, false, nil },

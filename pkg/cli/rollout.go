@@ -8,18 +8,12 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 )
 
-// rolloutsResource is the CRD's resource. The rollout commands read it
-// with the dynamic client and convert to the typed struct, so that the
-// plugin needs no generated clientset and pkg/rollout's functions take
-// what they are written for.
+// rolloutsResource is the CRD's resource.
 var rolloutsResource = v1alpha1.SchemeGroupVersion.WithResource("kubeletconfigrollouts")
 
 // rolloutKind names a rollout in the output as kubectl would.
@@ -61,9 +55,9 @@ func oneRolloutName(_ *cobra.Command, args []string) error {
 	return nil
 }
 
-// getRollout reads a rollout as the typed struct.
-func getRollout(ctx context.Context, client dynamic.Interface, name string) (*v1alpha1.KubeletConfigRollout, error) {
-	obj, err := client.Resource(rolloutsResource).Get(ctx, name, metav1.GetOptions{})
+// getRollout reads a rollout.
+func getRollout(ctx context.Context, client rolloutAPI, name string) (*v1alpha1.KubeletConfigRollout, error) {
+	r, err := client.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			// Also what a cluster without the CRD answers.
@@ -71,39 +65,27 @@ func getRollout(ctx context.Context, client dynamic.Interface, name string) (*v1
 		}
 		return nil, fmt.Errorf("getting KubeletConfigRollout %q: %w", name, err)
 	}
-	return toRollout(obj)
+	return r, nil
 }
 
 // listRollouts reads every rollout, to tell which of them share a Node.
-func listRollouts(ctx context.Context, client dynamic.Interface) ([]*v1alpha1.KubeletConfigRollout, error) {
-	list, err := client.Resource(rolloutsResource).List(ctx, metav1.ListOptions{})
+func listRollouts(ctx context.Context, client rolloutAPI) ([]*v1alpha1.KubeletConfigRollout, error) {
+	list, err := client.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing KubeletConfigRollouts: %w", err)
 	}
-	out := make([]*v1alpha1.KubeletConfigRollout, 0, len(list.Items))
+	out := make([]*v1alpha1.KubeletConfigRollout, len(list.Items))
 	for i := range list.Items {
-		r, err := toRollout(&list.Items[i])
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
+		out[i] = &list.Items[i]
 	}
 	return out, nil
-}
-
-func toRollout(obj *unstructured.Unstructured) (*v1alpha1.KubeletConfigRollout, error) {
-	r := &v1alpha1.KubeletConfigRollout{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, r); err != nil {
-		return nil, fmt.Errorf("reading KubeletConfigRollout %q: %w", obj.GetName(), err)
-	}
-	return r, nil
 }
 
 // patchPaused sets spec.paused with a JSON merge patch of that field
 // alone, so that nothing else of the spec is overwritten from what was
 // read, and returns the rollout as written (or as it would be, in a dry
 // run).
-func patchPaused(ctx context.Context, client dynamic.Interface, name string, paused, dryRun bool) (*v1alpha1.KubeletConfigRollout, error) {
+func patchPaused(ctx context.Context, client rolloutAPI, name string, paused, dryRun bool) (*v1alpha1.KubeletConfigRollout, error) {
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"paused": paused}})
 	if err != nil {
 		return nil, fmt.Errorf("building the patch: %w", err)
@@ -112,9 +94,9 @@ func patchPaused(ctx context.Context, client dynamic.Interface, name string, pau
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	obj, err := client.Resource(rolloutsResource).Patch(ctx, name, types.MergePatchType, patch, opts)
+	r, err := client.Patch(ctx, name, types.MergePatchType, patch, opts)
 	if err != nil {
 		return nil, fmt.Errorf("setting spec.paused of KubeletConfigRollout %q to %v: %w", name, paused, err)
 	}
-	return toRollout(obj)
+	return r, nil
 }

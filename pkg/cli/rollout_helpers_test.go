@@ -1,17 +1,17 @@
 package cli
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
@@ -81,18 +81,54 @@ func setConditions(r *v1alpha1.KubeletConfigRollout, specs ...string) {
 	}
 }
 
-func newDynamic(t *testing.T, rollouts ...*v1alpha1.KubeletConfigRollout) *dynamicfake.FakeDynamicClient {
+// fakeRollouts is the rollout client of the tests: the rollouts in an
+// object tracker, behind the reactors of a k8stesting.Fake, as a generated
+// fake clientset would have them.
+type fakeRollouts struct {
+	k8stesting.Fake
+}
+
+func newRollouts(t *testing.T, rollouts ...*v1alpha1.KubeletConfigRollout) *fakeRollouts {
 	t.Helper()
-	objs := make([]runtime.Object, len(rollouts))
-	for i, r := range rollouts {
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r)
-		if err != nil {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	tracker := k8stesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
+	for _, r := range rollouts {
+		if err := tracker.Add(r); err != nil {
 			t.Fatal(err)
 		}
-		objs[i] = &unstructured.Unstructured{Object: u}
 	}
-	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{rolloutsResource: "KubeletConfigRolloutList"}, objs...)
+	f := &fakeRollouts{}
+	f.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
+	return f
+}
+
+func (f *fakeRollouts) Get(_ context.Context, name string, opts metav1.GetOptions) (*v1alpha1.KubeletConfigRollout, error) {
+	obj, err := f.Invokes(k8stesting.NewRootGetActionWithOptions(rolloutsResource, name, opts), &v1alpha1.KubeletConfigRollout{})
+	if obj == nil {
+		return nil, err
+	}
+	return obj.(*v1alpha1.KubeletConfigRollout), err
+}
+
+func (f *fakeRollouts) List(_ context.Context, opts metav1.ListOptions) (*v1alpha1.KubeletConfigRolloutList, error) {
+	// The tracker lists by the kind of the items.
+	kind := v1alpha1.SchemeGroupVersion.WithKind("KubeletConfigRollout")
+	obj, err := f.Invokes(k8stesting.NewRootListActionWithOptions(rolloutsResource, kind, opts), &v1alpha1.KubeletConfigRolloutList{})
+	if obj == nil {
+		return nil, err
+	}
+	return obj.(*v1alpha1.KubeletConfigRolloutList), err
+}
+
+func (f *fakeRollouts) Patch(_ context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions) (*v1alpha1.KubeletConfigRollout, error) {
+	obj, err := f.Invokes(k8stesting.NewRootPatchActionWithOptions(rolloutsResource, name, pt, data, opts), &v1alpha1.KubeletConfigRollout{})
+	if obj == nil {
+		return nil, err
+	}
+	return obj.(*v1alpha1.KubeletConfigRollout), err
 }
 
 // rolloutNode is a Ready Node in pool blue, with annotations.

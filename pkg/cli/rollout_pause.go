@@ -53,7 +53,7 @@ Needs: get and patch on kubeletconfigrollouts.nodeguard.dev.`,
 
 func runRolloutPause(cmd *cobra.Command, e *env, name string, pause bool) error {
 	ctx := cmd.Context()
-	client, err := e.dynamic()
+	client, err := e.rollouts()
 	if err != nil {
 		return err
 	}

@@ -6,13 +6,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
 
 // rolloutPatches lists the patches of rollouts a fake dynamic client got.
-func rolloutPatches(dyn *dynamicfake.FakeDynamicClient) []k8stesting.PatchAction {
+func rolloutPatches(dyn *fakeRollouts) []k8stesting.PatchAction {
 	var out []k8stesting.PatchAction
 	for _, a := range dyn.Actions() {
 		if p, ok := a.(k8stesting.PatchAction); ok {
@@ -22,13 +21,9 @@ func rolloutPatches(dyn *dynamicfake.FakeDynamicClient) []k8stesting.PatchAction
 	return out
 }
 
-func pausedOf(t *testing.T, dyn *dynamicfake.FakeDynamicClient, name string) bool {
+func pausedOf(t *testing.T, dyn *fakeRollouts, name string) bool {
 	t.Helper()
-	obj, err := dyn.Resource(rolloutsResource).Get(t.Context(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := toRollout(obj)
+	r, err := dyn.Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +32,7 @@ func pausedOf(t *testing.T, dyn *dynamicfake.FakeDynamicClient, name string) boo
 
 func TestRolloutPauseResume(t *testing.T) {
 	kube := fake.NewClientset()
-	dyn := newDynamic(t, testRollout("pool-blue", rollingOut))
+	dyn := newRollouts(t, testRollout("pool-blue", rollingOut))
 
 	r := runFakeClients(t, kube, dyn, "rollout", "pause", "pool-blue")
 	if r.code != ExitOK || r.out != "kubeletconfigrollout.nodeguard.dev/pool-blue: paused\n" || !pausedOf(t, dyn, "pool-blue") {
@@ -68,7 +63,7 @@ func TestRolloutPauseResume(t *testing.T) {
 }
 
 func TestRolloutResumeOfAFailedRollout(t *testing.T) {
-	dyn := newDynamic(t, testRollout("pool-blue", failedRollout, pausedSpec))
+	dyn := newRollouts(t, testRollout("pool-blue", failedRollout, pausedSpec))
 	r := runFakeClients(t, fake.NewClientset(), dyn, "rollout", "resume", "pool-blue")
 	if r.code != ExitOK || !strings.Contains(r.out, "note: the rollout has failed (Node node-b: TrialFailed: kubelet unhealthy) and stays failed") {
 		t.Errorf("exit %d, out %q", r.code, r.out)
@@ -76,11 +71,11 @@ func TestRolloutResumeOfAFailedRollout(t *testing.T) {
 }
 
 func TestRolloutPauseErrors(t *testing.T) {
-	r := runFakeClients(t, fake.NewClientset(), newDynamic(t), "rollout", "pause", "nope")
+	r := runFakeClients(t, fake.NewClientset(), newRollouts(t), "rollout", "pause", "nope")
 	if r.code != ExitError || !strings.Contains(r.errOut, `KubeletConfigRollout "nope" not found`) {
 		t.Errorf("missing: exit %d, err %q", r.code, r.errOut)
 	}
-	r = runFakeClients(t, fake.NewClientset(), newDynamic(t), "rollout", "resume")
+	r = runFakeClients(t, fake.NewClientset(), newRollouts(t), "rollout", "resume")
 	if r.code != ExitError || !strings.Contains(r.errOut, "give the name of one KubeletConfigRollout") {
 		t.Errorf("no name: exit %d, err %q", r.code, r.errOut)
 	}

@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
@@ -66,7 +65,7 @@ type RolloutNode struct {
 // Decide's other outputs (what to assign or revert, the status) are
 // dropped: the plugin shows what the controller would do and does none
 // of it.
-func (e *env) rolloutStatus(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, name string) (*RolloutStatus, error) {
+func (e *env) rolloutStatus(ctx context.Context, kube kubernetes.Interface, dyn rolloutAPI, name string) (*RolloutStatus, error) {
 	r, err := getRollout(ctx, dyn, name)
 	if err != nil {
 		return nil, err

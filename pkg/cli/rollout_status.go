@@ -108,7 +108,7 @@ func runRolloutStatus(cmd *cobra.Command, e *env, o *rolloutStatusOptions, name 
 	if err != nil {
 		return err
 	}
-	dyn, err := e.dynamic()
+	dyn, err := e.rollouts()
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func runRolloutStatus(cmd *cobra.Command, e *env, o *rolloutStatusOptions, name 
 // condition each time it changes. A status from an older generation says
 // nothing about the spec in force, as with kubectl rollout status.
 func waitRolloutDone(ctx context.Context, e *env, timeout time.Duration, name string, progress io.Writer) error {
-	dyn, err := e.dynamic()
+	dyn, err := e.rollouts()
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -30,7 +29,7 @@ func TestRolloutStatus(t *testing.T) {
 	zone := testRollout("zone-a", rollingOut)
 	zone.Spec.NodeSelector.MatchLabels = map[string]string{"zone": "a"}
 	kube := fake.NewClientset(rolloutNodes(t)...)
-	r := runFakeClients(t, kube, newDynamic(t, testRollout("pool-blue", rollingOut), zone), "rollout", "status", "pool-blue")
+	r := runFakeClients(t, kube, newRollouts(t, testRollout("pool-blue", rollingOut), zone), "rollout", "status", "pool-blue")
 	if r.code != ExitOK {
 		t.Fatalf("exit %d: %s\n%s", r.code, r.errOut, r.out)
 	}
@@ -62,14 +61,14 @@ func TestRolloutStatus(t *testing.T) {
 	// A Node another rollout selects too is Conflicted, as the controller
 	// judges it.
 	zone.Spec.NodeSelector.MatchLabels = map[string]string{"pool": "blue"}
-	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), newDynamic(t, testRollout("pool-blue", rollingOut), zone), "rollout", "status", "pool-blue")
+	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), newRollouts(t, testRollout("pool-blue", rollingOut), zone), "rollout", "status", "pool-blue")
 	if got := rowOf(r.out, "node-c"); len(got) < 2 || got[1] != string(rollout.StateConflicted) || !strings.Contains(r.out, "also selected by zone-a") {
 		t.Errorf("with zone-a selecting the pool too: row %v\n%s", got, r.out)
 	}
 }
 
 func TestRolloutStatusFailedExitsWith3(t *testing.T) {
-	r := runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), newDynamic(t, testRollout("pool-blue", failedRollout)), "rollout", "status", "pool-blue")
+	r := runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), newRollouts(t, testRollout("pool-blue", failedRollout)), "rollout", "status", "pool-blue")
 	if r.code != ExitRolloutFailed || !strings.Contains(r.errOut, "the rollout has failed: Node node-b: TrialFailed") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.errOut)
 	}
@@ -80,7 +79,7 @@ func TestRolloutStatusFailedExitsWith3(t *testing.T) {
 
 func TestRolloutStatusStructured(t *testing.T) {
 	for _, format := range []string{"json", "yaml"} {
-		r := runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), newDynamic(t, testRollout("pool-blue", rollingOut)), "rollout", "status", "pool-blue", "-o", format)
+		r := runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), newRollouts(t, testRollout("pool-blue", rollingOut)), "rollout", "status", "pool-blue", "-o", format)
 		if r.code != ExitOK {
 			t.Fatalf("-o %s: exit %d: %s", format, r.code, r.errOut)
 		}
@@ -113,15 +112,11 @@ func TestRolloutStatusStructured(t *testing.T) {
 
 // sequence makes every get of the rollout answer the next of states,
 // then the last one for ever.
-func sequence(t *testing.T, client *k8stesting.Fake, states ...*v1alpha1.KubeletConfigRollout) *atomic.Int32 {
+func sequence(client *fakeRollouts, states ...*v1alpha1.KubeletConfigRollout) *atomic.Int32 {
 	var gets atomic.Int32
 	client.PrependReactor("get", rolloutsResource.Resource, func(k8stesting.Action) (bool, runtime.Object, error) {
 		i := min(int(gets.Add(1))-1, len(states)-1)
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(states[i])
-		if err != nil {
-			t.Error(err)
-		}
-		return true, &unstructured.Unstructured{Object: u}, nil
+		return true, states[i].DeepCopy(), nil
 	})
 	return &gets
 }
@@ -129,8 +124,8 @@ func sequence(t *testing.T, client *k8stesting.Fake, states ...*v1alpha1.Kubelet
 func TestRolloutStatusWatch(t *testing.T) {
 	stale := testRollout("pool-blue", completeRollout)
 	stale.Generation = 3 // the controller has not seen the latest spec
-	dyn := newDynamic(t, testRollout("pool-blue", rollingOut))
-	sequence(t, &dyn.Fake, stale, testRollout("pool-blue", rollingOut), testRollout("pool-blue", rollingOut), testRollout("pool-blue", completeRollout))
+	dyn := newRollouts(t, testRollout("pool-blue", rollingOut))
+	sequence(dyn, stale, testRollout("pool-blue", rollingOut), testRollout("pool-blue", rollingOut), testRollout("pool-blue", completeRollout))
 	r := runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), dyn, "rollout", "status", "pool-blue", "-w")
 	if r.code != ExitOK {
 		t.Fatalf("exit %d: %s\n%s", r.code, r.errOut, r.out)
@@ -148,15 +143,15 @@ func TestRolloutStatusWatch(t *testing.T) {
 
 	// Failed ends the watch too, with exit code 3; -o keeps the progress
 	// off standard output.
-	dyn = newDynamic(t, testRollout("pool-blue", rollingOut))
-	sequence(t, &dyn.Fake, testRollout("pool-blue", rollingOut), testRollout("pool-blue", failedRollout))
+	dyn = newRollouts(t, testRollout("pool-blue", rollingOut))
+	sequence(dyn, testRollout("pool-blue", rollingOut), testRollout("pool-blue", failedRollout))
 	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), dyn, "rollout", "status", "pool-blue", "--watch", "-o", "json")
 	if r.code != ExitRolloutFailed || !strings.Contains(r.errOut, "Waiting for rollout") || !strings.HasPrefix(r.out, "{") {
 		t.Errorf("failed: exit %d, stdout %q, stderr %q", r.code, r.out, r.errOut)
 	}
 
 	// --timeout gives up with exit 1.
-	dyn = newDynamic(t, testRollout("pool-blue", rollingOut))
+	dyn = newRollouts(t, testRollout("pool-blue", rollingOut))
 	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), dyn, "rollout", "status", "pool-blue", "-w", "--timeout=30ms")
 	if r.code != ExitError || !strings.Contains(r.errOut, "timed out after 30ms") {
 		t.Errorf("timeout: exit %d, stderr %q", r.code, r.errOut)
@@ -165,7 +160,7 @@ func TestRolloutStatusWatch(t *testing.T) {
 
 func TestRolloutStatusErrors(t *testing.T) {
 	kube := fake.NewClientset(rolloutNodes(t)...)
-	r := runFakeClients(t, kube, newDynamic(t), "rollout", "status", "nope")
+	r := runFakeClients(t, kube, newRollouts(t), "rollout", "status", "nope")
 	if r.code != ExitError || !strings.Contains(r.errOut, `KubeletConfigRollout "nope" not found`) {
 		t.Errorf("missing rollout: exit %d, stderr %q", r.code, r.errOut)
 	}
@@ -176,14 +171,14 @@ func TestRolloutStatusErrors(t *testing.T) {
 		{"rollout", "status", "pool-blue", "--timeout=-1s"},
 		{"rollout", "frobnicate"},
 	} {
-		r := runFakeClients(t, kube, newDynamic(t, testRollout("pool-blue")), args...)
+		r := runFakeClients(t, kube, newRollouts(t, testRollout("pool-blue")), args...)
 		if r.code != ExitError || !strings.Contains(r.errOut, "--help' for usage") {
 			t.Errorf("%v: exit %d, stderr %q; want a usage error", args, r.code, r.errOut)
 		}
 	}
 	// No status yet, and a ConfigMap that does not exist: the Nodes are
 	// still judged, against nothing.
-	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)[:3]...), newDynamic(t, testRollout("pool-blue")), "rollout", "status", "pool-blue")
+	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)[:3]...), newRollouts(t, testRollout("pool-blue")), "rollout", "status", "pool-blue")
 	if r.code != ExitOK || !strings.Contains(r.out, "is the rollout controller running?") || !strings.Contains(r.out, "(not rolled out yet)") {
 		t.Errorf("no status: exit %d:\n%s%s", r.code, r.out, r.errOut)
 	}

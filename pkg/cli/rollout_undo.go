@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
@@ -110,7 +109,7 @@ func runRolloutUndo(cmd *cobra.Command, e *env, o *rolloutUndoOptions, name stri
 	if err != nil {
 		return err
 	}
-	dyn, err := e.dynamic()
+	dyn, err := e.rollouts()
 	if err != nil {
 		return err
 	}
@@ -174,7 +173,7 @@ func runRolloutUndo(cmd *cobra.Command, e *env, o *rolloutUndoOptions, name stri
 // status before the Node patches, so once it shows the pause every
 // assignment decided before the pause has been written, and undo's list of
 // Nodes sees it.
-func waitPauseShown(ctx context.Context, e *env, dyn dynamic.Interface, r *v1alpha1.KubeletConfigRollout, timeout time.Duration) (*v1alpha1.KubeletConfigRollout, error) {
+func waitPauseShown(ctx context.Context, e *env, dyn rolloutAPI, r *v1alpha1.KubeletConfigRollout, timeout time.Duration) (*v1alpha1.KubeletConfigRollout, error) {
 	shown := func(r *v1alpha1.KubeletConfigRollout) bool {
 		return r.Status.ObservedGeneration >= r.Generation && meta.IsStatusConditionTrue(r.Status.Conditions, v1alpha1.ConditionPaused)
 	}

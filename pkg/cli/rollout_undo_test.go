@@ -51,7 +51,7 @@ func nodePatch(t *testing.T, p k8stesting.PatchAction) map[string]any {
 
 func TestRolloutUndo(t *testing.T) {
 	kube := fake.NewClientset(undoNodes(t)...)
-	dyn := newDynamic(t, testRollout("pool-blue", rollingOut))
+	dyn := newRollouts(t, testRollout("pool-blue", rollingOut))
 	r := runFakeClients(t, kube, dyn, "rollout", "undo", "pool-blue", "--timeout=20ms")
 	if r.code != ExitOK {
 		t.Fatalf("exit %d: %s\n%s", r.code, r.errOut, r.out)
@@ -107,9 +107,9 @@ kubeletconfigrollout.nodeguard.dev/pool-blue stays paused: resuming it rolls kub
 
 func TestRolloutUndoWaitsForTheController(t *testing.T) {
 	kube := fake.NewClientset(undoNodes(t)...)
-	dyn := newDynamic(t, testRollout("pool-blue", rollingOut))
+	dyn := newRollouts(t, testRollout("pool-blue", rollingOut))
 	// The controller shows the pause on the third read after the patch.
-	gets := sequence(t, &dyn.Fake, testRollout("pool-blue", rollingOut), testRollout("pool-blue", rollingOut, pausedSpec),
+	gets := sequence(dyn, testRollout("pool-blue", rollingOut), testRollout("pool-blue", rollingOut, pausedSpec),
 		testRollout("pool-blue", rollingOut, pausedSpec), testRollout("pool-blue", acknowledged))
 	r := runFakeClients(t, kube, dyn, "rollout", "undo", "pool-blue")
 	if r.code != ExitOK || r.errOut != "" || gets.Load() != 4 {
@@ -127,7 +127,7 @@ func TestRolloutUndoWaitsForTheController(t *testing.T) {
 func TestRolloutUndoDryRun(t *testing.T) {
 	for _, mode := range []string{"--dry-run", "--dry-run=server"} {
 		kube := fake.NewClientset(undoNodes(t)...)
-		dyn := newDynamic(t, testRollout("pool-blue", rollingOut))
+		dyn := newRollouts(t, testRollout("pool-blue", rollingOut))
 		r := runFakeClients(t, kube, dyn, "rollout", "undo", "pool-blue", mode)
 		if r.code != ExitOK || (mode == "--dry-run" && pausedOf(t, dyn, "pool-blue")) {
 			t.Fatalf("%s: exit %d: %s\n%s", mode, r.code, r.errOut, r.out)
@@ -195,7 +195,7 @@ func TestRolloutUndoRetriesOnConflict(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	dyn := newDynamic(t, testRollout("pool-blue", acknowledged))
+	dyn := newRollouts(t, testRollout("pool-blue", acknowledged))
 	r := runFakeClients(t, kube, dyn, "rollout", "undo", "pool-blue")
 	if r.code != ExitRefused {
 		t.Fatalf("exit %d: %s\n%s", r.code, r.errOut, r.out)

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -56,9 +55,9 @@ const fieldManager = "kubectl-nodeguard"
 type env struct {
 	streams genericiooptions.IOStreams
 	client  func() (kubernetes.Interface, error)
-	// dynamic reads and patches KubeletConfigRollouts, which the typed
+	// rollouts reads and patches KubeletConfigRollouts, which the
 	// clientset does not know.
-	dynamic func() (dynamic.Interface, error)
+	rollouts func() (rolloutAPI, error)
 	// namespace returns the namespace of -n or of the kubeconfig context,
 	// and whether -n set it.
 	namespace func() (namespace string, explicit bool, err error)
@@ -97,16 +96,12 @@ func Run(ctx context.Context, args []string, streams genericiooptions.IOStreams)
 			}
 			return client, nil
 		},
-		dynamic: func() (dynamic.Interface, error) {
+		rollouts: func() (rolloutAPI, error) {
 			cfg, err := restConfig()
 			if err != nil {
 				return nil, err
 			}
-			client, err := dynamic.NewForConfig(cfg)
-			if err != nil {
-				return nil, fmt.Errorf("building the dynamic API client: %w", err)
-			}
-			return client, nil
+			return newRolloutClient(cfg)
 		},
 		namespace: func() (string, bool, error) {
 			return configFlags.ToRawKubeConfigLoader().Namespace()
