@@ -122,7 +122,8 @@ func (e *env) rolloutStatus(ctx context.Context, kube kubernetes.Interface, dyn 
 }
 
 // rolloutTarget is the version of the ConfigMap the rollout names, as the
-// controller reads it: nil when it does not exist. A user who may not read
+// controller reads it (rollout.TargetOf): nil when it does not exist or is
+// not eligible. A user who may not read
 // it gets status.target instead, which is the controller's last reading,
 // with a warning, rather than no verdicts at all.
 func (e *env) rolloutTarget(ctx context.Context, kube kubernetes.Interface, r *v1alpha1.KubeletConfigRollout) (*contract.ObjectRef, error) {
@@ -130,7 +131,7 @@ func (e *env) rolloutTarget(ctx context.Context, kube kubernetes.Interface, r *v
 	cm, err := kube.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	switch {
 	case err == nil:
-		return &contract.ObjectRef{Namespace: cm.Namespace, Name: cm.Name, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion}, nil
+		return rollout.TargetOf(cm), nil
 	case apierrors.IsNotFound(err):
 		return nil, nil
 	case apierrors.IsForbidden(err):

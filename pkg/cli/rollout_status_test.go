@@ -176,6 +176,16 @@ func TestRolloutStatusErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want a usage error", args, r.code, r.errOut)
 		}
 	}
+	// A target that is not eligible is judged as the controller judges
+	// it: as if it did not exist, so no Node is Updated.
+	plain := testTarget()
+	plain.Labels = nil
+	objs := append(rolloutNodes(t)[:4], plain)
+	r = runFakeClients(t, fake.NewClientset(objs...), newRollouts(t, testRollout("pool-blue", rollingOut)), "rollout", "status", "pool-blue", "-o", "json")
+	if r.code != ExitOK || !strings.Contains(r.out, `"target": null`) || strings.Contains(r.out, `"state": "Updated"`) {
+		t.Errorf("a target that is not eligible: exit %d:\n%s%s", r.code, r.out, r.errOut)
+	}
+
 	// No status yet, and a ConfigMap that does not exist: the Nodes are
 	// still judged, against nothing.
 	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)[:3]...), newRollouts(t, testRollout("pool-blue")), "rollout", "status", "pool-blue")
