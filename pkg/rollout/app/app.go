@@ -171,6 +171,11 @@ func runElected(ctx context.Context, kube kubernetes.Interface, le LeaderElectio
 				// The controller is done: give the Lease up.
 				cancel()
 			},
+			OnStoppedLeading: func() {
+				// Run returns next; the caller tells a lost Lease from a
+				// stop asked for.
+				logger.Info("Stopped leading", "lease", le.Namespace+"/"+le.Name, "identity", identity)
+			},
 			OnNewLeader: func(current string) {
 				if current != identity {
 					logger.Info("Another replica leads", "leader", current)
