@@ -136,19 +136,19 @@ func (c *Controller) selectedNodes(selector labels.Selector) ([]*corev1.Node, er
 	return out, nil
 }
 
-// target is the eligible ConfigMap ref names, nil when there is none: a
-// ConfigMap without the eligibility label can never be assigned, so it is
-// as good as absent.
+// target is the eligible ConfigMap ref names, nil when there is none
+// (rollout.TargetOf: a ConfigMap without the eligibility label reads as
+// absent).
 func (c *Controller) target(ref v1alpha1.ConfigMapReference) *contract.ObjectRef {
 	obj, exists, err := c.cmInformer.GetStore().GetByKey(ref.Namespace + "/" + ref.Name)
 	if err != nil || !exists {
 		return nil
 	}
 	m, ok := obj.(metav1.Object)
-	if !ok || !contract.IsEligible(m.GetLabels()) {
+	if !ok {
 		return nil
 	}
-	return &contract.ObjectRef{Namespace: m.GetNamespace(), Name: m.GetName(), UID: string(m.GetUID()), ResourceVersion: m.GetResourceVersion()}
+	return rollout.TargetOf(m)
 }
 
 // writeStatus writes status over the rollout r was decided on, retrying
