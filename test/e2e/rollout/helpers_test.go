@@ -194,12 +194,6 @@ func sources(t *testing.T, names []string) map[string]string {
 	return out
 }
 
-// runs reports whether the Node's agent reports cm (this version) active
-// and last-known-good with KubeletConfigReady True.
-func runs(r framework.Report, cm *corev1.ConfigMap) bool {
-	return framework.RefersTo(r.Status.Active, cm) && framework.RefersTo(r.Status.LastKnownGood, cm) && r.ConditionIs(corev1.ConditionTrue, "")
-}
-
 // waitRuns waits until every named Node's agent reports cm running.
 func waitRuns(t *testing.T, names []string, cm *corev1.ConfigMap) {
 	t.Helper()
@@ -373,7 +367,7 @@ func (u *unavailability) Most() (int, string) {
 }
 
 // label sets (value non-nil) or removes a label on the Nodes, as an
-// administrator.
+// administrator. It works in cleanups too, after the test's context ended.
 func label(t *testing.T, key string, value *string, names ...string) {
 	t.Helper()
 	for _, name := range names {
@@ -381,7 +375,7 @@ func label(t *testing.T, key string, value *string, names ...string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := env.Admin.CoreV1().Nodes().Patch(t.Context(), name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+		if _, err := env.Admin.CoreV1().Nodes().Patch(context.Background(), name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
