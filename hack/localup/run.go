@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeguard/nodeguard/test/controlplane"
@@ -77,7 +78,7 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}
 		if len(cleanups) > 0 {
-			c.step("stopping the nodes, the webhook, kube-apiserver and etcd")
+			c.step("stopping the nodes, the rollout controller, the webhook, kube-controller-manager, kube-apiserver and etcd")
 		}
 		for i := len(cleanups) - 1; i >= 0; i-- {
 			cleanups[i]()
@@ -93,7 +94,7 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 		c.step("removed %s; nothing is left running", dir)
 	}()
 
-	if err := c.slow(ctx, "etcd, kube-apiserver and kubelet "+controlplane.KubernetesVersion+": using the cached build, or building them (hack/testbin.sh; the first time takes 7-12 minutes)",
+	if err := c.slow(ctx, "etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet "+controlplane.KubernetesVersion+": using the cached build, or building them (hack/testbin.sh; the first time takes about 10 minutes)",
 		func(ctx context.Context) error { return ensureControlPlaneBinaries(ctx, c) }); err != nil {
 		return err
 	}
@@ -116,15 +117,27 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 		return err
 	}
 	var env *framework.Env
-	if err := c.slow(ctx, "starting etcd and kube-apiserver with nodeguard in their authorization and admission chains (manifests/control-plane, manifests/base), and the nodeguard webhook",
+	if err := c.slow(ctx, "starting etcd and kube-apiserver with nodeguard in their authorization and admission chains (manifests/control-plane, manifests/base),\n"+
+		"    kube-controller-manager (its node lifecycle controller marks a silent kubelet's Node NotReady), and the nodeguard webhook",
 		func(ctx context.Context) error {
 			var err error
-			env, err = framework.Start(ctx, framework.Options{WorkDir: filepath.Join(dir, "env"), Policy: policy, PolicyFiles: regoPolicies})
+			env, err = framework.Start(ctx, framework.Options{WorkDir: filepath.Join(dir, "env"), Policy: policy, PolicyFiles: regoPolicies, ControllerManager: true})
 			return err
 		}); err != nil {
 		return err
 	}
 	cleanups = append(cleanups, env.Stop)
+	if err := c.slow(ctx, "building and starting the rollout controller (cmd/rollout-controller) with a token of its ServiceAccount, so that the shipped RBAC is what it may do",
+		func(ctx context.Context) error {
+			controller, err := env.StartRolloutController(ctx, "localup")
+			if err != nil {
+				return err
+			}
+			cleanups = append(cleanups, controller.Stop)
+			return nil
+		}); err != nil {
+		return err
+	}
 	defer func() {
 		if err != nil && ctx.Err() == nil {
 			c.detail("webhook log, last lines:\n%s", env.WebhookLogTail(15))
@@ -142,7 +155,11 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 	if err != nil {
 		return fmt.Errorf("admin client: %w", err)
 	}
-	s := &story{c: c, env: env, admin: admin, kubeconfig: kubeconfig, binaries: binaries, opts: opts}
+	dyn, err := dynamic.NewForConfig(adminConfig)
+	if err != nil {
+		return fmt.Errorf("admin dynamic client: %w", err)
+	}
+	s := &story{c: c, env: env, admin: admin, dyn: dyn, kubeconfig: kubeconfig, binaries: binaries, opts: opts}
 	defer func() {
 		if err != nil && ctx.Err() == nil {
 			s.printNodeLogs()
@@ -157,11 +174,11 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 
 	c.chapter("nodeguard is running")
 	plugin := "go run ./cmd/kubectl-nodeguard --kubeconfig " + kubeconfig
-	c.printf("etcd, kube-apiserver (%s), the webhook and %d nodes, each a real kubelet on its fake container runtime with an agent (trial %s) beside it.\n",
-		env.CP.URL(), len(s.nodes), opts.trialPeriod)
+	c.printf("etcd, kube-apiserver (%s), kube-controller-manager, the webhook, the rollout controller and %d nodes, each a real kubelet on its\n"+
+		"fake container runtime with an agent (trial %s) beside it.\n", env.CP.URL(), len(s.nodes), opts.trialPeriod)
 	c.printf("Admin kubeconfig:\n    %s\n", kubeconfig)
-	c.printf("From the repository root, try:\n    %s status\n    %s assign %s/pool-blue node-3\n    %s explain node-3 %s/pool-blue\n",
-		plugin, plugin, configNamespace, plugin, configNamespace)
+	c.printf("From the repository root, try:\n    %s status\n    %s rollout status %s\n    %s assign %s/pool-blue node-3\n    %s explain node-3 %s/pool-blue\n",
+		plugin, plugin, rolloutName, plugin, configNamespace, plugin, configNamespace)
 	c.printf("or any kubectl with --kubeconfig %s.\n", kubeconfig)
 	c.printf("Logs (removed on exit unless --keep): %s/env/webhook.log, %s/env/controlplane/, %s/env/nodes/NODE/{agent,kubelet,fakecri}.log\n", dir, dir, dir)
 	if opts.demoOnly {

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeguard/nodeguard/pkg/cli"
@@ -41,6 +42,7 @@ type story struct {
 	// admin is the administrator's client, printing the apiserver's
 	// warnings to the console.
 	admin      kubernetes.Interface
+	dyn        dynamic.Interface
 	kubeconfig string
 	binaries   framework.NodeBinaries
 	opts       options
@@ -81,8 +83,8 @@ func (s *story) startNodes(ctx context.Context, cleanups *[]func()) error {
 	})
 }
 
-// tell is the story: a pool rollout, a bad rollout rolled back, and what
-// nodes may not do.
+// tell is the story: a pool rollout, a bad one halted on its canary and
+// reverted, and what nodes may not do.
 func (s *story) tell(ctx context.Context) error {
 	if err := s.kubectl(ctx, "status"); err != nil {
 		return err
@@ -92,38 +94,38 @@ func (s *story) tell(ctx context.Context) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s: %w", configNamespace, err)
 	}
-	good, err := s.assignToPool(ctx)
+	good, err := s.rollOutToPool(ctx)
 	if err != nil {
 		return err
 	}
-	if err := s.rollBack(ctx, good); err != nil {
+	if err := s.haltOnCanary(ctx, good); err != nil {
 		return err
 	}
 	return s.refusals(ctx)
 }
 
-// assignToPool is part 1: a configuration for pool=blue goes active, then
-// last-known-good once its trial is over.
-func (s *story) assignToPool(ctx context.Context) (*corev1.ConfigMap, error) {
-	s.c.chapter("1. Assign a kubelet configuration to a pool")
+// rollOutToPool is part 1: a KubeletConfigRollout takes a configuration
+// across pool=blue, the canary first and alone through its trial, then
+// the rest one at a time.
+func (s *story) rollOutToPool(ctx context.Context) (*corev1.ConfigMap, error) {
+	s.c.chapter("1. Roll a kubelet configuration out across a pool")
 	s.c.step("creating ConfigMap %s/pool-blue: maxPods: 150, labelled %s=%s so that nodes may be given it",
 		configNamespace, contract.EligibleLabel, contract.EligibleLabelValue)
 	cm, err := s.createConfig(ctx, "pool-blue", "maxPods: 150\n", nil)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.kubectl(ctx, "assign", configNamespace+"/pool-blue", "-l", "pool=blue"); err != nil {
+	if err := s.createRollout(ctx, cm.Name); err != nil {
+		return nil, err
+	}
+	s.c.detail("the rollout controller assigns it to the canary (the first Node of the pool by name), waits for its agent to\n"+
+		"    download, checkpoint, validate and write it, restart the kubelet and see it through its trial (%s here),\n"+
+		"    and only then moves the next Node", s.opts.trialPeriod)
+	if err := s.rolloutStatus(ctx, false); err != nil {
 		return nil, err
 	}
 	blue := s.pool("blue")
-	if err := s.wait(ctx, "waiting for "+names(blue)+" to download, checkpoint, validate and write it, and restart their kubelets", blue,
-		func(r framework.Report) bool { return framework.RefersTo(r.Status.Active, cm) }); err != nil {
-		return nil, err
-	}
-	if err := s.kubectl(ctx, "status"); err != nil {
-		return nil, err
-	}
-	if err := s.wait(ctx, fmt.Sprintf("waiting for %s to finish their trial (%s)", names(blue), s.opts.trialPeriod), blue, func(r framework.Report) bool {
+	if err := s.wait(ctx, "checking that "+names(blue)+" report it active and last-known-good", blue, func(r framework.Report) bool {
 		return framework.RefersTo(r.Status.LastKnownGood, cm) && r.ConditionIs(corev1.ConditionTrue, status.ReasonConfigActive)
 	}); err != nil {
 		return nil, err
@@ -137,13 +139,15 @@ func (s *story) assignToPool(ctx context.Context) (*corev1.ConfigMap, error) {
 	if err := s.showCapacity(ctx, blue, 150); err != nil {
 		return nil, err
 	}
+	s.c.detail("node-3 (pool=green) is not selected and keeps its local configuration")
 	return cm, nil
 }
 
-// rollBack is part 2: a configuration that makes the kubelet crash goes to
-// one node of the pool first, and is rolled back to last-known-good.
-func (s *story) rollBack(ctx context.Context, good *corev1.ConfigMap) error {
-	s.c.chapter("2. Roll out a bad configuration, and watch it roll back")
+// haltOnCanary is part 2: a configuration that makes the kubelet crash
+// fails on the canary; the rollout stops there and reverts it, and the
+// rest of the pool is never touched.
+func (s *story) haltOnCanary(ctx context.Context, good *corev1.ConfigMap) error {
+	s.c.chapter("2. Roll out a bad configuration: halted on the canary and reverted")
 	crash := framework.CrashingKubelet()
 	s.c.step("creating ConfigMap %s/pool-blue-v2: maxPods: 200, and %s    which passes admission (nothing in the configuration alone says it is wrong), but makes a real kubelet\n"+
 		"    exit at start-up on this %d-CPU machine", configNamespace, crash, runtime.NumCPU())
@@ -151,24 +155,30 @@ func (s *story) rollBack(ctx context.Context, good *corev1.ConfigMap) error {
 	if err != nil {
 		return err
 	}
-	canary := s.node("node-2")
-	s.c.step("rolling it out to one node of the pool first")
-	if err := s.kubectl(ctx, "assign", configNamespace+"/pool-blue-v2", canary.Name); err != nil {
+	canary, rest := s.node("node-1"), s.node("node-2")
+	untouched, err := rest.KubeletRestarts()
+	if err != nil {
+		return err
+	}
+	if err := s.retarget(ctx, bad.Name); err != nil {
+		return err
+	}
+	s.c.detail("a new target starts over from the canary; its kubelet has %s (the trial's grace period) to answer /healthz", framework.DefaultTrialGracePeriod)
+	if err := s.rolloutStatus(ctx, true); err != nil {
 		return err
 	}
 	var report framework.Report
-	if err := s.c.slow(ctx, fmt.Sprintf("waiting for %s to try it: its kubelet has %s (the trial's grace period) to answer /healthz",
-		canary.Name, framework.DefaultTrialGracePeriod), func(ctx context.Context) error {
+	if err := s.c.slow(ctx, "waiting for "+canary.Name+" to be back on "+good.Name, func(ctx context.Context) error {
 		var err error
-		report, err = canary.WaitReport(ctx, waitTimeout, canary.Name+" to roll back", func(r framework.Report) bool {
-			return framework.RefersTo(r.Status.Assigned, bad) && framework.RefersTo(r.Status.Active, good) &&
-				r.ConditionIs(corev1.ConditionFalse, status.ReasonRolledBack)
+		// The revert re-points the canary to its previous source, which is
+		// its last-known-good: the agent takes it up without a trial.
+		report, err = canary.WaitReport(ctx, waitTimeout, canary.Name+" to be reverted", func(r framework.Report) bool {
+			return framework.RefersTo(r.Status.Assigned, good) && framework.RefersTo(r.Status.Active, good) &&
+				r.ConditionIs(corev1.ConditionTrue, status.ReasonConfigActive)
 		})
 		if err != nil {
 			return err
 		}
-		// The rollback is reported before the kubelet is back up on the
-		// good configuration; wait for that too.
 		return framework.Eventually(ctx, waitTimeout, "the kubelet of "+canary.Name+" to run "+good.Name+" again", func(context.Context) (bool, string, error) {
 			restarts, err := canary.KubeletRestarts()
 			if err != nil {
@@ -186,11 +196,7 @@ func (s *story) rollBack(ctx context.Context, good *corev1.ConfigMap) error {
 	}); err != nil {
 		return err
 	}
-	if err := s.kubectl(ctx, "status"); err != nil {
-		return err
-	}
-	s.c.detail("%s: rolled back to %s (KubeletConfigReady=%s, %s)", canary.Name, refString(good), report.Condition.Status, report.Condition.Reason)
-	s.c.detail("%s: reason: %s", canary.Name, report.Status.Error)
+	s.c.detail("%s: the canary, reverted to %s (KubeletConfigReady=%s, %s)", canary.Name, refString(good), report.Condition.Status, report.Condition.Reason)
 	if restarts, err := canary.KubeletRestarts(); err == nil {
 		runs := make([]string, len(restarts))
 		for i, r := range restarts {
@@ -201,7 +207,18 @@ func (s *story) rollBack(ctx context.Context, good *corev1.ConfigMap) error {
 	if err := s.showCapacity(ctx, []*framework.Node{canary}, 150); err != nil {
 		return err
 	}
-	s.c.detail("node-1 stays on %s: trying a new configuration on one node first keeps a bad one off the rest of the pool", good.Name)
+	node, err := s.admin.CoreV1().Nodes().Get(ctx, rest.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	restarts, err := rest.KubeletRestarts()
+	if err != nil {
+		return err
+	}
+	if source := node.Annotations[contract.ConfigSourceAnnotation]; source != configNamespace+"/"+good.Name || len(restarts) != len(untouched) {
+		return fmt.Errorf("%s was touched by the failed rollout: config-source %q, %d kubelet starts (was %d)", rest.Name, source, len(restarts), len(untouched))
+	}
+	s.c.detail("%s: never touched: still assigned %s/%s, its kubelet not restarted (%d starts before and after)", rest.Name, configNamespace, good.Name, len(restarts))
 	return nil
 }
 
@@ -347,13 +364,21 @@ func (s *story) createConfig(ctx context.Context, name, config string, annotatio
 // kubectl runs `kubectl nodeguard ARGS` in-process as the administrator, as
 // a user would type it.
 func (s *story) kubectl(ctx context.Context, args ...string) error {
+	return s.kubectlExit(ctx, cli.ExitOK, args...)
+}
+
+// kubectlExit is kubectl for a command whose expected exit code is want.
+func (s *story) kubectlExit(ctx context.Context, want int, args ...string) error {
 	s.c.printf("$ kubectl nodeguard %s\n", strings.Join(args, " "))
 	streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: s.c, ErrOut: s.c}
-	if code := cli.Run(ctx, append([]string{"--kubeconfig", s.kubeconfig}, args...), streams); code != cli.ExitOK {
+	if code := cli.Run(ctx, append([]string{"--kubeconfig", s.kubeconfig}, args...), streams); code != want {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("kubectl nodeguard %s: exit code %d", strings.Join(args, " "), code)
+		return fmt.Errorf("kubectl nodeguard %s: exit code %d, want %d", strings.Join(args, " "), code, want)
+	}
+	if want != cli.ExitOK {
+		s.c.printf("(exit code %d)\n", want)
 	}
 	return nil
 }
