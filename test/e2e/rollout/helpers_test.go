@@ -400,3 +400,54 @@ func holds(t *testing.T, d time.Duration, what string, cond func() (bool, string
 func metav1LabelIn(key string, values ...string) metav1.LabelSelector {
 	return metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: key, Operator: metav1.LabelSelectorOpIn, Values: values}}}
 }
+
+// waitEvent waits for an Event the controller recorded regarding the named
+// object with the reason.
+func waitEvent(t *testing.T, kind, name, reason string) {
+	t.Helper()
+	err := framework.Eventually(t.Context(), waitTimeout, fmt.Sprintf("a %s Event on %s %s", reason, kind, name), func(ctx context.Context) (bool, string, error) {
+		list, err := env.Admin.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.Regarding.Kind == kind && e.Regarding.Name == name {
+				if e.Reason == reason && e.ReportingController == "nodeguard-rollout-controller" {
+					return true, "", nil
+				}
+				seen = append(seen, e.Reason)
+			}
+		}
+		return false, "seen " + strings.Join(seen, ", "), nil
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, controllerLogs())
+	}
+}
+
+// leaderMetric is a sample of the leading replica's /metrics, -1 when
+// absent.
+func leaderMetric(t *testing.T, sample string) float64 {
+	t.Helper()
+	for _, c := range controllers {
+		if leading, err := c.Leading(); err != nil || !leading {
+			continue
+		}
+		body, err := c.Metrics()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, sample+" ") {
+				var v float64
+				if _, err := fmt.Sscan(strings.TrimPrefix(line, sample+" "), &v); err == nil {
+					return v
+				}
+			}
+		}
+		return -1
+	}
+	t.Fatal("no replica leads")
+	return -1
+}

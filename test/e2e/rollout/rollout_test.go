@@ -43,6 +43,11 @@ func TestGoodConfigurationReachesEverySelectedNode(t *testing.T) {
 	if after := sources(t, others); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("Nodes outside the selection moved: %v -> %v", before, after)
 	}
+	if got := leaderMetric(t, `nodeguard_rollout_nodes{rollout="good",state="Updated"}`); got != float64(len(blue)) {
+		t.Errorf("the leader's nodeguard_rollout_nodes Updated is %v, want %d", got, len(blue))
+	}
+	waitEvent(t, "Node", "blue-d", "Assigned")
+	waitEvent(t, "KubeletConfigRollout", "good", v1alpha1.ReasonComplete)
 }
 
 // TestCanaryFailure: a configuration that makes the kubelet exit at
@@ -76,6 +81,8 @@ func TestCanaryFailure(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	waitEvent(t, "KubeletConfigRollout", "canary-fails", "RolloutFailed")
+	waitEvent(t, "Node", "blue-a", "Reverted")
 	for _, name := range blue[1:] {
 		if got := source(t, name); got != before[name] {
 			t.Errorf("%s moved: %q -> %q", name, before[name], got)
