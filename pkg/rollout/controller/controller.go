@@ -107,7 +107,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c.expectations = newExpectations(timeout)
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "kubeletconfigrollout", Clock: c.clock})
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "kubeletconfigrollout", Clock: c.clock, MetricsProvider: c.metrics.queueProvider()})
 
 	c.nodeFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Kube, cfg.Resync, informers.WithTransform(stripManagedFields))
 	c.nodeInformer = c.nodeFactory.Core().V1().Nodes().Informer()

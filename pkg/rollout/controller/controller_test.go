@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
 var rolloutsGVR = v1alpha1.SchemeGroupVersion.WithResource(rolloutsResource)
@@ -84,6 +86,9 @@ func readyNode(name string, labels map[string]string) *corev1.Node {
 	}
 }
 
+// expectationsTimeout is the harness controller's.
+const expectationsTimeout = 300 * time.Millisecond
+
 type harness struct {
 	kube     *fake.Clientset
 	rollouts *fakeRollouts
@@ -117,7 +122,10 @@ func start(t *testing.T, r *v1alpha1.KubeletConfigRollout, setup func(*fake.Clie
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrl, err := New(Config{Kube: kube, Metadata: md, Rollouts: rollouts, Metrics: metrics})
+	// client-go's fake clientset keeps no resourceVersions, so the cache
+	// never shows a patched Node at a new one: the expectations hold every
+	// decision after a write until they time out, which is short here.
+	ctrl, err := New(Config{Kube: kube, Metadata: md, Rollouts: rollouts, Metrics: metrics, ExpectationsTimeout: expectationsTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,12 +202,31 @@ func TestCanaryAloneAndStatusFirst(t *testing.T) {
 	if r.Status.Selected != 3 || r.Status.Target == nil || r.Status.Target.UID != "uid-v2" {
 		t.Errorf("status %+v", r.Status)
 	}
+	m := h.ctrl.metrics
 	for range 5 {
 		h.ctrl.queue.Add("r")
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
+	if got := testutil.ToFloat64(m.syncs.WithLabelValues("waiting")); got < 1 {
+		t.Errorf("no sync waited for the cache to show the controller's writes")
+	}
+	time.Sleep(2 * expectationsTimeout)
+	h.ctrl.queue.Add("r")
+	time.Sleep(100 * time.Millisecond)
 	if got := h.assigned(); len(got) != 1 {
 		t.Errorf("assigned beside the canary in trial: %v", got)
+	}
+	if got := testutil.ToFloat64(m.nodes.WithLabelValues("r", string(rollout.StateInTrial))); got != 1 {
+		t.Errorf("nodeguard_rollout_nodes InTrial %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.nodes.WithLabelValues("r", string(rollout.StatePending))); got != 2 {
+		t.Errorf("nodeguard_rollout_nodes Pending %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(m.changes.WithLabelValues("r", "assign", resultOK)); got != 1 {
+		t.Errorf("assignments counted %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.queue.adds.WithLabelValues("kubeletconfigrollout")); got < 1 {
+		t.Errorf("workqueue_adds_total %v", got)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
@@ -24,6 +25,8 @@ type Metrics struct {
 	changes     *prometheus.CounterVec
 	batch       *prometheus.HistogramVec
 	syncs       *prometheus.CounterVec
+	// queue is the workqueue's metrics.
+	queue *queueMetrics
 
 	mu sync.Mutex
 	// last is each rollout's Nodes' states at its previous sync, for the
@@ -72,6 +75,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			return nil, fmt.Errorf("registering rollout metrics: %w", err)
 		}
 	}
+	queue, err := newQueueMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	m.queue = queue
 	return m, nil
 }
 
@@ -153,6 +161,14 @@ func (m *Metrics) change(name, action, result string) {
 		return
 	}
 	m.changes.WithLabelValues(name, action, result).Inc()
+}
+
+// queueProvider is the workqueue's metrics provider, nil for none.
+func (m *Metrics) queueProvider() workqueue.MetricsProvider {
+	if m == nil {
+		return nil
+	}
+	return m.queue
 }
 
 func (m *Metrics) sync(result string) {

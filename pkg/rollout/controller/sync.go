@@ -107,7 +107,11 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		// need not be fed back again.
 		c.refusals.recorded(name, *decision.Status.Target)
 	}
-	return c.apply(ctx, r, decision, byName)
+	if err := c.apply(ctx, r, decision, byName); err != nil {
+		return err
+	}
+	c.metrics.sync("ok")
+	return nil
 }
 
 // cachedNodeVersion is a cached Node's resourceVersion.
