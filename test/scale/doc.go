@@ -1,11 +1,13 @@
 // Package scale measures what kubelets' routine traffic costs with nodeguard
-// installed (issue 14, "Keep kubelets' routine traffic off nodeguard"), and
-// what happens to it while the webhook is down.
+// installed, as shipped and with the opt-in minimum-version authorization,
+// and what happens to it, and to the writes nodeguard judges, while the
+// webhook is down.
 //
 // Run (cmd/scale, `make scale`) starts, for each mode, a real etcd and
 // kube-apiserver on loopback, configured from manifests/ as they are at run
-// time (never a copy): in modes shipped and webhook-down through
+// time (never a copy): in modes shipped, min-version and webhook-down through
 // test/e2e/framework.Start (the authorization chain of manifests/control-plane,
+// in min-version its opt-in authorization-config-min-kubelet-version.yaml,
 // the ValidatingWebhookConfiguration of manifests/base pointed at a local
 // webhook process, the webhook with the shipped NodeguardPolicy, Rego policies
 // and the Deployment's tuning flags); in mode none with the shipped
@@ -38,7 +40,10 @@
 // the calls the apiserver made to it from the apiserver's metrics; CPU
 // (utime+stime of /proc/PID/stat) and RSS of the webhook, kube-apiserver,
 // etcd and this process. In mode webhook-down the webhook is killed after the
-// warm-up, --down-settle before the window, and stays down for all of it.
+// warm-up, --down-settle before the window, and stays down for all of it;
+// after the window an assignment and an edit of the eligible ConfigMap are
+// tried (Outage: both must be refused naming nodeguard), then the webhook is
+// started again and both, and a new reader, must go through.
 //
 // How the simulation differs from real kubelets:
 //
