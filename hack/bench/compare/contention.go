@@ -105,8 +105,7 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 // yield turn the test into one of the Go scheduler: a goroutine preempted
 // at the end of a 10 ms time slice, which a writer woken by its ticker
 // inherits, joins the global run queue behind every reader and waits
-// readers x 10 ms / GOMAXPROCS, about 10 s at 2,000 readers on two cores,
-// whatever graph it is writing to.
+// readers x the time slice / GOMAXPROCS, whatever graph it is writing to.
 
 func ourReaders(a *authz.Authorizer, specs []*authorizationv1.SubjectAccessReviewSpec, yieldEvery int) readFunc {
 	return func(stop *atomic.Bool, offset int) uint64 {

@@ -75,8 +75,7 @@ type Micro struct {
 // measure does what testing.B does (grow n until a run lasts about target,
 // count allocations through the runtime's statistics) except collect
 // garbage before every run: testing.B does, and with the in-tree graph
-// alive that costs a third of a second per run, which made this phase
-// alone last eight minutes.
+// alive a full collection is slow enough to dominate this phase.
 func measure(body loop, target time.Duration) (Micro, error) {
 	n := 1
 	for {
