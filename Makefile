@@ -93,6 +93,14 @@ SCALE_ARGS ?=
 scale: testbin
 	$(GO) run ./test/scale/cmd/scale $(SCALE_ARGS)
 
+## rollout-scale: a KubeletConfigRollout over 1,000 simulated kubelets with simulated agents, against the rollout
+## controller as its own process (test/scale --rollout, docs/benchmarks.md); not part of `make test`, where a 30-node
+## version runs. ROLLOUT_SCALE_ARGS go to the harness and win, e.g. ROLLOUT_SCALE_ARGS='--nodes=300 --trial=5s'.
+ROLLOUT_SCALE_ARGS ?=
+.PHONY: rollout-scale
+rollout-scale: testbin
+	$(GO) run ./test/scale/cmd/scale --rollout --nodes=1000 $(ROLLOUT_SCALE_ARGS)
+
 ## run: start a local control plane with nodeguard installed (see hack/localup).
 run: testbin
 	$(GO) run ./hack/localup $(ARGS)

@@ -69,4 +69,27 @@
 //   - In mode none the assigned nodes do not read their configuration: with
 //     no nodeguard there is no assignment to read (the Node authorizer
 //     refuses it), so only lease, status and Node watch traffic are compared.
+//
+// # Rollouts
+//
+// RunRollout (cmd/scale --rollout, `make rollout-scale`; issue 13, "Speed
+// and scale") measures a KubeletConfigRollout instead. On one cluster with
+// nodeguard as shipped it runs the fleet above (heartbeats and Node watches
+// as background) and beside every kubelet a simulated agent: it watches its
+// own Node and, on a change of nodeguard.dev/config-source, reads the
+// ConfigMap by name with the node's credentials and reports it through
+// pkg/nodeagent/status's own Reporter (the annotation by merge patch, the
+// KubeletConfigReady condition on nodes/status), assigned and active with
+// TrialInProgress, then after its trial last-known-good with ConfigActive.
+// cmd/rollout-controller runs as its own process (test/e2e/framework) with
+// its ServiceAccount's token, which a loopback proxy in front of it adds, so
+// that the proxy counts the controller's requests alone: the apiserver's
+// apiserver_request_total has no user label and the controller registers
+// no client-go metrics. The harness judges every Node itself from one watch
+// of all Nodes, by pkg/rollout's rules, never from the controller's status:
+// when it was assigned and when it reached Updated, how often it was
+// assigned, and how many Nodes were unavailable at once. A reaction is the
+// gap from a Node reaching Updated to the next assignment, paired first in,
+// first out. The simulated agents never fail a trial, download nothing but
+// the ConfigMap's identity and restart no kubelet.
 package scale

@@ -49,6 +49,18 @@ the webhook killed for the whole window; then an assignment and an eligible Conf
 edit are tried, which must be refused naming nodeguard, and again after the webhook is
 started, which must go through).
 
+With --rollout it measures a KubeletConfigRollout instead (the modes and the window flags
+do not apply): one control plane with nodeguard as installed, cmd/rollout-controller as its
+own process with its ServiceAccount's token behind a proxy that counts its requests, and
+--nodes simulated kubelets each with a simulated agent that reports through the agent's own
+status code with the node's credentials (a trial of --trial, never failed). It rolls a new
+immutable ConfigMap out over every Node (canary --canary, maxUnavailable
+--max-unavailable percent) and reports the total time and the time beyond the trials, the
+controller's reaction from a Node's update to its next assignment (from the harness's own
+Node watch), the controller's CPU and RSS, and its requests per Node moved; it fails if
+the rollout does not complete, if more Nodes than maxUnavailable are ever unavailable, or
+if a Node is assigned more than once. "make rollout-scale" runs it at 1,000 Nodes.
+
 Flags:
 `)
 		fs.PrintDefaults()
@@ -66,12 +78,24 @@ Flags:
 		workDir    = fs.String("work-dir", "", "Directory for certificates and the processes' logs; empty means a temporary one, removed at the end unless --keep.")
 		keep       = fs.Bool("keep", false, "Keep the temporary work directory (logs of etcd, kube-apiserver and the webhook).")
 		jsonOutput = fs.String("json", "", "Also write the results as JSON to this file.")
+
+		rollout        = fs.Bool("rollout", false, "Measure a KubeletConfigRollout over --nodes simulated kubelets and agents instead of the modes.")
+		trial          = fs.Duration("trial", 2*time.Second, "With --rollout: each simulated agent's trial period.")
+		maxUnavailable = fs.Int("max-unavailable", 10, "With --rollout: the rollout's maxUnavailable, as a percentage of the Nodes.")
+		canary         = fs.Int("canary", 1, "With --rollout: the rollout's canary Nodes.")
+		rolloutTimeout = fs.Duration("rollout-timeout", 15*time.Minute, "With --rollout: how long the rollout may take before the run fails.")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *rollout {
+		return runRollout(scale.RolloutOptions{
+			Nodes: *nodes, Trial: *trial, MaxUnavailablePercent: *maxUnavailable, Canary: int32(*canary),
+			Period: *period, Timeout: *rolloutTimeout,
+		}, *workDir, *keep, *jsonOutput, stdout, stderr)
 	}
 	list := *modes
 	if *mode != "" {

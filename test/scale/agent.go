@@ -1,0 +1,203 @@
+package scale
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+)
+
+// agentClient lends a simulated kubelet's node client to the agent's own
+// status.Reporter, so that the annotation and the condition are written
+// by the agent's code, with the node's credentials, over the node's
+// connection.
+type agentClient struct{ k *kubelet }
+
+func (c agentClient) Nodes() kubeclient.NodeClient { return c.k.core.Nodes() }
+func (c agentClient) ConfigMaps(namespace string) kubeclient.ConfigMapClient {
+	return c.k.core.ConfigMaps(namespace)
+}
+func (c agentClient) Events(namespace string) kubeclient.EventClient {
+	return c.k.core.Events(namespace)
+}
+
+// agent simulates cmd/agent on one node: it watches its own Node, and on a
+// change of nodeguard.dev/config-source reads the assigned ConfigMap by
+// name, reports it assigned and active on trial, and after trial reports
+// it last-known-good, with the condition reasons and messages the real
+// agent uses. It never fails a trial.
+type agent struct {
+	k        *kubelet
+	trial    time.Duration
+	reporter *status.Reporter
+
+	mu   sync.Mutex
+	node *corev1.Node
+	// reported is closed once the initial (local) status is on the Node.
+	reported chan struct{}
+}
+
+func newAgent(k *kubelet, trial time.Duration) *agent {
+	a := &agent{k: k, trial: trial, reported: make(chan struct{})}
+	a.reporter = status.NewReporter(agentClient{k}, k.name, a.cachedNode, nil)
+	return a
+}
+
+func (a *agent) cachedNode() *corev1.Node {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.node
+}
+
+// describe names a configuration as the agent's messages do.
+func describe(ref *contract.ObjectRef) string {
+	if ref == nil {
+		return "the local configuration"
+	}
+	return fmt.Sprintf("ConfigMap %s/%s (uid %s, resourceVersion %s)", ref.Namespace, ref.Name, ref.UID, ref.ResourceVersion)
+}
+
+// run is the agent's loop until ctx ends.
+func (a *agent) run(ctx context.Context) {
+	var (
+		handled  = "\x00" // the config-source value last acted on; never a real one
+		lkg      *contract.ObjectRef
+		onTrial  *contract.ObjectRef
+		trialEnd <-chan time.Time
+		events   <-chan watch.Event
+		w        watch.Interface
+		rv       string
+	)
+	defer func() {
+		if w != nil {
+			w.Stop()
+		}
+	}()
+	for ctx.Err() == nil {
+		if w == nil {
+			var err error
+			w, err = a.k.core.Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + a.k.name, ResourceVersion: rv})
+			if err != nil {
+				pause(ctx)
+				continue
+			}
+			events = w.ResultChan()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-trialEnd:
+			trialEnd = nil
+			lkg, onTrial = onTrial, nil
+			a.report(ctx, status.Report{
+				Status:    contract.ConfigStatus{Assigned: lkg, Active: lkg, LastKnownGood: lkg},
+				Condition: status.Condition{Status: corev1.ConditionTrue, Reason: status.ReasonConfigActive, Message: describe(lkg) + " is active and passed its trial"},
+			})
+		case ev, ok := <-events:
+			if !ok || ev.Type == watch.Error {
+				w.Stop()
+				w = nil
+				if ev.Type == watch.Error {
+					rv = ""
+				}
+				continue
+			}
+			node, isNode := ev.Object.(*corev1.Node)
+			if !isNode {
+				continue
+			}
+			rv = node.ResourceVersion
+			a.mu.Lock()
+			a.node = node
+			a.mu.Unlock()
+			source := node.Annotations[contract.ConfigSourceAnnotation]
+			if source == handled {
+				continue
+			}
+			handled, trialEnd, onTrial = source, nil, nil
+			ref, assigned, err := contract.ParseConfigSource(source)
+			if err != nil || !assigned {
+				// The harness never assigns garbage; anything unassigned is
+				// the local configuration.
+				lkg = nil
+				a.report(ctx, status.Report{Condition: status.Condition{
+					Status: corev1.ConditionTrue, Reason: status.ReasonLocalConfig, Message: "No configuration is assigned; the node's local configuration is active",
+				}})
+				a.markReported()
+				continue
+			}
+			target, ok := a.download(ctx, ref)
+			if !ok {
+				return
+			}
+			onTrial = target
+			started := time.Now().UTC()
+			a.report(ctx, status.Report{
+				Status: contract.ConfigStatus{Assigned: target, Active: target, LastKnownGood: lkg},
+				Condition: status.Condition{Status: corev1.ConditionFalse, Reason: status.ReasonTrialInProgress, Message: fmt.Sprintf(
+					"%s is active and on trial since %s for %v", describe(target), started.Format("2006-01-02T15:04:05Z"), a.trial)},
+			})
+			trialEnd = time.After(a.trial)
+		}
+	}
+}
+
+func (a *agent) markReported() {
+	select {
+	case <-a.reported:
+	default:
+		close(a.reported)
+	}
+}
+
+// download reads the assigned ConfigMap by name with the node's
+// credentials (a named list, as the agent's informer starts), retrying
+// while nodeguard's graph has not yet seen the assignment.
+func (a *agent) download(ctx context.Context, ref contract.ConfigMapRef) (*contract.ObjectRef, bool) {
+	for {
+		list, err := a.k.core.ConfigMaps(ref.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + ref.Name})
+		if err == nil && len(list.Items) == 1 {
+			cm := list.Items[0]
+			return &contract.ObjectRef{Namespace: cm.Namespace, Name: cm.Name, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion}, true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case <-time.After(agentRetry):
+		}
+	}
+}
+
+// agentRetry spaces a simulated agent's retries of a read or a write.
+const agentRetry = 100 * time.Millisecond
+
+// report writes the report with the agent's Reporter, retrying until it
+// is on the Node.
+func (a *agent) report(ctx context.Context, r status.Report) {
+	for ctx.Err() == nil {
+		if err := a.reporter.Write(ctx, r); err == nil {
+			return
+		}
+		pause(ctx)
+	}
+}
+
+// statusOf reads a Node's config-status annotation; ok is false when it is
+// absent or does not parse.
+func statusOf(node *corev1.Node) (contract.ConfigStatus, bool) {
+	var s contract.ConfigStatus
+	raw, found := node.Annotations[contract.ConfigStatusAnnotation]
+	if !found || json.Unmarshal([]byte(raw), &s) != nil {
+		return s, false
+	}
+	return s, true
+}

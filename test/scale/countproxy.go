@@ -1,0 +1,119 @@
+package scale
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+
+	"k8s.io/client-go/rest"
+)
+
+// countingProxy sits between the rollout controller and the apiserver and
+// counts its requests by verb and resource. The apiserver's
+// apiserver_request_total has no user label, and the controller does not
+// register client-go's rest_client metrics, so counting on the wire is the
+// only count of the controller's requests alone.
+type countingProxy struct {
+	server *http.Server
+	url    string
+
+	mu     sync.Mutex
+	counts map[string]int
+	on     bool
+}
+
+// startCountingProxy serves plain HTTP on loopback and forwards to the
+// apiserver of upstream over TLS with upstream's credentials (the
+// controller's ServiceAccount token), so that the apiserver authorizes
+// every request as the controller's.
+func startCountingProxy(upstream *rest.Config) (*countingProxy, error) {
+	target, err := url.Parse(upstream.Host)
+	if err != nil {
+		return nil, fmt.Errorf("counting proxy: %w", err)
+	}
+	transport, err := rest.TransportFor(upstream)
+	if err != nil {
+		return nil, fmt.Errorf("counting proxy: transport: %w", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("counting proxy: listening: %w", err)
+	}
+	p := &countingProxy{url: "http://" + l.Addr().String(), counts: map[string]int{}}
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
+		Transport:     transport,
+		FlushInterval: -1, // watches stream
+	}
+	p.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.count(r)
+		rp.ServeHTTP(w, r)
+	})}
+	go func() { _ = p.server.Serve(l) }()
+	return p, nil
+}
+
+// count files the request under "VERB resource[/subresource]", with
+// Kubernetes' verbs: a GET with watch=true is a watch, a GET of a
+// collection a list.
+func (p *countingProxy) count(r *http.Request) {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	// /api/v1/... or /apis/GROUP/VERSION/...
+	if len(parts) > 0 && parts[0] == "apis" && len(parts) >= 3 {
+		parts = parts[3:]
+	} else if len(parts) >= 2 {
+		parts = parts[2:]
+	}
+	if len(parts) >= 2 && parts[0] == "namespaces" && len(parts) > 2 {
+		parts = parts[2:]
+	}
+	resource, named, sub := "", false, ""
+	if len(parts) > 0 {
+		resource = parts[0]
+	}
+	if len(parts) > 1 {
+		named = true
+	}
+	if len(parts) > 2 {
+		sub = "/" + parts[2]
+	}
+	verb := strings.ToLower(r.Method)
+	switch {
+	case r.Method == http.MethodGet && r.URL.Query().Get("watch") == "true":
+		verb = "watch"
+	case r.Method == http.MethodGet && !named:
+		verb = "list"
+	case r.Method == http.MethodPut:
+		verb = "update"
+	case r.Method == http.MethodPost:
+		verb = "create"
+	}
+	p.mu.Lock()
+	if p.on {
+		p.counts[verb+" "+resource+sub]++
+	}
+	p.mu.Unlock()
+}
+
+// start begins counting from zero; snapshot returns the counts so far.
+func (p *countingProxy) start() {
+	p.mu.Lock()
+	p.counts, p.on = map[string]int{}, true
+	p.mu.Unlock()
+}
+
+func (p *countingProxy) snapshot() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]int, len(p.counts))
+	for k, v := range p.counts {
+		out[k] = v
+	}
+	return out
+}
+
+func (p *countingProxy) stop() { _ = p.server.Close() }

@@ -1,0 +1,184 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeguard/nodeguard/pkg/contract"
+)
+
+// nodeView is how the harness judges one Node against the target, by
+// pkg/rollout's rules (doc.go, "How Nodes are judged") but from its own
+// reading of the Node, so that the figures do not rest on the controller's
+// bookkeeping.
+type nodeView struct {
+	assigned    bool // config-source names the target
+	updated     bool
+	unavailable bool
+}
+
+func judge(node *corev1.Node, source string, target contract.ObjectRef) nodeView {
+	v := nodeView{assigned: node.Annotations[contract.ConfigSourceAnnotation] == source}
+	ready, configReady, configActive := false, false, false
+	for _, c := range node.Status.Conditions {
+		switch string(c.Type) {
+		case string(corev1.NodeReady):
+			ready = c.Status == corev1.ConditionTrue
+		case contract.ConditionKubeletConfigReady:
+			configReady = c.Status == corev1.ConditionTrue
+			configActive = configReady && c.Reason == "ConfigActive"
+		}
+	}
+	if st, ok := statusOf(node); ok && v.assigned && configActive {
+		v.updated = st.Active != nil && *st.Active == target && st.LastKnownGood != nil && *st.LastKnownGood == target
+	}
+	v.unavailable = !ready || !configReady || (v.assigned && !v.updated)
+	return v
+}
+
+// observer watches every Node with the admin's credentials and keeps the
+// harness's own record of the rollout: when each Node was assigned the
+// target and reached Updated (the time its watch event arrived here), how
+// often each was assigned, and the most Nodes unavailable at once.
+type observer struct {
+	source string
+	target contract.ObjectRef
+
+	mu             sync.Mutex
+	views          map[string]nodeView
+	unavailable    int
+	maxUnavailable int
+	assignments    map[string]int
+	// events are assignments and updates in the order they were seen.
+	events []nodeEvent
+}
+
+type nodeEvent struct {
+	at      time.Time
+	node    string
+	updated bool // else an assignment
+}
+
+func newObserver(target contract.ObjectRef) *observer {
+	return &observer{
+		source: target.Namespace + "/" + target.Name, target: target,
+		views: map[string]nodeView{}, assignments: map[string]int{},
+	}
+}
+
+// run lists the Nodes (the state before the rollout, which records no
+// events) and then watches them until ctx ends; ready is closed after the
+// list.
+func (o *observer) run(ctx context.Context, admin kubernetes.Interface, ready chan<- struct{}) error {
+	list, err := admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing Nodes: %w", err)
+	}
+	for i := range list.Items {
+		o.see(&list.Items[i], time.Time{})
+	}
+	close(ready)
+	rv := list.ResourceVersion
+	for ctx.Err() == nil {
+		w, err := admin.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+		if err != nil {
+			pause(ctx)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				w.Stop()
+				return fmt.Errorf("the harness's Node watch failed and cannot resume without losing events: %v", ev.Object)
+			}
+			node, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			rv = node.ResourceVersion
+			if ev.Type != watch.Bookmark {
+				o.see(node, time.Now())
+			}
+		}
+		w.Stop()
+	}
+	return nil
+}
+
+func (o *observer) see(node *corev1.Node, at time.Time) {
+	v := judge(node, o.source, o.target)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	was, known := o.views[node.Name]
+	o.views[node.Name] = v
+	if was.unavailable != v.unavailable || !known {
+		if v.unavailable {
+			o.unavailable++
+		} else if known {
+			o.unavailable--
+		}
+	}
+	o.maxUnavailable = max(o.maxUnavailable, o.unavailable)
+	if at.IsZero() {
+		return
+	}
+	if v.assigned && !was.assigned {
+		o.assignments[node.Name]++
+		o.events = append(o.events, nodeEvent{at: at, node: node.Name})
+	}
+	if v.updated && !was.updated {
+		o.events = append(o.events, nodeEvent{at: at, node: node.Name, updated: true})
+	}
+}
+
+// observed is a copy of what the observer recorded.
+type observed struct {
+	maxUnavailable int
+	assignments    map[string]int
+	events         []nodeEvent
+	updated        int
+}
+
+func (o *observer) snapshot() observed {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := observed{maxUnavailable: o.maxUnavailable, assignments: map[string]int{}, events: append([]nodeEvent(nil), o.events...)}
+	for k, v := range o.assignments {
+		s.assignments[k] = v
+	}
+	for _, v := range o.views {
+		if v.updated {
+			s.updated++
+		}
+	}
+	return s
+}
+
+// reactions pairs each assignment with the oldest Node update seen before
+// it and not yet paired, and returns the gaps. Each update frees one slot
+// under maxUnavailable and the controller fills it with one assignment, so
+// first-in first-out pairing charges every assignment to the update that
+// has waited longest: it never understates the reaction. Assignments with
+// no update waiting (the canary's, the rest of the first batch after it)
+// and updates with nothing left to assign are not reactions.
+func reactions(events []nodeEvent) []time.Duration {
+	var waiting []time.Time
+	var out []time.Duration
+	for _, e := range events {
+		if e.updated {
+			waiting = append(waiting, e.at)
+			continue
+		}
+		if len(waiting) > 0 {
+			out = append(out, e.at.Sub(waiting[0]))
+			waiting = waiting[1:]
+		}
+	}
+	return out
+}

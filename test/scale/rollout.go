@@ -1,0 +1,359 @@
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/test/controlplane"
+	"github.com/nodeguard/nodeguard/test/e2e/framework"
+)
+
+// RolloutOptions shape a rollout benchmark (RunRollout).
+type RolloutOptions struct {
+	// Nodes is the number of simulated kubelets, each with an agent.
+	Nodes int
+	// Trial is each simulated agent's trial period.
+	Trial time.Duration
+	// MaxUnavailablePercent is the rollout's maxUnavailable, a percentage.
+	MaxUnavailablePercent int
+	// Canary is the rollout's spec.canary.
+	Canary int32
+	// Period is the kubelets' lease renewal and status patch interval,
+	// the cluster's background load during the rollout.
+	Period time.Duration
+	// Timeout bounds the rollout itself.
+	Timeout time.Duration
+	// WorkDir holds the cluster's certificates and logs.
+	WorkDir string
+	// Progress receives a line per step; nil discards them.
+	Progress io.Writer
+}
+
+func (o RolloutOptions) validate() error {
+	var errs []error
+	if o.Nodes < 2 {
+		errs = append(errs, fmt.Errorf("nodes must be at least 2, not %d", o.Nodes))
+	}
+	if o.Trial <= 0 || o.Period <= 0 || o.Timeout <= 0 {
+		errs = append(errs, errors.New("trial, period and timeout must be positive"))
+	}
+	if o.MaxUnavailablePercent < 1 || o.MaxUnavailablePercent > 100 {
+		errs = append(errs, fmt.Errorf("max-unavailable %d%% is not between 1%% and 100%%", o.MaxUnavailablePercent))
+	}
+	if o.Canary < 1 || int(o.Canary) >= o.Nodes {
+		errs = append(errs, fmt.Errorf("canary %d must be at least 1 and fewer than the nodes", o.Canary))
+	}
+	if o.WorkDir == "" {
+		errs = append(errs, errors.New("a work directory is required"))
+	}
+	return errors.Join(errs...)
+}
+
+// Batch is maxUnavailable in Nodes, as pkg/rollout rounds it: down, never
+// below one.
+func (o RolloutOptions) Batch() int { return max(1, o.Nodes*o.MaxUnavailablePercent/100) }
+
+// TrialsOnPath is how many trials lie end to end on the rollout's critical
+// path: the canary's, then ceil((N-canary)/batch) waves.
+func (o RolloutOptions) TrialsOnPath() int {
+	rest := o.Nodes - int(o.Canary)
+	return 1 + int(math.Ceil(float64(rest)/float64(o.Batch())))
+}
+
+// RolloutResult is one rollout's figures.
+type RolloutResult struct {
+	Nodes               int       `json:"nodes"`
+	Batch               int       `json:"batch"`
+	TrialSeconds        float64   `json:"trial_seconds"`
+	Start               time.Time `json:"start"`
+	Complete            bool      `json:"complete"`
+	TotalSeconds        float64   `json:"total_seconds"`
+	TrialsOnPath        int       `json:"trials_on_path"`
+	BeyondTrialsSeconds float64   `json:"beyond_trials_seconds"`
+	// Reactions are from a Node reaching Updated to the next assignment.
+	Reactions      OpStats `json:"reactions"`
+	MaxUnavailable int     `json:"max_unavailable_observed"`
+	// Assigned counts Nodes by how often they were assigned the target.
+	Assigned map[int]int `json:"assigned_times"`
+	Updated  int         `json:"updated"`
+	// Controller is the controller's CPU over the rollout and its RSS at
+	// the end; PeakRSSMiB the most RSS sampled.
+	Controller ProcStats `json:"controller"`
+	CPUSeconds float64   `json:"controller_cpu_seconds"`
+	PeakRSSMiB float64   `json:"controller_peak_rss_mib"`
+	// Requests are the controller's requests during the rollout by verb
+	// and resource, counted on the wire.
+	Requests map[string]int `json:"controller_requests"`
+}
+
+// RequestsPerNode is the controller's requests per Node moved, without
+// leader-election renewals (which depend on time, not on Nodes).
+func (r RolloutResult) RequestsPerNode() float64 {
+	n := 0
+	for k, v := range r.Requests {
+		if !strings.HasSuffix(k, " leases") {
+			n += v
+		}
+	}
+	return float64(n) / float64(r.Nodes)
+}
+
+var rolloutsGVR = v1alpha1.SchemeGroupVersion.WithResource("kubeletconfigrollouts")
+
+const (
+	rolloutName      = "scale-rollout"
+	rolloutConfigMap = "scale-rollout-v2"
+	controllerComm   = "rollout-control" // comm is cut at 15 bytes
+	rssSampleEvery   = 250 * time.Millisecond
+)
+
+// RunRollout starts a cluster with nodeguard as shipped, the rollout
+// controller as its own process with its ServiceAccount's token (behind a
+// counting proxy), N simulated kubelets each with a simulated agent, then
+// rolls a new configuration out over all of them and measures it.
+func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err error) {
+	r := RolloutResult{Nodes: o.Nodes, Batch: o.Batch(), TrialSeconds: o.Trial.Seconds(), TrialsOnPath: o.TrialsOnPath()}
+	if err := o.validate(); err != nil {
+		return r, fmt.Errorf("rollout options: %w", err)
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	logf(o.Progress, "rollout: starting a control plane with nodeguard installed in %s", o.WorkDir)
+	c, err := startCluster(ctx, filepath.Join(o.WorkDir, "cluster"), ModeShipped)
+	if err != nil {
+		return r, err
+	}
+	defer c.stop()
+	f, err := startFleet(ctx, c, Options{Nodes: o.Nodes, Period: o.Period}, newRecorder())
+	if err != nil {
+		return r, err
+	}
+	defer f.stop()
+	agents := make([]*agent, len(f.kubelets))
+	for i, k := range f.kubelets {
+		agents[i] = newAgent(k, o.Trial)
+		f.goRun(func() { agents[i].run(f.runCtx) })
+	}
+	for _, a := range agents {
+		select {
+		case <-a.reported:
+		case <-ctx.Done():
+			return r, ctx.Err()
+		}
+	}
+	logf(o.Progress, "rollout: %d kubelets and agents report the local configuration", o.Nodes)
+
+	proxy, ctrl, ctrlPID, err := startController(ctx, c, o.WorkDir)
+	if err != nil {
+		return r, err
+	}
+	defer proxy.stop()
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w\nthe rollout controller's log ends:\n%s", err, ctrl.LogTail(20))
+		}
+	}()
+
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: rolloutConfigMap, Namespace: configNamespace, Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}},
+		Data:       map[string]string{contract.ConfigMapKey: kubeletConfig + "serializeImagePulls: false\n"},
+		Immutable:  ptrTo(true),
+	}
+	created, err := c.admin.CoreV1().ConfigMaps(configNamespace).Create(ctx, cm, metav1.CreateOptions{})
+	if err != nil {
+		return r, fmt.Errorf("creating the configuration to roll out: %w", err)
+	}
+	target := contract.ObjectRef{Namespace: created.Namespace, Name: created.Name, UID: string(created.UID), ResourceVersion: created.ResourceVersion}
+	obs := newObserver(target)
+	obsCtx, stopObs := context.WithCancel(ctx)
+	defer stopObs()
+	listed, obsErr := make(chan struct{}), make(chan error, 1)
+	go func() { obsErr <- obs.run(obsCtx, c.admin, listed) }()
+	select {
+	case <-listed:
+	case err := <-obsErr:
+		return r, err
+	}
+	dyn, err := dynamic.NewForConfig(c.cp.AdminConfig())
+	if err != nil {
+		return r, fmt.Errorf("dynamic client: %w", err)
+	}
+	before, err := readProc(ctrlPID)
+	if err != nil {
+		return r, err
+	}
+	peak := before.rssByte
+	proxy.start()
+	r.Start = time.Now()
+	logf(o.Progress, "rollout: creating %s (canary %d, maxUnavailable %d%% = %d, trial %s)", rolloutName, o.Canary, o.MaxUnavailablePercent, r.Batch, o.Trial)
+	if err := createRollout(ctx, dyn, o); err != nil {
+		return r, err
+	}
+	end, complete, err := waitRollout(ctx, dyn, o.Timeout, func() {
+		if s, err := readProc(ctrlPID); err == nil {
+			peak = max(peak, s.rssByte)
+		}
+	}, o.Progress, obs)
+	r.Requests = proxy.snapshot()
+	after, perr := readProc(ctrlPID)
+	r.Complete = complete
+	r.TotalSeconds = end.Sub(r.Start).Seconds()
+	r.BeyondTrialsSeconds = r.TotalSeconds - float64(r.TrialsOnPath)*o.Trial.Seconds()
+	if perr == nil {
+		r.Controller = procStats(before, after)
+		r.CPUSeconds = (after.cpu - before.cpu).Seconds()
+		r.PeakRSSMiB = float64(max(peak, after.rssByte)) / (1 << 20)
+	}
+	select {
+	case oerr := <-obsErr:
+		err = errors.Join(err, oerr)
+	default:
+	}
+	s := obs.snapshot()
+	r.MaxUnavailable, r.Updated = s.maxUnavailable, s.updated
+	r.Assigned = map[int]int{}
+	for _, k := range f.kubelets {
+		r.Assigned[s.assignments[k.name]]++
+	}
+	lat := reactions(s.events)
+	slices.Sort(lat)
+	r.Reactions = OpStats{OK: len(lat), P50Ms: ms(quantile(lat, 0.5)), P90Ms: ms(quantile(lat, 0.9)), P99Ms: ms(quantile(lat, 0.99)), MaxMs: ms(quantile(lat, 1))}
+	err = errors.Join(err, perr)
+	return r, err
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// startController starts one replica of cmd/rollout-controller with the
+// shipped flags that matter here (workers) and framework's, talking to the
+// apiserver through a counting proxy with its ServiceAccount's token.
+func startController(ctx context.Context, c *cluster, dir string) (*countingProxy, *framework.RolloutController, int, error) {
+	cfg, err := c.env.RolloutControllerConfig(ctx)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	proxy, err := startCountingProxy(cfg)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	kubeconfig := filepath.Join(dir, "rollout-controller-via-proxy.kubeconfig")
+	// The proxy adds the token; WriteKubeconfig wants a CA, unused over HTTP.
+	viaProxy := &rest.Config{Host: proxy.url, TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CAData}}
+	if err := controlplane.WriteKubeconfig(kubeconfig, viaProxy); err != nil {
+		proxy.stop()
+		return nil, nil, 0, err
+	}
+	ctrl, err := c.env.StartRolloutController(ctx, "scale", "--kubeconfig="+kubeconfig, "--workers=2")
+	if err != nil {
+		proxy.stop()
+		return nil, nil, 0, err
+	}
+	pid, err := findChild(controllerComm)
+	if err != nil {
+		proxy.stop()
+		return nil, nil, 0, err
+	}
+	return proxy, ctrl, pid, nil
+}
+
+func createRollout(ctx context.Context, dyn dynamic.Interface, o RolloutOptions) error {
+	mu := intstr.FromString(fmt.Sprintf("%d%%", o.MaxUnavailablePercent))
+	canary := o.Canary
+	ro := &v1alpha1.KubeletConfigRollout{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "KubeletConfigRollout"},
+		ObjectMeta: metav1.ObjectMeta{Name: rolloutName},
+		Spec: v1alpha1.KubeletConfigRolloutSpec{
+			NodeSelector:   metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/os": "linux"}},
+			ConfigMapRef:   v1alpha1.ConfigMapReference{Namespace: configNamespace, Name: rolloutConfigMap},
+			Canary:         &canary,
+			MaxUnavailable: &mu,
+		},
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ro)
+	if err != nil {
+		return fmt.Errorf("encoding the rollout: %w", err)
+	}
+	if _, err := dyn.Resource(rolloutsGVR).Create(ctx, &unstructured.Unstructured{Object: content}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the rollout: %w", err)
+	}
+	return nil
+}
+
+// waitRollout watches the rollout until Complete or Failed is True (the
+// time the event arrived is the rollout's end), calling tick meanwhile.
+func waitRollout(ctx context.Context, dyn dynamic.Interface, timeout time.Duration, tick func(), progress io.Writer, obs *observer) (time.Time, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ticker := time.NewTicker(rssSampleEvery)
+	defer ticker.Stop()
+	lastLog := time.Now()
+	for {
+		w, err := dyn.Resource(rolloutsGVR).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + rolloutName})
+		if err != nil {
+			if ctx.Err() != nil {
+				return time.Now(), false, fmt.Errorf("the rollout did not end within %s: %w", timeout, ctx.Err())
+			}
+			pause(ctx)
+			continue
+		}
+	events:
+		for {
+			select {
+			case <-ctx.Done():
+				w.Stop()
+				return time.Now(), false, fmt.Errorf("the rollout did not end within %s (updated %d): %w", timeout, obs.snapshot().updated, ctx.Err())
+			case <-ticker.C:
+				tick()
+				if time.Since(lastLog) > 10*time.Second {
+					lastLog = time.Now()
+					logf(progress, "rollout: %d Nodes updated", obs.snapshot().updated)
+				}
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					break events
+				}
+				u, isU := ev.Object.(*unstructured.Unstructured)
+				if ev.Type == watch.Error || !isU {
+					continue
+				}
+				var ro v1alpha1.KubeletConfigRollout
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ro); err != nil {
+					continue
+				}
+				for _, cond := range ro.Status.Conditions {
+					if cond.Status != metav1.ConditionTrue {
+						continue
+					}
+					switch cond.Type {
+					case v1alpha1.ConditionComplete:
+						w.Stop()
+						return time.Now(), true, nil
+					case v1alpha1.ConditionFailed:
+						w.Stop()
+						return time.Now(), false, fmt.Errorf("the rollout failed: %s: %s", cond.Reason, cond.Message)
+					}
+				}
+			}
+		}
+		w.Stop()
+	}
+}

@@ -1,0 +1,59 @@
+package scale
+
+import (
+	"bytes"
+	"testing"
+	"time"
+)
+
+// TestRolloutShort is the short version of the rollout benchmark (scale
+// --rollout): 30 simulated kubelets and agents, canary 1, maxUnavailable
+// 10%. It asserts outcomes only, never times: the rollout completes, the
+// harness never sees more Nodes unavailable than maxUnavailable, and every
+// Node is assigned the target exactly once.
+func TestRolloutShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane and the rollout controller")
+	}
+	o := RolloutOptions{
+		Nodes: 30, Trial: time.Second, MaxUnavailablePercent: 10, Canary: 1,
+		Period: 10 * time.Second, Timeout: 3 * time.Minute, WorkDir: t.TempDir(),
+	}
+	var progress bytes.Buffer
+	o.Progress = &progress
+	r, err := RunRollout(t.Context(), o)
+	var report bytes.Buffer
+	if werr := WriteRolloutReport(&report, o, r); werr != nil {
+		t.Errorf("report: %v", werr)
+	}
+	t.Logf("progress:\n%s\nreport:\n%s", progress.String(), report.String())
+	if err != nil {
+		t.Fatalf("rollout: %v", err)
+	}
+	if !r.Complete || r.Updated != o.Nodes {
+		t.Errorf("complete %t with %d of %d Nodes updated, want complete with all", r.Complete, r.Updated, o.Nodes)
+	}
+	if r.MaxUnavailable > o.Batch() {
+		t.Errorf("up to %d Nodes unavailable at once, want at most maxUnavailable (%d)", r.MaxUnavailable, o.Batch())
+	}
+	if r.Assigned[1] != o.Nodes {
+		t.Errorf("Nodes by times assigned: %v, want all %d exactly once", r.Assigned, o.Nodes)
+	}
+}
+
+func TestReactionsPairFirstInFirstOut(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
+	events := []nodeEvent{
+		{at: at(0)},                 // canary assigned: no update waiting
+		{at: at(10), updated: true}, // canary updated
+		{at: at(11)}, {at: at(11)},  // first batch: one reaction
+		{at: at(20), updated: true}, {at: at(21), updated: true},
+		{at: at(23)},                // reacts to the update at 20
+		{at: at(30), updated: true}, // nothing left to assign
+	}
+	got := reactions(events)
+	want := []time.Duration{time.Second, 3 * time.Second}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("reactions = %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,47 @@
+package scale
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// RolloutJSONPrefix starts the machine-readable line WriteRolloutReport
+// prints.
+const RolloutJSONPrefix = "rollout-results: "
+
+// WriteRolloutReport prints the rollout's figures, how each is computed,
+// then one line of JSON after RolloutJSONPrefix.
+func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p("rollout over %d Nodes: canary %d, maxUnavailable %d%% = %d Nodes, trial %s; complete: %t (%d updated)",
+		r.Nodes, o.Canary, o.MaxUnavailablePercent, r.Batch, o.Trial, r.Complete, r.Updated)
+	p("total time (rollout created to Complete seen in the harness's watch): %.1fs", r.TotalSeconds)
+	p("beyond the trials: %.1fs = total - %d trials on the critical path (canary + ceil((%d-%d)/%d)) x %s",
+		r.BeyondTrialsSeconds, r.TrialsOnPath, r.Nodes, o.Canary, r.Batch, o.Trial)
+	p("reaction (a Node's update seen -> the next assignment seen, both in the harness's Node watch, FIFO-paired; %d pairs): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",
+		r.Reactions.OK, r.Reactions.P50Ms, r.Reactions.P90Ms, r.Reactions.P99Ms, r.Reactions.MaxMs)
+	p("most Nodes unavailable at once (harness's view): %d (maxUnavailable %d)", r.MaxUnavailable, r.Batch)
+	var times []string
+	for _, n := range slices.Sorted(maps.Keys(r.Assigned)) {
+		times = append(times, fmt.Sprintf("%d Nodes %d time(s)", r.Assigned[n], n))
+	}
+	p("assigned the target: %s", strings.Join(times, ", "))
+	p("controller (/proc): CPU %.1f%% of a core over the rollout (%.1f CPU-seconds), RSS %.0f MiB at the end, %.0f MiB at most",
+		r.Controller.CPUPercent, r.CPUSeconds, r.Controller.RSSMiB, r.PeakRSSMiB)
+	var reqs []string
+	for _, k := range slices.Sorted(maps.Keys(r.Requests)) {
+		reqs = append(reqs, fmt.Sprintf("%s %d", k, r.Requests[k]))
+	}
+	p("controller's requests during the rollout (counted by a proxy in front of it): %s", strings.Join(reqs, ", "))
+	p("controller's requests per Node moved, leases left out: %.2f", r.RequestsPerNode())
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encoding the rollout results: %w", err)
+	}
+	_, err = fmt.Fprintf(w, "%s%s\n", RolloutJSONPrefix, data)
+	return err
+}
