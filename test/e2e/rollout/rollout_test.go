@@ -2,12 +2,15 @@ package rollout_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
@@ -36,8 +39,12 @@ func TestGoodConfigurationReachesEverySelectedNode(t *testing.T) {
 		t.Errorf("status: %s", describe(r))
 	}
 	for _, name := range blue {
-		if got := source(t, name); got != configNamespace+"/"+cm.Name {
+		n := node(t, name)
+		if got := n.Annotations[contract.ConfigSourceAnnotation]; got != configNamespace+"/"+cm.Name {
 			t.Errorf("%s: config-source %q", name, got)
+		}
+		if !slices.ContainsFunc(n.ManagedFields, func(f metav1.ManagedFieldsEntry) bool { return f.Manager == "nodeguard-rollout-controller" }) {
+			t.Errorf("%s: no managedFields entry of the controller's field manager", name)
 		}
 	}
 	if after := sources(t, others); fmt.Sprint(after) != fmt.Sprint(before) {
