@@ -3,8 +3,10 @@ module github.com/nodeguard/nodeguard
 go 1.26.0
 
 require (
+	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/go-logr/logr v1.4.4
+	github.com/godbus/dbus/v5 v5.1.0
 	github.com/google/renameio/v2 v2.0.2
 	github.com/open-policy-agent/opa v1.22.3
 	github.com/prometheus/client_golang v1.25.0

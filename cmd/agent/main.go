@@ -29,10 +29,12 @@ It watches this node's Node object for the nodeguard.dev/config-source
 annotation, downloads the assigned ConfigMap, checkpoints it under --state-dir,
 validates it (as the admission webhook does, feature gates against this
 kubelet's version), writes the kubelet's configuration file, restarts the
-kubelet, and keeps the new configuration on trial. One that fails is rolled
-back to the last known good one (or the local configuration). Status is
-reported on the Node: annotation nodeguard.dev/config-status and condition
-KubeletConfigReady. See docs/agent.md.
+kubelet (through systemd over D-Bus, or with --kubelet-restart-command where
+the kubelet is not a systemd unit), and keeps the new configuration on trial.
+One that fails is rolled back to the last known good one (or the local
+configuration). Status is reported on the Node: annotation
+nodeguard.dev/config-status and condition KubeletConfigReady. See
+docs/agent.md.
 
 Usage: agent [flags]
 

@@ -35,8 +35,10 @@ type Options struct {
 	LocalConfigFile   string
 	LocalFields       []string
 
-	RestartCommand string
-	RestartTimeout time.Duration
+	RestartCommand    string
+	SystemdBusAddress string
+	KubeletUnit       string
+	RestartTimeout    time.Duration
 
 	HealthzURL            string
 	ProbePeriod           time.Duration
@@ -63,7 +65,8 @@ func NewOptions() *Options {
 		KubeletConfigFile:     "/var/lib/kubelet/config.yaml",
 		LocalConfigFile:       "/etc/nodeguard/kubelet-local.yaml",
 		LocalFields:           append([]string(nil), kubelet.DefaultLocalFields...),
-		RestartCommand:        "systemctl restart kubelet",
+		SystemdBusAddress:     kubelet.DefaultSystemBusAddress,
+		KubeletUnit:           kubelet.DefaultKubeletUnit,
 		RestartTimeout:        2 * time.Minute,
 		HealthzURL:            "http://127.0.0.1:10248/healthz",
 		ProbePeriod:           5 * time.Second,
@@ -90,8 +93,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LocalConfigFile, "local-config-file", o.LocalConfigFile, "Config mode only: this node's own KubeletConfiguration. Written as-is when nothing is assigned, and the source of the node-local fields otherwise. Must differ from --kubelet-config-file.")
 	fs.StringSliceVar(&o.LocalFields, "local-fields", o.LocalFields, "Top-level KubeletConfiguration fields that are node-specific and never taken from a ConfigMap: in config mode copied from --local-config-file (or dropped when it does not set them), in drop-in mode left out of the drop-in.")
 
-	fs.StringVar(&o.RestartCommand, "kubelet-restart-command", o.RestartCommand, `Command that restarts the kubelet, split into words without a shell (quotes and backslashes group words; no variables, globs or pipes: write sh -c '...' for those). Must exit 0 once the restart is issued.`)
-	fs.DurationVar(&o.RestartTimeout, "kubelet-restart-timeout", o.RestartTimeout, "How long the restart command may run before it is killed and the apply retried.")
+	fs.StringVar(&o.SystemdBusAddress, "systemd-bus-address", o.SystemdBusAddress, "D-Bus address of the host's system bus, through which systemd is asked to restart --kubelet-unit (Manager.RestartUnit, mode replace) and the job's result awaited. In a pod, mount the host's /run/dbus. Restarting a unit needs root or a polkit rule. Not used with --kubelet-restart-command.")
+	fs.StringVar(&o.KubeletUnit, "kubelet-unit", o.KubeletUnit, "The kubelet's systemd unit, in full (kubelet.service, not kubelet). A restart job that systemd finishes with a result other than done (failed, timeout, canceled, ...) is a failed restart. Not used with --kubelet-restart-command.")
+	fs.StringVar(&o.RestartCommand, "kubelet-restart-command", o.RestartCommand, `For hosts whose kubelet is not a systemd unit: a command that restarts the kubelet, used instead of D-Bus when set (empty, the default, means D-Bus). Split into words without a shell (quotes and backslashes group words; no variables, globs or pipes: write sh -c '...' for those). Must exit 0 once the restart is issued.`)
+	fs.DurationVar(&o.RestartTimeout, "kubelet-restart-timeout", o.RestartTimeout, "How long one restart may take (connecting to the bus and waiting for systemd's job result, or running the command, which is then killed) before it counts as failed and the apply is retried.")
 
 	fs.StringVar(&o.HealthzURL, "kubelet-healthz-url", o.HealthzURL, "The kubelet's health endpoint (healthzBindAddress:healthzPort, kept node-local for this reason), probed during trials.")
 	fs.DurationVar(&o.ProbePeriod, "health-probe-period", o.ProbePeriod, "How often the kubelet is probed during a trial.")
@@ -141,9 +146,7 @@ func (o *Options) Validate() []error {
 	if err := kubelet.CheckLocalFields(o.LocalFields); err != nil {
 		errs = append(errs, fmt.Errorf("--local-fields: %w", err))
 	}
-	if _, err := kubelet.ParseCommand(o.RestartCommand); err != nil {
-		errs = append(errs, fmt.Errorf("--kubelet-restart-command: %w", err))
-	}
+	errs = append(errs, o.validateRestart()...)
 	if u, err := url.Parse(o.HealthzURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("--kubelet-healthz-url %q: want an http(s) URL", o.HealthzURL))
 	}
@@ -174,9 +177,48 @@ func (o *Options) Validate() []error {
 	return errs
 }
 
+// usesCommand says which way the kubelet is restarted: by the command when
+// one is given, else through systemd over D-Bus. An explicit setting wins
+// over a default, so a host without systemd needs only the command, and
+// the shipped default needs nothing.
+func (o *Options) usesCommand() bool {
+	return o.RestartCommand != ""
+}
+
+// validateRestart checks the flags of the restart path in use, and refuses
+// D-Bus settings given alongside a command, which would be silently unused.
+func (o *Options) validateRestart() []error {
+	if o.usesCommand() {
+		var errs []error
+		if _, err := kubelet.ParseCommand(o.RestartCommand); err != nil {
+			errs = append(errs, fmt.Errorf("--kubelet-restart-command: %w", err))
+		}
+		if o.SystemdBusAddress != kubelet.DefaultSystemBusAddress || o.KubeletUnit != kubelet.DefaultKubeletUnit {
+			errs = append(errs, errors.New("--systemd-bus-address and --kubelet-unit are for the D-Bus restart, which --kubelet-restart-command replaces: give one or the other"))
+		}
+		return errs
+	}
+	var errs []error
+	if err := kubelet.CheckBusAddress(o.SystemdBusAddress); err != nil {
+		errs = append(errs, fmt.Errorf("--systemd-bus-address: %w", err))
+	}
+	if err := kubelet.CheckUnitName(o.KubeletUnit); err != nil {
+		errs = append(errs, fmt.Errorf("--kubelet-unit: %w", err))
+	}
+	return errs
+}
+
+// restarter builds the restarter the validated options ask for.
+func (o *Options) restarter() kubelet.Restarter {
+	if o.usesCommand() {
+		argv, _ := kubelet.ParseCommand(o.RestartCommand)
+		return kubelet.NewCommandRestarter(argv, o.RestartTimeout)
+	}
+	return kubelet.NewSystemdRestarter(o.SystemdBusAddress, o.KubeletUnit, o.RestartTimeout)
+}
+
 // Config turns validated options into the agent's configuration.
 func (o *Options) Config() nodeagent.Config {
-	argv, _ := kubelet.ParseCommand(o.RestartCommand)
 	var kubeletVersion *version.Version
 	if o.KubeletVersion != "" {
 		kubeletVersion, _ = version.ParseGeneric(o.KubeletVersion)
@@ -193,7 +235,7 @@ func (o *Options) Config() nodeagent.Config {
 		StateDir:          o.StateDir,
 		Renderer:          renderer,
 		KubeletConfigFile: o.KubeletConfigFile,
-		RestartCommand:    argv,
+		Restarter:         o.restarter(),
 		RestartTimeout:    o.RestartTimeout,
 		HealthzURL:        o.HealthzURL,
 		ProbePeriod:       o.ProbePeriod,

@@ -3,8 +3,11 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
 )
 
 func parse(t *testing.T, args ...string) *Options {
@@ -27,8 +30,45 @@ func TestDefaultsAreValid(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("the agent refuses the defaults: %v", err)
 	}
-	if strings.Join(cfg.RestartCommand, "|") != "systemctl|restart|kubelet" {
-		t.Fatalf("restart command %q", cfg.RestartCommand)
+	want := kubelet.NewSystemdRestarter("unix:path=/run/dbus/system_bus_socket", "kubelet.service", 2*time.Minute)
+	if got, ok := cfg.Restarter.(*kubelet.SystemdRestarter); !ok || *got != *want {
+		t.Fatalf("default restarter %#v, want %#v", cfg.Restarter, want)
+	}
+}
+
+func TestRestartPath(t *testing.T) {
+	o := parse(t, "--node-name=n", "--kubelet-restart-command=kubeletunit restart", "--kubelet-restart-timeout=5s")
+	if errs := o.Validate(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	got, ok := o.Config().Restarter.(*kubelet.CommandRestarter)
+	if !ok || strings.Join(got.Argv, "|") != "kubeletunit|restart" || got.Timeout != 5*time.Second {
+		t.Fatalf("an explicit command gave %#v", o.Config().Restarter)
+	}
+
+	o = parse(t, "--node-name=n", "--systemd-bus-address=unix:path=/host/run/dbus/system_bus_socket", "--kubelet-unit=snap.k8s.kubelet.service")
+	if errs := o.Validate(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if got, ok := o.Config().Restarter.(*kubelet.SystemdRestarter); !ok || got.BusAddress != "unix:path=/host/run/dbus/system_bus_socket" || got.Unit != "snap.k8s.kubelet.service" {
+		t.Fatalf("D-Bus settings gave %#v", o.Config().Restarter)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--kubelet-restart-command=systemctl restart kubelet", "--kubelet-unit=k8s-kubelet.service"}, "give one or the other"},
+		{[]string{"--kubelet-restart-command=true", "--systemd-bus-address=unix:path=/x"}, "give one or the other"},
+		{[]string{"--kubelet-restart-command=   "}, "--kubelet-restart-command"},
+		{[]string{"--kubelet-unit=kubelet"}, "--kubelet-unit"},
+		{[]string{"--systemd-bus-address=/run/dbus/system_bus_socket"}, "--systemd-bus-address"},
+		{[]string{"--kubelet-restart-timeout=0"}, "--kubelet-restart-timeout"},
+	} {
+		errs := parse(t, append([]string{"--node-name=n"}, tc.args...)...).Validate()
+		if len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.want) {
+			t.Errorf("%v: got %v, want one error about %s", tc.args, errs, tc.want)
+		}
 	}
 }
 

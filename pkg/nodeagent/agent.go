@@ -126,7 +126,7 @@ func run(ctx context.Context, cfg Config, newClient func(context.Context) (kubec
 		Clock:     clock,
 		Renderer:  cfg.Renderer,
 		File:      kubeletFile,
-		Restarter: kubelet.Restarter{Argv: cfg.RestartCommand, Timeout: cfg.RestartTimeout},
+		Restarter: cfg.Restarter,
 		Prober:    kubelet.NewProber(cfg.HealthzURL, cfg.ProbeTimeout),
 		Validator: validation.Validator{},
 		Metrics:   m,

@@ -47,7 +47,7 @@ func testConfig(t *testing.T, healthzURL string) Config {
 		BootIDPath:        write("boot_id", "boot-1\n"),
 		Renderer:          kubelet.Renderer{Mode: kubelet.ModeConfig, LocalConfigFile: write("local.yaml", localConfig), LocalFields: kubelet.DefaultLocalFields},
 		KubeletConfigFile: filepath.Join(dir, "kubelet.yaml"),
-		RestartCommand:    []string{"true"},
+		Restarter:         kubelet.NewCommandRestarter([]string{"true"}, 10*time.Second),
 		RestartTimeout:    10 * time.Second,
 		HealthzURL:        healthzURL,
 		ProbePeriod:       20 * time.Millisecond,
@@ -144,10 +144,10 @@ func TestAgentWithFakeAPI(t *testing.T) {
 
 func TestRunRefusesBadSettings(t *testing.T) {
 	cfg := testConfig(t, "http://127.0.0.1:1/healthz")
-	cfg.RestartCommand = nil
+	cfg.Restarter = nil
 	cfg.Trial.FailureThreshold = 0
 	err := Run(context.Background(), cfg)
-	if err == nil || !strings.Contains(err.Error(), "restart command") || !strings.Contains(err.Error(), "failure threshold") {
+	if err == nil || !strings.Contains(err.Error(), "restart the kubelet") || !strings.Contains(err.Error(), "failure threshold") {
 		t.Fatalf("Run = %v", err)
 	}
 }

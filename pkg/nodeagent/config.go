@@ -32,8 +32,10 @@ type Config struct {
 	// KubeletConfigFile is the file written: the kubelet's --config file, or
 	// a drop-in in its --config-dir.
 	KubeletConfigFile string
-	// RestartCommand restarts the kubelet; RestartTimeout bounds it.
-	RestartCommand []string
+	// Restarter restarts the kubelet (kubelet.SystemdRestarter or
+	// kubelet.CommandRestarter, built by cmd/agent); RestartTimeout is the
+	// bound it was given, which the agent's own liveness check allows for.
+	Restarter      kubelet.Restarter
 	RestartTimeout time.Duration
 	// HealthzURL is the kubelet's health endpoint; each probe gets
 	// ProbeTimeout, every ProbePeriod during a trial.
@@ -63,8 +65,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("no %s given", what))
 		}
 	}
-	if len(c.RestartCommand) == 0 {
-		errs = append(errs, errors.New("no restart command given"))
+	if c.Restarter == nil {
+		errs = append(errs, errors.New("no way to restart the kubelet given"))
 	}
 	if err := c.Renderer.Validate(); err != nil {
 		errs = append(errs, err)

@@ -73,10 +73,16 @@ func ParseCommand(line string) ([]string, error) {
 	return args, nil
 }
 
-// Restarter restarts the kubelet by running a command.
-type Restarter struct {
+// CommandRestarter restarts the kubelet by running a command: for hosts
+// whose kubelet is not a systemd unit, and for tests that stand in for one.
+type CommandRestarter struct {
 	Argv    []string
 	Timeout time.Duration
+}
+
+// NewCommandRestarter runs argv, killing it after timeout (none when 0).
+func NewCommandRestarter(argv []string, timeout time.Duration) *CommandRestarter {
+	return &CommandRestarter{Argv: argv, Timeout: timeout}
 }
 
 // maxCommandOutput bounds the output quoted in an error.
@@ -84,7 +90,7 @@ const maxCommandOutput = 2048
 
 // Restart runs the command and waits for it. A non-zero exit, a timeout or a
 // command that cannot start is an error quoting the command's output.
-func (r Restarter) Restart(ctx context.Context) error {
+func (r *CommandRestarter) Restart(ctx context.Context) error {
 	if len(r.Argv) == 0 {
 		return errors.New("no restart command configured")
 	}

@@ -45,22 +45,22 @@ func TestParseCommand(t *testing.T) {
 
 func TestRestarter(t *testing.T) {
 	ctx := context.Background()
-	if err := (Restarter{Argv: []string{"true"}}).Restart(ctx); err != nil {
+	if err := (&CommandRestarter{Argv: []string{"true"}}).Restart(ctx); err != nil {
 		t.Fatalf("true: %v", err)
 	}
-	err := (Restarter{Argv: []string{"sh", "-c", "echo unit kubelet not found >&2; exit 5"}}).Restart(ctx)
+	err := (&CommandRestarter{Argv: []string{"sh", "-c", "echo unit kubelet not found >&2; exit 5"}}).Restart(ctx)
 	if err == nil || !strings.Contains(err.Error(), "unit kubelet not found") || !strings.Contains(err.Error(), "exit status 5") {
 		t.Fatalf("failing command: %v", err)
 	}
-	err = (Restarter{Argv: []string{"/nonexistent/restart"}}).Restart(ctx)
+	err = (&CommandRestarter{Argv: []string{"/nonexistent/restart"}}).Restart(ctx)
 	if err == nil {
 		t.Fatal("a missing command succeeded")
 	}
-	err = (Restarter{Argv: []string{"sleep", "60"}, Timeout: 100 * time.Millisecond}).Restart(ctx)
+	err = (&CommandRestarter{Argv: []string{"sleep", "60"}, Timeout: 100 * time.Millisecond}).Restart(ctx)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("hanging command: got %v, want a deadline error", err)
 	}
-	if err := (Restarter{}).Restart(ctx); err == nil {
+	if err := (&CommandRestarter{}).Restart(ctx); err == nil {
 		t.Fatal("an empty command succeeded")
 	}
 }

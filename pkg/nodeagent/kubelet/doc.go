@@ -1,7 +1,16 @@
 // Package kubelet is everything the agent does to the kubelet: render the
 // configuration file from a checkpoint and the node's local settings, write
-// it atomically, restart the kubelet with an operator-given command, and
-// probe its /healthz.
+// it atomically, restart the kubelet, and probe its /healthz.
+//
+// # Restarting
+//
+// A Restarter restarts the kubelet and says whether that worked.
+// SystemdRestarter asks systemd over the system bus (D-Bus) to restart the
+// kubelet's unit and waits for the job's result, so that a unit that fails
+// to start is a failed restart rather than a success the trial has to
+// discover. CommandRestarter runs an operator-given command, for hosts whose
+// kubelet is not a systemd unit (and for tests that stand in for one); it
+// knows only the command's exit status.
 //
 // # Where the configuration goes
 //
