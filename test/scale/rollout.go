@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -41,6 +42,9 @@ type RolloutOptions struct {
 	Period time.Duration
 	// Timeout bounds the rollout itself.
 	Timeout time.Duration
+	// ControllerArgs are added to the controller's flags (later flags
+	// win), e.g. --kube-api-qps, to see what bounds it.
+	ControllerArgs []string
 	// WorkDir holds the cluster's certificates and logs.
 	WorkDir string
 	// Progress receives a line per step; nil discards them.
@@ -102,6 +106,9 @@ type RolloutResult struct {
 	// Requests are the controller's requests during the rollout by verb
 	// and resource, counted on the wire.
 	Requests map[string]int `json:"controller_requests"`
+	// NodeChanges is the controller's own nodeguard_rollout_node_changes_total
+	// by action and result (conflicts are patches it retried).
+	NodeChanges map[string]float64 `json:"controller_node_changes"`
 }
 
 // RequestsPerNode is the controller's requests per Node moved, without
@@ -162,7 +169,7 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 	}
 	logf(o.Progress, "rollout: %d kubelets and agents report the local configuration", o.Nodes)
 
-	proxy, ctrl, ctrlPID, err := startController(ctx, c, o.WorkDir)
+	proxy, ctrl, ctrlPID, err := startController(ctx, c, o.WorkDir, o.ControllerArgs)
 	if err != nil {
 		return r, err
 	}
@@ -214,6 +221,12 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 		}
 	}, o.Progress, obs)
 	r.Requests = proxy.snapshot()
+	if samples, serr := scrape(ctx, http.DefaultClient, ctrl.URL+"/metrics", "nodeguard_rollout_node_changes_total"); serr == nil {
+		r.NodeChanges = map[string]float64{}
+		for _, x := range samples {
+			r.NodeChanges[x.labels["action"]+" "+x.labels["result"]] += x.value
+		}
+	}
 	after, perr := readProc(ctrlPID)
 	r.Complete = complete
 	r.TotalSeconds = end.Sub(r.Start).Seconds()
@@ -246,7 +259,7 @@ func ptrTo[T any](v T) *T { return &v }
 // startController starts one replica of cmd/rollout-controller with the
 // shipped flags that matter here (workers) and framework's, talking to the
 // apiserver through a counting proxy with its ServiceAccount's token.
-func startController(ctx context.Context, c *cluster, dir string) (*countingProxy, *framework.RolloutController, int, error) {
+func startController(ctx context.Context, c *cluster, dir string, extra []string) (*countingProxy, *framework.RolloutController, int, error) {
 	cfg, err := c.env.RolloutControllerConfig(ctx)
 	if err != nil {
 		return nil, nil, 0, err
@@ -262,7 +275,7 @@ func startController(ctx context.Context, c *cluster, dir string) (*countingProx
 		proxy.stop()
 		return nil, nil, 0, err
 	}
-	ctrl, err := c.env.StartRolloutController(ctx, "scale", "--kubeconfig="+kubeconfig, "--workers=2")
+	ctrl, err := c.env.StartRolloutController(ctx, "scale", append([]string{"--kubeconfig=" + kubeconfig, "--workers=2"}, extra...)...)
 	if err != nil {
 		proxy.stop()
 		return nil, nil, 0, err

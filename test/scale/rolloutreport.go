@@ -38,6 +38,11 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 	}
 	p("controller's requests during the rollout (counted by a proxy in front of it): %s", strings.Join(reqs, ", "))
 	p("controller's requests per Node moved, leases left out: %.2f", r.RequestsPerNode())
+	var changes []string
+	for _, k := range slices.Sorted(maps.Keys(r.NodeChanges)) {
+		changes = append(changes, fmt.Sprintf("%s %.0f", k, r.NodeChanges[k]))
+	}
+	p("controller's Node patches by its own count (nodeguard_rollout_node_changes_total): %s", strings.Join(changes, ", "))
 	data, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encoding the rollout results: %w", err)

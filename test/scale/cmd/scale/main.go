@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -83,6 +84,7 @@ Flags:
 		trial          = fs.Duration("trial", 2*time.Second, "With --rollout: each simulated agent's trial period.")
 		maxUnavailable = fs.Int("max-unavailable", 10, "With --rollout: the rollout's maxUnavailable, as a percentage of the Nodes.")
 		canary         = fs.Int("canary", 1, "With --rollout: the rollout's canary Nodes.")
+		controllerArgs = fs.String("controller-flags", "", "With --rollout: flags added to cmd/rollout-controller's, space-separated, e.g. '--kube-api-qps=200 --kube-api-burst=400'; empty runs it with its defaults.")
 		rolloutTimeout = fs.Duration("rollout-timeout", 15*time.Minute, "With --rollout: how long the rollout may take before the run fails.")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -94,7 +96,7 @@ Flags:
 	if *rollout {
 		return runRollout(scale.RolloutOptions{
 			Nodes: *nodes, Trial: *trial, MaxUnavailablePercent: *maxUnavailable, Canary: int32(*canary),
-			Period: *period, Timeout: *rolloutTimeout,
+			Period: *period, Timeout: *rolloutTimeout, ControllerArgs: strings.Fields(*controllerArgs),
 		}, *workDir, *keep, *jsonOutput, stdout, stderr)
 	}
 	list := *modes
