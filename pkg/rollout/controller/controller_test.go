@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,6 +254,30 @@ func TestRefusedAssignmentFailsTheRollout(t *testing.T) {
 	if got := h.assigned(); len(got) != 0 {
 		t.Errorf("assigned: %v", got)
 	}
+}
+
+// TestConflictsAreNoFailure: a Node patch that meets a newer Node (its
+// kubelet wrote in between) is decided again soon, however many times in a
+// row that happens. As a sync error it would go through the queue's
+// exponential backoff: after a dozen conflicts in a row, seconds per retry,
+// past this test's deadline.
+func TestConflictsAreNoFailure(t *testing.T) {
+	const conflicts = 12
+	blue := map[string]string{"pool": "blue"}
+	var patches atomic.Int32
+	conflict := func(kube *fake.Clientset) {
+		kube.PrependReactor("patch", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+			if patches.Add(1) <= conflicts {
+				return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "a", errors.New("the object has been modified"))
+			}
+			return false, nil, nil
+		})
+	}
+	h := start(t, newRollout("r"), conflict, readyNode("a", blue), readyNode("b", blue))
+	h.eventually(t, "the canary assigned after the conflicts", func() (bool, string) {
+		got := h.assigned()
+		return got["a"] == "kubelet-configs/v2", fmt.Sprintf("assigned %v after %d patches", got, patches.Load())
+	})
 }
 
 func TestIsAdmissionRefusal(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -247,10 +248,23 @@ func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout
 		return err
 	}
 	if requeue {
-		return fmt.Errorf("rollout %s: some Node patches did not apply; deciding again", r.Name)
+		// A Node that moved since the decision (a kubelet's status write
+		// changes its resourceVersion) or a refusal to feed back is no
+		// failure of the sync: deciding again soon is all it takes. As an
+		// error it would go through the queue's per-item exponential
+		// backoff, which grows with every such sync in a row and, on a
+		// large pool whose Nodes keep writing, holds the rollout for
+		// seconds. The moved Node's own update event usually wakes the
+		// rollout first; the delay is a backstop.
+		logger.V(2).Info("Some Node patches did not apply; deciding again", "after", requeueAfterConflict)
+		c.queue.AddAfter(r.Name, requeueAfterConflict)
 	}
 	return nil
 }
+
+// requeueAfterConflict is how soon a rollout whose Node patches did not all
+// apply is decided again, at the latest.
+const requeueAfterConflict = 250 * time.Millisecond
 
 // Results of a Node patch, also the metric's label values.
 const (
