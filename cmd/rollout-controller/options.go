@@ -45,8 +45,8 @@ func NewOptions() *Options {
 		namespace = "nodeguard"
 	}
 	return &Options{
-		KubeAPIQPS:         20,
-		KubeAPIBurst:       40,
+		KubeAPIQPS:         100,
+		KubeAPIBurst:       200,
 		Workers:            2,
 		ResyncPeriod:       10 * time.Minute,
 		ListenAddress:      ":8080",
@@ -62,7 +62,7 @@ func NewOptions() *Options {
 // AddFlags registers the options, and klog's, on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig file with the apiserver and the controller's credentials. Empty means in-cluster: the pod's service account token and the KUBERNETES_SERVICE_HOST/PORT it is given.")
-	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side QPS limit towards the kube-apiserver (status writes, Node patches, Events).")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side QPS limit towards the kube-apiserver for status writes and Node patches; Events have a limit of the same size of their own. A rollout writes each Node it moves once (again on a conflict), at most maxUnavailable trials at a time; the limit paces those writes when many trials end together.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst towards the kube-apiserver.")
 
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Rollouts synced at once. One rollout is never synced by two workers at a time.")

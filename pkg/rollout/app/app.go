@@ -95,7 +95,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return fmt.Errorf("event scheme: %w", err)
 	}
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
+	// Events get a client, and so a client-side rate limit, of their own:
+	// they are one write per Node moved, and sharing the limit with the
+	// Node patches would hold assignments back behind them.
+	eventClient, err := kubernetes.NewForConfig(rest.CopyConfig(cfg.Kube))
+	if err != nil {
+		return fmt.Errorf("events client: %w", err)
+	}
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: eventClient.EventsV1()})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme, controller.FieldManager)
 
