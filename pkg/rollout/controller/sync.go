@@ -67,16 +67,13 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	all := c.rolloutsCached()
-	observations := make([]rollout.NodeObservation, 0, len(nodes))
+	observations, err := rollout.ObserveSelected(selector, name, c.rolloutsCached(), nodes)
+	if err != nil {
+		// Usable all the same; the agents report the same problems.
+		logger.V(2).Info("Nodes partly unreadable", "err", err)
+	}
 	byName := make(map[string]*corev1.Node, len(nodes))
 	for _, node := range nodes {
-		obs, err := rollout.ObserveNode(node, rollout.OtherRollouts(all, name, labels.Set(node.Labels)))
-		if err != nil {
-			// Usable all the same; the agent reports the same problem.
-			logger.V(2).Info("Node partly unreadable", "node", node.Name, "err", err)
-		}
-		observations = append(observations, obs)
 		byName[node.Name] = node
 	}
 	target := c.target(r.Spec.ConfigMapRef)
