@@ -9,6 +9,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
 // recoverDeadline bounds waiting for the webhook to answer again after it
@@ -88,7 +90,7 @@ func checkOutage(ctx context.Context, c *cluster, f *fleet) *Outage {
 		what string
 		do   func(context.Context) error
 	}{{"assignment", assign}, {"edit", edit}} {
-		if err := retryUntil(ctx, deadline, step.do); err != nil {
+		if err := retryUntil(ctx, deadline, step.what+" to go through", step.do); err != nil {
 			o.RecoverError = fmt.Sprintf("%s after the restart: %v", step.what, err)
 			return o
 		}
@@ -96,7 +98,7 @@ func checkOutage(ctx context.Context, c *cluster, f *fleet) *Outage {
 	newcomer.config = &types.NamespacedName{Namespace: configNamespace, Name: configName}
 	f.readers++
 	f.goRun(func() { newcomer.readConfig(f.runCtx) })
-	if err := retryUntil(ctx, deadline, func(context.Context) error {
+	if err := retryUntil(ctx, deadline, newcomer.name+" to read its configuration", func(context.Context) error {
 		if !newcomer.watchingConfig.Load() {
 			return fmt.Errorf("%s does not read its new configuration yet", newcomer.name)
 		}
@@ -116,14 +118,10 @@ func errorText(err error) string {
 	return err.Error()
 }
 
-func retryUntil(ctx context.Context, deadline time.Time, f func(context.Context) error) error {
-	for {
+// retryUntil calls f until it succeeds or the deadline passes.
+func retryUntil(ctx context.Context, deadline time.Time, what string, f func(context.Context) error) error {
+	return framework.Eventually(ctx, time.Until(deadline), what, func(ctx context.Context) (bool, string, error) {
 		err := f(ctx)
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		if err := sleep(ctx, 500*time.Millisecond); err != nil {
-			return err
-		}
-	}
+		return err == nil, fmt.Sprint(err), nil
+	})
 }
