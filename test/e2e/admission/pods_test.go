@@ -2,8 +2,10 @@ package admission_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -81,8 +83,20 @@ func TestNodePodRules(t *testing.T) {
 			t.Cleanup(func() {
 				_ = h.admin.CoreV1().Pods("default").Delete(context.Background(), other.Name, metav1.DeleteOptions{})
 			})
-			err = pods.Delete(h.ctx, other.Name, metav1.DeleteOptions{})
-			refused(t, "deleting another node's pod", err, e.rule)
+			// In-tree NodeRestriction judges a node's delete from the
+			// apiserver's pod informer, and answers NotFound until that has
+			// seen the pod: ask again until the answer is about the pod.
+			var deleteErr error
+			if err := framework.Eventually(h.ctx, 30*time.Second, "NodeRestriction to see "+other.Name, func(ctx context.Context) (bool, string, error) {
+				deleteErr = pods.Delete(ctx, other.Name, metav1.DeleteOptions{})
+				return !apierrors.IsNotFound(deleteErr), fmt.Sprint(deleteErr), nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			refused(t, "deleting another node's pod", deleteErr, e.rule)
+			if _, getErr := h.admin.CoreV1().Pods("default").Get(h.ctx, other.Name, metav1.GetOptions{}); getErr != nil {
+				t.Errorf("%s after a refused delete: %v", other.Name, getErr)
+			}
 			if err := pods.Delete(h.ctx, own.Name, metav1.DeleteOptions{}); err != nil {
 				t.Errorf("%s deleting its own mirror pod: %v", a, err)
 			}
