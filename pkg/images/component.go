@@ -1,0 +1,71 @@
+package images
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// The files Build writes beside the archives.
+const (
+	DigestsFile   = "digests.txt"
+	ComponentFile = "kustomization.yaml"
+)
+
+// WriteDigests writes digests.txt: a comment, then one line per program,
+// fields separated by one space so that `awk` or `read` take them apart:
+//
+//	program reference index-digest platform=image-digest...
+func WriteDigests(path, registry string, info SourceInfo, built []Built) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# nodeguard %s (revision %s) for %s.\n", info.Version, info.Revision, registry)
+	fmt.Fprintf(&b, "# program reference index-digest platform=image-digest...\n")
+	for _, x := range built {
+		fmt.Fprintf(&b, "%s %s %s", x.Program.Name, x.Reference, x.Digest)
+		for i, d := range x.Images {
+			fmt.Fprintf(&b, " %s=%s", platformString(x.Platforms[i]), d)
+		}
+		b.WriteByte('\n')
+	}
+	return writeFile(path, b.Bytes())
+}
+
+// WriteComponent writes the kustomize Component that maps the symbolic
+// image names of manifests/ to the built indexes by digest, so that an
+// overlay listing it under components: deploys exactly these images,
+// whatever the tag later points at.
+func WriteComponent(path, registry string, info SourceInfo, built []Built) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# nodeguard %s (revision %s): the images `make images` built, by digest.\n", info.Version, info.Revision)
+	fmt.Fprintf(&b, "# Use it from an overlay: components: [<path to this directory>] (docs/images.md).\n")
+	fmt.Fprintf(&b, "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nimages:\n")
+	for _, x := range built {
+		fmt.Fprintf(&b, "  - name: %s\n    newName: %s\n    digest: %s\n", x.Program.KustomizeName, Repository(registry, x.Program), x.Digest)
+	}
+	return writeFile(path, b.Bytes())
+}
+
+// writeFile replaces path whole, so a reader never sees half a file.
+func writeFile(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
