@@ -19,7 +19,7 @@ ARGS ?=
 # `./...` in the root does not reach.
 NESTED_MODULES := $(sort $(patsubst %/go.mod,%,$(shell find hack -mindepth 2 -name go.mod -not -path '*/testdata/*')))
 
-.PHONY: build test testbin bench soak fuzz run lint generate certs clean help
+.PHONY: build test testbin bench soak fuzz run lint generate certs images push clean help
 
 ## build: compile every command under cmd/ into bin/.
 build:
@@ -133,9 +133,32 @@ lint:
 generate:
 	$(GO) generate ./...
 
+# Images (docs/images.md). REGISTRY names them; an empty VERSION means `git describe --tags --always
+# --dirty` (v0.0.0-dev outside git); SOURCE_DATE_EPOCH is every timestamp in them when git cannot
+# give the commit time.
+REGISTRY ?= ghcr.io/nodeguard
+VERSION ?=
+SOURCE_DATE_EPOCH ?= 0
+IMAGES_DIR ?= _output/images
+# More flags for `make images` and `make push` (`go run ./hack/images build --help`, `... push --help`).
+IMAGES_ARGS ?=
+PUSH_ARGS ?=
+
+## images: build the webhook, agent and rollout-controller images (static binaries from scratch, linux/amd64 and
+## linux/arm64, reproducible) into IMAGES_DIR: <program>.oci.tar (an OCI layout for docker/podman load, ctr import,
+## kind load image-archive), digests.txt and kustomization.yaml (a kustomize Component pinning them by digest).
+images:
+	$(GO) run ./hack/images build --go='$(GO)' --registry='$(REGISTRY)' --version='$(VERSION)' \
+		--source-date-epoch='$(SOURCE_DATE_EPOCH)' --output='$(IMAGES_DIR)' $(IMAGES_ARGS)
+
+## push: push what `make images` built to REGISTRY (the one it was built for), tagged with its version, with docker's
+## credentials; PUSH_ARGS=--insecure for a plain-HTTP registry.
+push:
+	$(GO) run ./hack/images push --registry='$(REGISTRY)' --version='$(VERSION)' --output='$(IMAGES_DIR)' $(PUSH_ARGS)
+
 ## clean: remove build output. The etcd/kube-apiserver cache (~/.cache/nodeguard) stays.
 clean:
-	rm -rf bin/
+	rm -rf bin/ _output/
 
 ## help: list the targets.
 help:
