@@ -72,35 +72,42 @@ func writeLayerTar(w io.Writer, entries []layerEntry, epoch time.Time) error {
 			ModTime: epoch,
 			Format:  tar.FormatUSTAR,
 		}
-		var body io.Reader
-		switch {
-		case e.name[len(e.name)-1] == '/':
-			hdr.Typeflag = tar.TypeDir
-		case e.file != "":
-			f, err := os.Open(e.file)
-			if err != nil {
-				return fmt.Errorf("opening the binary for the layer: %w", err)
-			}
-			defer f.Close()
-			st, err := f.Stat()
-			if err != nil {
-				return fmt.Errorf("reading the size of %s: %w", e.file, err)
-			}
-			hdr.Typeflag, hdr.Size, body = tar.TypeReg, st.Size(), f
-		default:
-			hdr.Typeflag, hdr.Size, body = tar.TypeReg, int64(len(e.body)), bytes.NewReader(e.body)
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return fmt.Errorf("writing the tar header of %s: %w", e.name, err)
-		}
-		if body != nil {
-			if _, err := io.Copy(tw, body); err != nil {
-				return fmt.Errorf("writing %s into the layer: %w", e.name, err)
-			}
+		if err := writeLayerEntry(tw, hdr, e); err != nil {
+			return err
 		}
 	}
 	if err := tw.Close(); err != nil {
 		return fmt.Errorf("closing the layer's tar stream: %w", err)
+	}
+	return nil
+}
+
+func writeLayerEntry(tw *tar.Writer, hdr *tar.Header, e layerEntry) error {
+	var body io.Reader
+	switch {
+	case e.name[len(e.name)-1] == '/':
+		hdr.Typeflag = tar.TypeDir
+	case e.file != "":
+		f, err := os.Open(e.file)
+		if err != nil {
+			return fmt.Errorf("opening the binary for the layer: %w", err)
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("reading the size of %s: %w", e.file, err)
+		}
+		hdr.Typeflag, hdr.Size, body = tar.TypeReg, st.Size(), f
+	default:
+		hdr.Typeflag, hdr.Size, body = tar.TypeReg, int64(len(e.body)), bytes.NewReader(e.body)
+	}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("writing the tar header of %s: %w", e.name, err)
+	}
+	if body != nil {
+		if _, err := io.Copy(tw, body); err != nil {
+			return fmt.Errorf("writing %s into the layer: %w", e.name, err)
+		}
 	}
 	return nil
 }
