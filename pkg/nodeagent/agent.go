@@ -68,8 +68,9 @@ type onlineParts struct {
 }
 
 // Run runs the agent until ctx ends. It returns an error only for what the
-// agent cannot run with: bad settings, an unusable state directory, a
-// kubeconfig that does not parse, a port that is taken.
+// agent cannot run with: bad settings, an unusable state directory, a local
+// configuration that is missing and cannot be seeded, a kubeconfig that does
+// not parse, a port that is taken.
 func Run(ctx context.Context, cfg Config) error {
 	return run(ctx, cfg, nil)
 }
@@ -99,6 +100,14 @@ func run(ctx context.Context, cfg Config, newClient func(context.Context) (kubec
 	store, err := checkpoint.Open(cfg.StateDir, checkpoint.Options{})
 	if err != nil {
 		return err
+	}
+	// Config mode renders from the node's own configuration; on the first
+	// start it is the kubelet's current file. A file the agent cannot seed
+	// is one only an operator can restore, so the agent does not start.
+	if cfg.Renderer.Mode == kubelet.ModeConfig {
+		if err := kubelet.SeedLocalConfig(ctx, cfg.Renderer.LocalConfigFile, cfg.KubeletConfigFile); err != nil {
+			return err
+		}
 	}
 	kubeletFile := kubelet.ConfigFile{Path: cfg.KubeletConfigFile}
 	// No write has begun yet, so a temporary file beside the kubelet's is

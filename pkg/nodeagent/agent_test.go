@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -216,5 +217,48 @@ func TestSecondAgentWaitsForTheFirst(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+}
+
+// TestRunSeedsTheLocalConfiguration: in config mode an agent whose local
+// file is missing copies the kubelet's file to it before it renders
+// anything, and refuses to start when the kubelet's file is one it wrote.
+func TestRunSeedsTheLocalConfiguration(t *testing.T) {
+	offline := errors.New("offline")
+	newClient := func(context.Context) (kubeclient.Interface, error) { return nil, offline }
+	ctx := klog.NewContext(context.Background(), logr.Discard())
+
+	cfg := testConfig(t, "http://127.0.0.1:1/healthz")
+	if err := os.Remove(cfg.Renderer.LocalConfigFile); err != nil {
+		t.Fatal(err)
+	}
+	kubeadm := localConfig + "# the node's own\n"
+	if err := os.WriteFile(cfg.KubeletConfigFile, []byte(kubeadm), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, cfg, newClient); !errors.Is(err, offline) {
+		t.Fatalf("run = %v, want it to get as far as the API", err)
+	}
+	if got, err := os.ReadFile(cfg.Renderer.LocalConfigFile); err != nil || string(got) != kubeadm {
+		t.Fatalf("local file %q, %v; want the kubelet's %q", got, err, kubeadm)
+	}
+
+	cfg = testConfig(t, "http://127.0.0.1:1/healthz")
+	if err := os.Remove(cfg.Renderer.LocalConfigFile); err != nil {
+		t.Fatal(err)
+	}
+	owned := "# Written by the nodeguard agent; changes are overwritten.\n" + localConfig + "maxPods: 42\n"
+	if err := os.WriteFile(cfg.KubeletConfigFile, []byte(owned), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := run(ctx, cfg, newClient)
+	if err == nil || errors.Is(err, offline) || !strings.Contains(err.Error(), "restore") {
+		t.Fatalf("run = %v, want a refusal to start", err)
+	}
+	if _, err := os.Stat(cfg.Renderer.LocalConfigFile); !os.IsNotExist(err) {
+		t.Errorf("the local file was created from the agent's own file (%v)", err)
+	}
+	if got, err := os.ReadFile(cfg.KubeletConfigFile); err != nil || string(got) != owned {
+		t.Errorf("the kubelet's file changed: %q, %v", got, err)
 	}
 }

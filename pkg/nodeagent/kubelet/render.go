@@ -137,8 +137,7 @@ func (r Renderer) Assigned(config []byte) (Rendered, error) {
 	if err != nil {
 		return Rendered{}, fmt.Errorf("encoding the kubelet configuration: %w", err)
 	}
-	header := "# Written by the nodeguard agent; changes are overwritten.\n"
-	return Rendered{Data: append([]byte(header), out...)}, nil
+	return Rendered{Data: append([]byte(ownedHeader), out...)}, nil
 }
 
 func toFieldMap(data []byte) (map[string]any, error) {
