@@ -25,6 +25,7 @@ import (
 
 const (
 	namespace      = "nodeguard"
+	agentNamespace = "nodeguard-agent"
 	agentName      = "nodeguard-agent"
 	vwcName        = "nodeguard"
 	maxTimeout     = 5

@@ -182,7 +182,8 @@ func checkAgent(t *testing.T, o objects) error {
 	}
 	// Each path flag must be visible in the container at the same path as
 	// on the host, writable where the agent writes.
-	for flag, writable := range map[string]bool{"kubeconfig": false, "state-dir": true, "kubelet-config-file": true, "local-config-file": false} {
+	// The agent seeds --local-config-file when it is missing.
+	for flag, writable := range map[string]bool{"kubeconfig": false, "state-dir": true, "kubelet-config-file": true, "local-config-file": true} {
 		value, ok := args[flag]
 		if !ok {
 			errs = append(errs, fmt.Errorf("--%s is not set", flag))
@@ -198,12 +199,7 @@ func checkAgent(t *testing.T, o objects) error {
 // checkHostMount finds the deepest mount holding file and checks that it is
 // the same host path, read-only unless writable is wanted.
 func checkHostMount(c *corev1.Container, hostPaths map[string]*corev1.HostPathVolumeSource, file string, writable bool) error {
-	var best *corev1.VolumeMount
-	for i, m := range c.VolumeMounts {
-		if (file == m.MountPath || strings.HasPrefix(file, strings.TrimSuffix(m.MountPath, "/")+"/")) && (best == nil || len(m.MountPath) > len(best.MountPath)) {
-			best = &c.VolumeMounts[i]
-		}
-	}
+	best := deepestMount(c, file)
 	if best == nil {
 		return errors.New("not under any mount")
 	}
@@ -220,22 +216,44 @@ func checkHostMount(c *corev1.Container, hostPaths map[string]*corev1.HostPathVo
 	return nil
 }
 
+// deepestMount is the mount that shows file in the container, or nil.
+func deepestMount(c *corev1.Container, file string) *corev1.VolumeMount {
+	var best *corev1.VolumeMount
+	for i, m := range c.VolumeMounts {
+		if (file == m.MountPath || strings.HasPrefix(file, strings.TrimSuffix(m.MountPath, "/")+"/")) && (best == nil || len(m.MountPath) > len(best.MountPath)) {
+			best = &c.VolumeMounts[i]
+		}
+	}
+	return best
+}
+
 // checkNamespaced: every namespaced object is in nodeguard's namespace,
-// which the rendering creates.
+// except the agent's, which are in the agent's; the rendering creates both.
 func checkNamespaced(o objects) error {
-	if _, err := o.get("Namespace", namespace); err != nil {
-		return err
+	var errs []error
+	for _, ns := range []string{namespace, agentNamespace} {
+		if _, err := o.get("Namespace", ns); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	clusterScoped := []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "CustomResourceDefinition"}
-	var errs []error
 	for _, obj := range o {
 		if isRolloutControllerEventsGrant(obj) {
 			continue
 		}
-		scoped := slices.Contains(clusterScoped, obj.GetKind())
-		if scoped && obj.GetNamespace() != "" || !scoped && obj.GetNamespace() != namespace {
-			errs = append(errs, fmt.Errorf("%s %s in namespace %q", obj.GetKind(), obj.GetName(), obj.GetNamespace()))
+		want := namespace
+		if slices.Contains(clusterScoped, obj.GetKind()) {
+			want = ""
+		} else if isAgent(obj.GetLabels()) {
+			want = agentNamespace
+		}
+		if obj.GetNamespace() != want {
+			errs = append(errs, fmt.Errorf("%s %s in namespace %q, want %q", obj.GetKind(), obj.GetName(), obj.GetNamespace(), want))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func isAgent(labels map[string]string) bool {
+	return labels["app.kubernetes.io/component"] == "agent"
 }

@@ -153,6 +153,7 @@ func invariants(t *testing.T) []invariant {
 	all := admissionInvariants()
 	all = append(all, workloadInvariants()...)
 	all = append(all, rolloutControllerInvariants()...)
+	all = append(all, podSecurityInvariants()...)
 	return append(all, certificateInvariants(otherCA, otherCAKey)...)
 }
 

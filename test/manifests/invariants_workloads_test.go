@@ -304,12 +304,30 @@ func workloadInvariants() []invariant {
 				{name: "an unknown flag", apply: func(t *testing.T, o objects) {
 					editAgent(t, o, func(_ *appsv1.DaemonSet, c *corev1.Container) { setArg(c, "restart-command", "reboot") })
 				}},
+				{name: "local configuration on a read-only mount", apply: func(t *testing.T, o objects) {
+					editAgent(t, o, func(_ *appsv1.DaemonSet, c *corev1.Container) {
+						for i := range c.VolumeMounts {
+							if c.VolumeMounts[i].Name == "local-config" {
+								c.VolumeMounts[i].ReadOnly = true
+							}
+						}
+					})
+				}},
 			},
 		},
 		{
-			name:  "everything namespaced is in nodeguard",
+			name:  "everything namespaced is in nodeguard, the agent in nodeguard-agent",
 			check: plain(checkNamespaced),
 			breaks: []breakage{
+				{name: "the agent in nodeguard", apply: func(t *testing.T, o objects) {
+					editAgent(t, o, func(d *appsv1.DaemonSet, _ *corev1.Container) { d.Namespace = namespace })
+				}},
+				{name: "the agent's account in nodeguard", apply: func(t *testing.T, o objects) {
+					edit(t, o, "ServiceAccount", agentName, func(sa *corev1.ServiceAccount) { sa.Namespace = namespace })
+				}},
+				{name: "the webhook in the agent's namespace", apply: func(t *testing.T, o objects) {
+					editDeployment(t, o, func(d *appsv1.Deployment, _ *corev1.Container) { d.Namespace = agentNamespace })
+				}},
 				{name: "Service in default", apply: func(t *testing.T, o objects) {
 					edit(t, o, "Service", webhookName, func(s *corev1.Service) { s.Namespace = "default" })
 				}},
