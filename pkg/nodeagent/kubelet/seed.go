@@ -17,23 +17,23 @@ import (
 // configuration, never the node's own.
 const ownedHeader = ownedMarker + "; changes are overwritten.\n"
 
-// ownedMarker is what marks a file as the agent's, on a line of its own.
+// ownedMarker marks a file as the agent's, at the start of a line.
 const ownedMarker = "# Written by the nodeguard agent"
 
 // restoreRunbook is where operators are sent when the local configuration
 // cannot be seeded.
 const restoreRunbook = `docs/install.md, Runbook, "A node is stuck in rollback"`
 
-// Owned reports whether data is a file the agent wrote from a ConfigMap:
+// owned reports whether data is a file the agent wrote from a ConfigMap:
 // some line of it starts with the agent's header.
-func Owned(data []byte) bool {
+func owned(data []byte) bool {
 	return bytes.HasPrefix(data, []byte(ownedMarker)) || bytes.Contains(data, []byte("\n"+ownedMarker))
 }
 
 // SeedLocalConfig makes localPath, the node's own configuration in
 // ModeConfig, when it does not exist: a copy, byte for byte, of the
 // kubelet's current file at kubeletPath. An existing localPath is left as it
-// is, whatever it holds. It refuses a kubelet file the agent wrote (Owned):
+// is, whatever it holds. It refuses a kubelet file the agent wrote (owned):
 // that is an assigned configuration, and seeding it would make a
 // configuration shared by many nodes this node's own, with nothing to roll
 // back to. Only a human can restore the node's own file then.
@@ -66,7 +66,7 @@ func SeedLocalConfig(ctx context.Context, localPath, kubeletPath string) error {
 		return fmt.Errorf("the local kubelet configuration %s does not exist, and cannot be seeded from the kubelet's configuration: %w", localPath, err)
 	case len(bytes.TrimSpace(data)) == 0:
 		return fmt.Errorf("the local kubelet configuration %s does not exist, and cannot be seeded from the kubelet's configuration %s, which is empty", localPath, kubeletPath)
-	case Owned(data):
+	case owned(data):
 		return fmt.Errorf("the local kubelet configuration %s does not exist, and the kubelet's configuration %s was written by the nodeguard agent (an assigned configuration, not this node's own), so it cannot be seeded from it: restore %s by hand from the node's image or configuration management (%s), then start the agent again", localPath, kubeletPath, localPath, restoreRunbook)
 	}
 	if err := local.Write(Rendered{Data: data}); err != nil {

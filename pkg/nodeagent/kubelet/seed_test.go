@@ -97,12 +97,12 @@ func TestSeedLocalConfigCreatesItsDirectory(t *testing.T) {
 // even nothing, it is the operator's, and the kubelet's file does not
 // matter, not even when the agent wrote it.
 func TestSeedLocalConfigLeavesAnExistingFile(t *testing.T) {
-	owned, err := Renderer{Mode: ModeConfig, LocalConfigFile: writeLocal(t), LocalFields: DefaultLocalFields}.Assigned([]byte(assignedConfig))
+	written, err := Renderer{Mode: ModeConfig, LocalConfigFile: writeLocal(t), LocalFields: DefaultLocalFields}.Assigned([]byte(assignedConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, existing := range map[string]string{"a configuration": localConfig, "empty": ""} {
-		for kubeletName, kubeletData := range map[string]string{"kubeadm's": kubeadmConfig, "the agent's": string(owned.Data)} {
+		for kubeletName, kubeletData := range map[string]string{"kubeadm's": kubeadmConfig, "the agent's": string(written.Data)} {
 			t.Run(name+"/"+kubeletName, func(t *testing.T) {
 				local, kubeletPath := seedFiles(t, kubeletData)
 				if err := os.WriteFile(local, []byte(existing), 0o600); err != nil {
@@ -122,17 +122,17 @@ func TestSeedLocalConfigLeavesAnExistingFile(t *testing.T) {
 // TestSeedLocalConfigRefusesTheAgentsFile: a kubelet file rendered from a
 // ConfigMap is not the node's own configuration.
 func TestSeedLocalConfigRefusesTheAgentsFile(t *testing.T) {
-	owned, err := Renderer{Mode: ModeConfig, LocalConfigFile: writeLocal(t), LocalFields: DefaultLocalFields}.Assigned([]byte(assignedConfig))
+	written, err := Renderer{Mode: ModeConfig, LocalConfigFile: writeLocal(t), LocalFields: DefaultLocalFields}.Assigned([]byte(assignedConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !Owned(owned.Data) {
-		t.Fatalf("a rendered file is not recognised as the agent's:\n%s", owned.Data)
+	if !owned(written.Data) {
+		t.Fatalf("a rendered file is not recognised as the agent's:\n%s", written.Data)
 	}
 	for name, data := range map[string][]byte{
-		"as rendered": owned.Data,
+		"as rendered": written.Data,
 		// An operator who added a comment above the header.
-		"header on a later line": append([]byte("# edited by hand\n"), owned.Data...),
+		"header on a later line": append([]byte("# edited by hand\n"), written.Data...),
 	} {
 		t.Run(name, func(t *testing.T) {
 			local, kubeletPath := seedFiles(t, string(data))
@@ -155,7 +155,7 @@ func TestSeedLocalConfigRefusesTheAgentsFile(t *testing.T) {
 		})
 	}
 	// The header only counts at the start of a line.
-	if Owned([]byte("maxPods: 1 " + ownedMarker + "\n")) {
+	if owned([]byte("maxPods: 1 " + ownedMarker + "\n")) {
 		t.Error("the header in the middle of a line counts as the agent's")
 	}
 }
