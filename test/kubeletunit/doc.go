@@ -5,7 +5,8 @@
 //
 //	kubeletunit serve --control SOCKET --journal FILE [--restart-sec D] [--restart-steps N]
 //	                  [--restart-max-delay D] [--config-file F] [--config-dir D]
-//	                  [--private-mounts] [--sysctl K=V]... -- KUBELET [ARGS...]
+//	                  [--private-mounts] [--sysctl K=V]... [--overlay DIR=UPPER]...
+//	                  -- KUBELET [ARGS...]
 //	kubeletunit restart --control SOCKET    # systemctl restart kubelet
 //	kubeletunit stop|start|status --control SOCKET
 //
@@ -24,7 +25,12 @@
 // --sysctl value is bind-mounted over its /proc/sys entry: the kubelet's
 // writes to the host (sysctls, shared mounts of its root directory,
 // /var/log/containers, /var/lib/kubelet/device-plugins) land in that
-// namespace and the host is left as it was.
+// namespace and the host is left as it was. Each --overlay DIR=UPPER mounts
+// an overlay on DIR whose upper layer is the node's directory UPPER: the
+// kubelet reads the host's files there, and what it creates (the
+// DirectoryOrCreate hostPath volumes of pods, such as nodeguard's agent's
+// /etc/nodeguard) lands in UPPER. Files put into UPPER beforehand make the
+// node's layout, such as a kubeadm node's /etc/kubernetes/kubelet.conf.
 //
 // --journal gets a JSON line per start and per exit: the time, the PID, the
 // SHA-256 of --config-file and of the files of --config-dir as they were at

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +39,24 @@ type sysctlFlag map[string]string
 
 func (s sysctlFlag) String() string { return fmt.Sprint(map[string]string(s)) }
 
+// overlayFlag collects repeated --overlay DIR=UPPER flags.
+type overlayFlag map[string]string
+
+func (o overlayFlag) String() string { return fmt.Sprint(map[string]string(o)) }
+
+func (o overlayFlag) Set(value string) error {
+	dir, upper, ok := strings.Cut(value, "=")
+	if !ok || !filepath.IsAbs(dir) || upper == "" || filepath.Clean(dir) == "/" {
+		return fmt.Errorf("want an absolute host directory other than / and a directory of this node, like /etc=/tmp/node/etc; got %q", value)
+	}
+	abs, err := filepath.Abs(upper)
+	if err != nil {
+		return fmt.Errorf("--overlay %q: %w", value, err)
+	}
+	o[filepath.Clean(dir)] = abs
+	return nil
+}
+
 func (s sysctlFlag) Set(value string) error {
 	key, val, ok := strings.Cut(value, "=")
 	if !ok || key == "" || strings.Contains(key, "..") || strings.HasPrefix(key, "/") {
@@ -49,7 +68,7 @@ func (s sysctlFlag) Set(value string) error {
 
 func serveCommand(args []string) error {
 	flags := flag.NewFlagSet("serve", flag.ContinueOnError)
-	opts := unitOptions{sysctls: sysctlFlag{}}
+	opts := unitOptions{sysctls: sysctlFlag{}, overlays: overlayFlag{}}
 	flags.StringVar(&opts.control, "control", "", "unix socket on which restart, stop, start and status are served (required)")
 	flags.StringVar(&opts.journal, "journal", "", "file that gets a JSON line per start and exit of the kubelet (required)")
 	flags.DurationVar(&opts.restartSec, "restart-sec", time.Second, "delay before an exited kubelet is started again (systemd's RestartSec=)")
@@ -60,6 +79,7 @@ func serveCommand(args []string) error {
 	flags.StringVar(&opts.configDir, "config-dir", "", "the kubelet's --config-dir, whose files are hashed into the journal at each start")
 	flags.BoolVar(&opts.privateMounts, "private-mounts", false, "start the kubelet in a private mount namespace with tmpfs on /var/log and /var/lib and --sysctl files bind-mounted over /proc/sys")
 	flags.Var(opts.sysctls, "sysctl", "with --private-mounts, a /proc/sys entry and the value the kubelet reads there, e.g. vm/overcommit_memory=1 (repeatable)")
+	flags.Var(opts.overlays, "overlay", "with --private-mounts, a host directory and a directory of this node, DIR=UPPER: in the kubelet's namespace DIR shows the host's files with UPPER's over them and takes the kubelet's writes (an overlay mount), e.g. /etc=node/etc for the hostPath volumes of pods under /etc (repeatable)")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
@@ -95,6 +115,9 @@ func (o *unitOptions) validate() error {
 	}
 	if len(o.sysctls) > 0 && !o.privateMounts {
 		errs = append(errs, errors.New("--sysctl needs --private-mounts: the host's own /proc/sys is never written"))
+	}
+	if len(o.overlays) > 0 && !o.privateMounts {
+		errs = append(errs, errors.New("--overlay needs --private-mounts: the host's own directories are never written"))
 	}
 	return errors.Join(errs...)
 }

@@ -44,21 +44,48 @@ func writeSysctlFiles(dir string, sysctls map[string]string) ([]string, error) {
 	return args, nil
 }
 
+// prepareOverlays creates each overlay's upper and work directories (the
+// work directory beside the upper one: overlayfs wants them on the same
+// file system) and returns the namespace helper's --overlay flags, in a
+// fixed order.
+func prepareOverlays(overlays map[string]string) ([]string, error) {
+	dirs := make([]string, 0, len(overlays))
+	for dir := range overlays {
+		dirs = append(dirs, dir)
+	}
+	sort.Strings(dirs)
+	var args []string
+	for _, dir := range dirs {
+		upper := overlays[dir]
+		for _, d := range []string{upper, upper + ".work"} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return nil, fmt.Errorf("creating the overlay of %s: %w", dir, err)
+			}
+		}
+		args = append(args, "--overlay", dir+"="+upper)
+	}
+	return args, nil
+}
+
 // enterNamespace runs in a fresh, private mount namespace: it mounts tmpfs
-// over hostPaths and each --bind source over its target, then executes the
-// command after "--". Any failure exits before the kubelet could touch the
-// host.
+// over hostPaths, each --overlay over its host directory and each --bind
+// source over its target, then executes the command after "--". Any failure
+// exits before the kubelet could touch the host.
 func enterNamespace(args []string) error {
-	var binds [][2]string
+	var binds, overlays [][2]string
 	for len(args) > 0 && args[0] != "--" {
-		if args[0] != "--bind" || len(args) < 2 {
+		if (args[0] != "--bind" && args[0] != "--overlay") || len(args) < 2 {
 			return fmt.Errorf("%s: unexpected argument %q", namespaceCommand, args[0])
 		}
 		src, dst, ok := strings.Cut(args[1], "=")
 		if !ok {
-			return fmt.Errorf("%s: --bind wants SOURCE=TARGET, got %q", namespaceCommand, args[1])
+			return fmt.Errorf("%s: %s wants two paths joined by =, got %q", namespaceCommand, args[0], args[1])
 		}
-		binds = append(binds, [2]string{src, dst})
+		if args[0] == "--bind" {
+			binds = append(binds, [2]string{src, dst})
+		} else {
+			overlays = append(overlays, [2]string{src, dst})
+		}
 		args = args[2:]
 	}
 	if len(args) < 2 {
@@ -71,6 +98,13 @@ func enterNamespace(args []string) error {
 	for _, path := range hostPaths {
 		if err := syscall.Mount("tmpfs", path, "tmpfs", 0, "mode=0755"); err != nil {
 			return fmt.Errorf("mounting tmpfs on %s: %w", path, err)
+		}
+	}
+	for _, o := range overlays {
+		dir, upper := o[0], o[1]
+		data := "lowerdir=" + dir + ",upperdir=" + upper + ",workdir=" + upper + ".work"
+		if err := syscall.Mount("overlay", dir, "overlay", 0, data); err != nil {
+			return fmt.Errorf("mounting an overlay on %s: %w", dir, err)
 		}
 	}
 	for _, b := range binds {

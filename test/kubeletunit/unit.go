@@ -28,6 +28,7 @@ type unitOptions struct {
 	configFile, configDir string
 	privateMounts         bool
 	sysctls               sysctlFlag
+	overlays              overlayFlag
 	argv                  []string
 }
 
@@ -64,7 +65,8 @@ type exit struct {
 type unit struct {
 	opts    unitOptions
 	journal *os.File
-	// bindArgs are the namespace helper's flags for the sysctl files.
+	// bindArgs are the namespace helper's flags for the sysctl files and
+	// the overlays.
 	bindArgs []string
 
 	requests chan request
@@ -93,6 +95,12 @@ func newUnit(opts unitOptions) (*unit, error) {
 			journal.Close()
 			return nil, err
 		}
+		overlayArgs, err := prepareOverlays(opts.overlays)
+		if err != nil {
+			journal.Close()
+			return nil, err
+		}
+		u.bindArgs = append(u.bindArgs, overlayArgs...)
 	}
 	return u, nil
 }

@@ -207,11 +207,18 @@ func (k *realKubelet) start(ctx context.Context) error {
 			return err
 		}
 	}
+	layout, err := k.writeNodeLayout()
+	if err != nil {
+		return err
+	}
 	unitArgs := []string{n.binaries.KubeletUnit, "serve",
 		"--control=" + k.control, "--journal=" + k.journal,
 		"--restart-sec=" + KubeletRestartSec.String(),
 		"--config-file=" + n.KubeletConfigFile,
 		"--private-mounts"}
+	for _, dir := range nodeLayoutDirs {
+		unitArgs = append(unitArgs, "--overlay="+dir+"="+filepath.Join(layout, dir))
+	}
 	if k.configDir != "" {
 		unitArgs = append(unitArgs, "--config-dir="+k.configDir)
 	}
@@ -236,6 +243,33 @@ func (k *realKubelet) start(ctx context.Context) error {
 		out, err := k.ctl(ctx, "status")
 		return err == nil, out, nil
 	})
+}
+
+// nodeLayoutDirs are the host directories the kubelet's namespace overlays
+// with the node's own (writeNodeLayout): the hostPath volumes of the pods it
+// runs, the agent DaemonSet's above all, find a node's files there, and
+// what the kubelet creates for them (a DirectoryOrCreate volume such as
+// /etc/nodeguard) lands in the node's directory instead of on the host.
+var nodeLayoutDirs = []string{"/etc", "/run"}
+
+// writeNodeLayout fills the node's own layers over nodeLayoutDirs with what
+// a kubeadm node on systemd has and the agent DaemonSet of manifests/base
+// mounts: the kubelet's kubeconfig at /etc/kubernetes/kubelet.conf and the
+// system bus's directory, /run/dbus (empty: nothing in a pod runs on the
+// fake runtime). It returns the directory holding the layers.
+func (k *realKubelet) writeNodeLayout() (string, error) {
+	layout := filepath.Join(k.node.Dir, "layout")
+	kubeconfig, err := os.ReadFile(k.node.kubeconfig)
+	if err != nil {
+		return "", fmt.Errorf("the node's kubeconfig: %w", err)
+	}
+	if err := writeFile(filepath.Join(layout, "etc", "kubernetes", "kubelet.conf"), string(kubeconfig)); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Join(layout, "run", "dbus"), 0o755); err != nil {
+		return "", fmt.Errorf("the node's layout: %w", err)
+	}
+	return layout, nil
 }
 
 // ctl runs `kubeletunit COMMAND`, as systemctl would be run.
