@@ -9,10 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -67,6 +69,11 @@ type Options struct {
 	// deleted, a Node registered without a kubelet turns Unknown a minute
 	// later and gets the unreachable taints).
 	ControllerManager bool
+	// Components are kustomize Components (directories) rendered with the
+	// manifests, as an operator's own kustomization adds them: for
+	// example the images component `make images` writes, which sets the
+	// workloads' images.
+	Components []string
 	// Scheduler also runs kube-scheduler, which binds pods without a
 	// spec.nodeName to a Node that fits, DaemonSets' pods included (without
 	// it those stay Pending).
@@ -86,6 +93,9 @@ type Env struct {
 	PolicyFile string
 	// PolicyDir is the webhook's --policy-dir.
 	PolicyDir string
+	// Manifests are the objects applied from the manifests, as applied
+	// (the webhooks pointed at WebhookURL).
+	Manifests []*unstructured.Unstructured
 
 	dir     string
 	binary  string
@@ -170,6 +180,11 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(opts.Components) > 0 {
+		if dir, err = withComponents(filepath.Join(opts.WorkDir, "kustomization"), dir, opts.Components); err != nil {
+			return nil, err
+		}
+	}
 	objs, err := manifests.Render(dir)
 	if err != nil {
 		return nil, err
@@ -180,6 +195,7 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if err := manifests.Apply(ctx, e.CP.AdminConfig(), objs); err != nil {
 		return nil, err
 	}
+	e.Manifests = objs
 	webhookConfig, err := e.CP.UserConfig(WebhookServiceAccount, "system:serviceaccounts", "system:serviceaccounts:nodeguard")
 	if err != nil {
 		return nil, err
@@ -326,4 +342,42 @@ func (e *Env) WritePolicy(content string) error {
 		return fmt.Errorf("writing policy: %w", err)
 	}
 	return nil
+}
+
+// withComponents writes a kustomization in dir whose resources are the
+// kustomization in base and whose components are components, and returns
+// dir. Kustomize takes only relative paths there.
+func withComponents(dir, base string, components []string) (string, error) {
+	rel := func(path string) (string, error) {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return "", err
+		}
+		absDir, err := filepath.Abs(dir)
+		if err != nil {
+			return "", err
+		}
+		return filepath.Rel(absDir, abs)
+	}
+	var b strings.Builder
+	b.WriteString("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
+	r, err := rel(base)
+	if err != nil {
+		return "", fmt.Errorf("manifests %s: %w", base, err)
+	}
+	fmt.Fprintf(&b, "resources:\n  - %q\ncomponents:\n", r)
+	for _, c := range components {
+		r, err := rel(c)
+		if err != nil {
+			return "", fmt.Errorf("component %s: %w", c, err)
+		}
+		fmt.Fprintf(&b, "  - %q\n", r)
+	}
+	// As the shipped kustomizations order them: Namespaces first, webhook
+	// registrations last.
+	b.WriteString("sortOptions:\n  order: legacy\n")
+	if err := writeFile(filepath.Join(dir, "kustomization.yaml"), b.String()); err != nil {
+		return "", err
+	}
+	return dir, nil
 }
