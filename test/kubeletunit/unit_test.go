@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -37,12 +38,12 @@ func TestOptionsValidate(t *testing.T) {
 	if err := ok.validate(); err != nil {
 		t.Fatal(err)
 	}
-	bad := unitOptions{restartSec: time.Second, restartSteps: 2, sysctls: sysctlFlag{"vm/x": "1"}}
+	bad := unitOptions{restartSec: time.Second, restartSteps: 2, sysctls: sysctlFlag{"vm/x": "1"}, overlays: overlayFlag{"/etc": "/tmp/n/etc"}}
 	err := bad.validate()
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{"--control", "--journal", "after --", "--stop-timeout", "--restart-max-delay", "--sysctl needs --private-mounts"} {
+	for _, want := range []string{"--control", "--journal", "after --", "--stop-timeout", "--restart-max-delay", "--sysctl needs --private-mounts", "--overlay needs --private-mounts"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q not in %v", want, err)
 		}
@@ -51,6 +52,33 @@ func TestOptionsValidate(t *testing.T) {
 	for _, v := range []string{"noequals", "/abs=1", "../up=1", "=1"} {
 		if s.Set(v) == nil {
 			t.Errorf("--sysctl %q accepted", v)
+		}
+	}
+	o := overlayFlag{}
+	for _, v := range []string{"/etc", "etc=/tmp/n/etc", "/=/tmp/n/root", "/etc="} {
+		if o.Set(v) == nil {
+			t.Errorf("--overlay %q accepted", v)
+		}
+	}
+	if err := o.Set("/etc/=/tmp/n/etc"); err != nil || o["/etc"] != "/tmp/n/etc" {
+		t.Errorf("--overlay /etc/=/tmp/n/etc: %v, %v", err, o)
+	}
+}
+
+// TestPrepareOverlays: each overlay gets its upper directory and a work
+// directory beside it, and the helper's flags come in a fixed order.
+func TestPrepareOverlays(t *testing.T) {
+	dir := t.TempDir()
+	args, err := prepareOverlays(map[string]string{"/run": dir + "/run", "/etc": dir + "/etc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"--overlay", "/etc=" + dir + "/etc", "--overlay", "/run=" + dir + "/run"}; !slices.Equal(args, want) {
+		t.Errorf("flags %q, want %q", args, want)
+	}
+	for _, d := range []string{"etc", "etc.work", "run", "run.work"} {
+		if fi, err := os.Stat(dir + "/" + d); err != nil || !fi.IsDir() {
+			t.Errorf("%s: %v", d, err)
 		}
 	}
 }
