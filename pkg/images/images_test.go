@@ -365,6 +365,26 @@ spec:
 	if len(c) != 2 || c[0].Image != want[0] || c[1].Image != want[1] {
 		t.Errorf("rendered images %+v, want %q; output:\n%s", c, want, out)
 	}
+
+	// An overlay over that one moves the images to a mirror: the digest
+	// stays (docs/images.md, "Another registry").
+	mirror := "mirror.example/nodeguard/webhook"
+	if err := fsys.WriteFile("/mirror/kustomization.yaml", []byte("resources: [../app]\nimages:\n  - {name: "+images.Repository(reg, built[0].Program)+", newName: "+mirror+"}\n")); err != nil {
+		t.Fatal(err)
+	}
+	resources, err = krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fsys, "/mirror")
+	if err != nil {
+		t.Fatalf("kustomize build of a mirror overlay: %v", err)
+	}
+	if out, err = resources.AsYaml(); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(out, &dep); err != nil {
+		t.Fatal(err)
+	}
+	if c := dep.Spec.Template.Spec.Containers; len(c) != 2 || c[0].Image != mirror+"@"+built[0].Digest.String() {
+		t.Errorf("mirrored images %+v, want %s@%s", c, mirror, built[0].Digest)
+	}
 }
 
 func checkPush(t *testing.T, ctx context.Context, dir, reg string, source images.SourceInfo, built []images.Built) {
