@@ -41,6 +41,7 @@ var rolloutControllerGrants = []string{
 	"ClusterRole nodeguard-rollout-controller: nodeguard.dev/kubeletconfigrollouts list",
 	"ClusterRole nodeguard-rollout-controller: nodeguard.dev/kubeletconfigrollouts watch",
 	"ClusterRole nodeguard-rollout-controller: nodeguard.dev/kubeletconfigrollouts/status update",
+	"ClusterRole nodeguard-rollout-controller: /nodes get",
 	"ClusterRole nodeguard-rollout-controller: /nodes list",
 	"ClusterRole nodeguard-rollout-controller: /nodes watch",
 	"ClusterRole nodeguard-rollout-controller: /nodes patch",

@@ -55,7 +55,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"rollout", "from", "to"}),
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "nodeguard", Subsystem: "rollout", Name: "node_changes_total",
-			Help: "Node patches the controller made, by action (assign, revert) and result (ok, conflict, refused, error).",
+			Help: "Node patches the controller made, by action (assign, revert) and result (ok; conflict: the Node changed in what the decision read, which is made again; retried: a conflict over a write the decision did not read, patched again at once; refused; error).",
 		}, []string{"rollout", "action", "result"}),
 		batch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "nodeguard", Subsystem: "rollout", Name: "batch_duration_seconds",

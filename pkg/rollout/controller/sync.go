@@ -67,7 +67,8 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	observations, err := rollout.ObserveSelected(selector, name, c.rolloutsCached(), nodes)
+	rollouts := c.rolloutsCached()
+	observations, err := rollout.ObserveSelected(selector, name, rollouts, nodes)
 	if err != nil {
 		// Usable all the same; the agents report the same problems.
 		logger.V(2).Info("Nodes partly unreadable", "err", err)
@@ -105,7 +106,11 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		// need not be fed back again.
 		c.refusals.recorded(name, *decision.Status.Target)
 	}
-	if err := c.apply(ctx, r, decision, byName); err != nil {
+	basis := decisionBasis{rollout: name, selector: selector, rollouts: rollouts, observed: make(map[string]rollout.NodeObservation, len(observations))}
+	for _, obs := range observations {
+		basis.observed[obs.Name] = obs
+	}
+	if err := c.apply(ctx, r, decision, byName, basis); err != nil {
 		return err
 	}
 	c.metrics.sync("ok")
@@ -192,12 +197,12 @@ func (c *Controller) writeStatus(ctx context.Context, r *v1alpha1.KubeletConfigR
 // first, then assignments. Every patch is tried; a conflict or a failure
 // requeues the rollout, a refusal of an assignment stops the assignments
 // and is fed to the next decision.
-func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout, d rollout.Decision, nodes map[string]*corev1.Node) error {
+func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout, d rollout.Decision, nodes map[string]*corev1.Node, basis decisionBasis) error {
 	logger := klog.FromContext(ctx)
 	var errs []error
 	requeue := false
 	for _, change := range d.Revert {
-		result, err := c.patch(ctx, r.Name, change)
+		result, err := c.patch(ctx, r.Name, "revert", change, basis)
 		c.metrics.change(r.Name, "revert", result)
 		switch result {
 		case resultOK:
@@ -213,7 +218,7 @@ func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout
 	var assigned []string
 	target := d.Status.Target
 	for _, change := range d.Assign {
-		result, err := c.patch(ctx, r.Name, change)
+		result, err := c.patch(ctx, r.Name, "assign", change, basis)
 		c.metrics.change(r.Name, "assign", result)
 		switch result {
 		case resultOK:
@@ -267,22 +272,75 @@ const requeueAfterConflict = 250 * time.Millisecond
 const (
 	resultOK       = "ok"
 	resultConflict = "conflict"
+	resultRetried  = "retried"
 	resultRefused  = "refused"
 	resultError    = "error"
 )
 
+// errNodeMoved ends the retries of a patch whose Node changed, since the
+// decision, in something the decision read.
+var errNodeMoved = errors.New("the Node changed since the decision")
+
+// decisionBasis is what a decision was made on, for telling a conflict that
+// invalidates it from one that does not.
+type decisionBasis struct {
+	rollout  string
+	selector labels.Selector
+	rollouts []*v1alpha1.KubeletConfigRollout
+	// observed are the selected Nodes as the decision saw them, by name.
+	observed map[string]rollout.NodeObservation
+}
+
+// unchanged reports whether node, as it is now, is still the Node the
+// decision saw: selected, and observed the same but for its
+// resourceVersion. The observation is everything Decide reads of a Node.
+func (b decisionBasis) unchanged(node *corev1.Node) bool {
+	before, ok := b.observed[node.Name]
+	set := labels.Set(node.Labels)
+	if !ok || !b.selector.Matches(set) {
+		return false
+	}
+	now, _ := rollout.ObserveNode(node, rollout.OtherRollouts(b.rollouts, b.rollout, set))
+	now.ResourceVersion = before.ResourceVersion
+	return reflect.DeepEqual(now, before)
+}
+
 // patch applies one change, and records its expectation when it applied.
-func (c *Controller) patch(ctx context.Context, rolloutName string, change rollout.Change) (string, error) {
-	body, err := change.MergePatch()
-	if err != nil {
+// The change carries the resourceVersion it was decided on. A conflict means
+// the Node was written since; when that write changed nothing the decision
+// read (nearly always a kubelet's status report, which moves the
+// resourceVersion and its heartbeat only), the change is patched again at
+// once over the Node as it is now, instead of deciding the whole rollout
+// again after a delay.
+func (c *Controller) patch(ctx context.Context, rolloutName, action string, change rollout.Change, basis decisionBasis) (string, error) {
+	if _, err := change.MergePatch(); err != nil {
 		return resultError, err
 	}
-	_, err = c.kube.CoreV1().Nodes().Patch(ctx, change.Node, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		body, err := change.MergePatch()
+		if err != nil {
+			return err
+		}
+		_, err = c.kube.CoreV1().Nodes().Patch(ctx, change.Node, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		latest, getErr := c.kube.CoreV1().Nodes().Get(ctx, change.Node, metav1.GetOptions{})
+		if getErr != nil {
+			return getErr
+		}
+		if !basis.unchanged(latest) {
+			return fmt.Errorf("patching Node %s: %w", change.Node, errNodeMoved)
+		}
+		c.metrics.change(rolloutName, action, resultRetried)
+		change.ResourceVersion = latest.ResourceVersion
+		return err
+	})
 	switch {
 	case err == nil:
 		c.expectations.expectNode(rolloutName, change.Node, change.ResourceVersion, c.clock.Now())
 		return resultOK, nil
-	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err), errors.Is(err, errNodeMoved):
 		// The Node moved (or went) since the decision: decide again.
 		return resultConflict, err
 	case isAdmissionRefusal(err):
