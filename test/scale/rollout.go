@@ -109,6 +109,13 @@ type RolloutResult struct {
 	// NodeChanges is the controller's own nodeguard_rollout_node_changes_total
 	// by action and result (conflicts are patches it retried).
 	NodeChanges map[string]float64 `json:"controller_node_changes"`
+	// Syncs is the controller's nodeguard_rollout_syncs_total by result;
+	// "waiting" syncs were held back until its caches showed its own writes.
+	Syncs map[string]float64 `json:"controller_syncs"`
+	// QueueWaitMs and SyncMs are the mean time a rollout waited in the
+	// controller's workqueue and the mean sync, from its workqueue metrics.
+	QueueWaitMs float64 `json:"controller_queue_wait_ms"`
+	SyncMs      float64 `json:"controller_sync_ms"`
 }
 
 // RequestsPerNode is the controller's requests per Node moved, without
@@ -221,10 +228,25 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 		}
 	}, o.Progress, obs)
 	r.Requests = proxy.snapshot()
-	if samples, serr := scrape(ctx, http.DefaultClient, ctrl.URL+"/metrics", "nodeguard_rollout_node_changes_total"); serr == nil {
-		r.NodeChanges = map[string]float64{}
+	if samples, serr := scrape(ctx, http.DefaultClient, ctrl.URL+"/metrics", "nodeguard_rollout_node_changes_total", "nodeguard_rollout_syncs_total",
+		"workqueue_queue_duration_seconds_sum", "workqueue_queue_duration_seconds_count", "workqueue_work_duration_seconds_sum", "workqueue_work_duration_seconds_count"); serr == nil {
+		r.NodeChanges, r.Syncs = map[string]float64{}, map[string]float64{}
+		queue := map[string]float64{}
 		for _, x := range samples {
-			r.NodeChanges[x.labels["action"]+" "+x.labels["result"]] += x.value
+			switch x.name {
+			case "nodeguard_rollout_node_changes_total":
+				r.NodeChanges[x.labels["action"]+" "+x.labels["result"]] += x.value
+			case "nodeguard_rollout_syncs_total":
+				r.Syncs[x.labels["result"]] += x.value
+			default:
+				queue[x.name] += x.value
+			}
+		}
+		if n := queue["workqueue_queue_duration_seconds_count"]; n > 0 {
+			r.QueueWaitMs = 1000 * queue["workqueue_queue_duration_seconds_sum"] / n
+		}
+		if n := queue["workqueue_work_duration_seconds_count"]; n > 0 {
+			r.SyncMs = 1000 * queue["workqueue_work_duration_seconds_sum"] / n
 		}
 	}
 	after, perr := readProc(ctrlPID)

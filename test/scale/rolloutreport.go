@@ -43,6 +43,12 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 		changes = append(changes, fmt.Sprintf("%s %.0f", k, r.NodeChanges[k]))
 	}
 	p("controller's Node patches by its own count (nodeguard_rollout_node_changes_total): %s", strings.Join(changes, ", "))
+	var syncs []string
+	for _, k := range slices.Sorted(maps.Keys(r.Syncs)) {
+		syncs = append(syncs, fmt.Sprintf("%s %.0f", k, r.Syncs[k]))
+	}
+	p("controller's syncs (nodeguard_rollout_syncs_total; waiting: held until its caches showed its own writes): %s; mean wait in its workqueue %.0f ms, mean sync %.0f ms",
+		strings.Join(syncs, ", "), r.QueueWaitMs, r.SyncMs)
 	data, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encoding the rollout results: %w", err)
