@@ -50,6 +50,8 @@ type nodeOptions struct {
 	localConfig string
 	// labels are the node's labels.
 	labels map[string]string
+	// withoutLocalConfig leaves the agent to seed its local configuration.
+	withoutLocalConfig bool
 }
 
 // newNode starts a node, its kubelet and its agent; all of it is removed
@@ -78,6 +80,7 @@ func newNode(t testing.TB, opts nodeOptions) *node {
 		AgentArgs:          opts.agentArgs,
 		Stub:               opts.stub,
 		LocalConfig:        opts.localConfig,
+		WithoutLocalConfig: opts.withoutLocalConfig,
 		Labels:             opts.labels,
 	})
 	if err != nil {

@@ -1,8 +1,12 @@
 package agent_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strings"
 	"testing"
 
@@ -119,5 +123,65 @@ func TestStricterThanTheKubelet(t *testing.T) {
 			}
 			t.Logf("the kubelet runs %q; nodeguard: %v", strings.TrimSpace(tc.config), err)
 		})
+	}
+}
+
+// TestAgentSeedsItsLocalConfiguration: on a node that has only the
+// kubelet's own file, as the shipped DaemonSet finds a kubeadm node, the
+// agent copies that file byte for byte to its local configuration and
+// reports LocalConfig without restarting the kubelet. Once the kubelet's
+// file holds an assignment, an agent started without its local file
+// refuses to start, saying how to restore it, and copies nothing; the
+// kubelet runs on. Restored by hand, the agent starts again.
+func TestAgentSeedsItsLocalConfiguration(t *testing.T) {
+	n := newNode(t, nodeOptions{withoutLocalConfig: true})
+	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
+	own, err := os.ReadFile(n.KubeletConfigFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeded, err := os.ReadFile(n.LocalConfigFile)
+	if err != nil {
+		t.Fatalf("the agent did not seed its local configuration: %v", err)
+	}
+	if !bytes.Equal(seeded, own) {
+		t.Errorf("seeded local configuration differs from the kubelet's file:\n%s\nwant:\n%s", seeded, own)
+	}
+	if restarts, err := n.KubeletRestarts(); err != nil || len(restarts) != 1 {
+		t.Errorf("kubelet starts %+v (%v): want only its first", restarts, err)
+	}
+
+	good := n.configMap("kubelet-63", "maxPods: 63\n")
+	n.assign("kubelet-63")
+	n.passed(good)
+	n.waitKubeletRuns(63)
+	n.StopAgent()
+	if err := os.Remove(n.LocalConfigFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.SpawnAgent(); err != nil {
+		t.Fatal(err)
+	}
+	n.eventually("the agent to refuse to start", func() (bool, string) { return n.AgentExited(), "running" })
+	if log := n.AgentLogTail(20); !strings.Contains(log, "was written by the nodeguard agent") || !strings.Contains(log, "A node is stuck in rollback") {
+		t.Errorf("the agent's refusal does not say why and what to do:\n%s", log)
+	}
+	if _, err := os.Stat(n.LocalConfigFile); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a local configuration was written from an assigned one: %v", err)
+	}
+	n.waitKubeletRuns(63)
+
+	n.StopAgent()
+	if err := os.WriteFile(n.LocalConfigFile, own, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.StartAgent(n.ctx); err != nil {
+		t.Fatal(err)
+	}
+	n.waitReport("the assignment, after the restore", func(o framework.Report) bool {
+		return is(o.Status.Active, good) && reason(o, corev1.ConditionTrue, status.ReasonConfigActive)
+	})
+	if restored, err := os.ReadFile(n.LocalConfigFile); err != nil || !bytes.Equal(restored, own) {
+		t.Errorf("the restored local configuration changed: %v", err)
 	}
 }

@@ -68,6 +68,10 @@ type NodeOptions struct {
 	// replace those of, the node's own kubelet configuration, which the
 	// kubelet runs before anything is assigned.
 	LocalConfig string
+	// WithoutLocalConfig leaves only the kubelet's own file, as the agent
+	// DaemonSet finds a kubeadm node: the agent seeds LocalConfigFile from
+	// it when it starts.
+	WithoutLocalConfig bool
 	// Stub, when set, runs test/kubeletstub instead of a real kubelet. It
 	// is for a fault no real kubelet produces; its Reason says which.
 	Stub *StubKubelet
@@ -195,7 +199,7 @@ func StartNode(ctx context.Context, env *Env, opts NodeOptions) (node *Node, err
 			return nil, err
 		}
 	}
-	if err := n.writeFiles(opts.WithoutCertificate, opts.LocalConfig); err != nil {
+	if err := n.writeFiles(opts.WithoutCertificate, opts.WithoutLocalConfig, opts.LocalConfig); err != nil {
 		return nil, err
 	}
 	n.agentArgs = append(n.defaultAgentArgs(), opts.AgentArgs...)
@@ -244,9 +248,10 @@ func RegisterNode(ctx context.Context, env *Env, name, kubeletVersion string, la
 }
 
 // writeFiles lays out what a node has before its kubelet starts: its own
-// configuration (which the kubelet already runs), the client certificate
-// and the kubeconfig that points at it.
-func (n *Node) writeFiles(withoutCertificate bool, extraConfig string) error {
+// configuration (which the kubelet already runs; without the local copy
+// when withoutLocal), the client certificate and the kubeconfig that points
+// at it.
+func (n *Node) writeFiles(withoutCertificate, withoutLocal bool, extraConfig string) error {
 	if err := n.kubelet.writeLocalConfig(n.LocalConfigFile, extraConfig); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
@@ -256,6 +261,11 @@ func (n *Node) writeFiles(withoutCertificate bool, extraConfig string) error {
 	}
 	if err := writeFile(n.KubeletConfigFile, string(local)); err != nil {
 		return err
+	}
+	if withoutLocal {
+		if err := os.Remove(n.LocalConfigFile); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(n.certLink), 0o700); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
