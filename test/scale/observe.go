@@ -182,3 +182,12 @@ func reactions(events []nodeEvent) []time.Duration {
 	}
 	return out
 }
+
+// catchUp waits, up to timeout, until the observer has seen nodes Nodes
+// updated.
+func catchUp(ctx context.Context, o *observer, nodes int, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for o.snapshot().updated < nodes && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+}

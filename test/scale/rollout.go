@@ -227,6 +227,13 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 			peak = max(peak, s.rssByte)
 		}
 	}, o.Progress, obs)
+	if complete {
+		// The rollout's status and the Nodes come through two watches,
+		// which are not ordered: the Complete status can arrive before
+		// the last Node's update. The controller saw that update; give
+		// the harness's Node watch the moment it needs to see it too.
+		catchUp(ctx, obs, o.Nodes, 10*time.Second)
+	}
 	r.Requests = proxy.snapshot()
 	if samples, serr := scrape(ctx, http.DefaultClient, ctrl.URL+"/metrics", "nodeguard_rollout_node_changes_total", "nodeguard_rollout_syncs_total",
 		"workqueue_queue_duration_seconds_sum", "workqueue_queue_duration_seconds_count", "workqueue_work_duration_seconds_sum", "workqueue_work_duration_seconds_count"); serr == nil {
