@@ -15,6 +15,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/renameio/v2"
 )
 
 // ArchiveName is the file name of program's archive in an output directory.
@@ -67,20 +68,15 @@ func writeArchive(dest string, idx v1.ImageIndex, ref string, version string, ep
 	}
 	sort.Strings(files)
 
-	tmp := dest + ".tmp"
-	out, err := os.Create(tmp)
+	out, err := renameio.NewPendingFile(dest, renameio.WithPermissions(0o644))
 	if err != nil {
 		return fmt.Errorf("creating the archive: %w", err)
 	}
-	defer os.Remove(tmp) // a no-op once renamed
+	defer out.Cleanup() // a no-op once replaced
 	if err := packLayout(out, scratch, files, epoch); err != nil {
-		out.Close()
 		return fmt.Errorf("writing %s: %w", dest, err)
 	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("closing %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, dest); err != nil {
+	if err := out.CloseAtomicallyReplace(); err != nil {
 		return fmt.Errorf("moving the archive into place: %w", err)
 	}
 	return nil

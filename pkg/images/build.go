@@ -10,10 +10,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/sync/errgroup"
 )
 
 // BuildOptions say what Build builds and where.
@@ -213,36 +213,19 @@ func (o *BuildOptions) logf(format string, args ...any) {
 	}
 }
 
-// forEach runs fn(0..n-1) with at most jobs at once and returns every error,
-// stopping to start new calls after the first.
+// forEach runs fn(0..n-1) with at most jobs at once and returns the first
+// error; after it, or once ctx ends, no further call starts.
 func forEach(ctx context.Context, jobs, n int, fn func(i int) error) error {
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	sem := make(chan struct{}, max(jobs, 1))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(jobs, 1))
 	for i := range n {
-		mu.Lock()
-		failed := len(errs) > 0
-		mu.Unlock()
-		if failed || ctx.Err() != nil {
+		if gctx.Err() != nil {
 			break
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := fn(i); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
+		g.Go(func() error { return fn(i) })
 	}
-	wg.Wait()
-	if len(errs) == 0 && ctx.Err() != nil {
-		return ctx.Err()
+	if err := g.Wait(); err != nil {
+		return err
 	}
-	return errors.Join(errs...)
+	return ctx.Err()
 }

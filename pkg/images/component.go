@@ -3,8 +3,8 @@ package images
 import (
 	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
+
+	"github.com/google/renameio/v2"
 )
 
 // The files Build writes beside the archives.
@@ -48,23 +48,7 @@ func WriteComponent(path, registry string, info SourceInfo, built []Built) error
 
 // writeFile replaces path whole, so a reader never sees half a file.
 func writeFile(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := renameio.WriteFile(path, data, 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil

@@ -1,6 +1,8 @@
 package images
 
 import (
+	"strconv"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
@@ -22,13 +24,16 @@ type Program struct {
 // images call nonroot, so that policies written for those images fit.
 const nonroot = 65532
 
+// nonrootUser is nonroot as an image config's "uid:gid".
+var nonrootUser = strconv.Itoa(nonroot) + ":" + strconv.Itoa(nonroot)
+
 // Programs are the images Build makes, in the order it reports them.
 func Programs() []Program {
 	return []Program{
 		{
 			Name:          "webhook",
 			KustomizeName: "nodeguard-webhook",
-			User:          "65532:65532",
+			User:          nonrootUser,
 			Description:   "nodeguard's authorization (/authorize) and admission (/validate) webhook for Dynamic Kubelet Config",
 		},
 		{
@@ -44,7 +49,7 @@ func Programs() []Program {
 		{
 			Name:          "rollout-controller",
 			KustomizeName: "nodeguard-rollout-controller",
-			User:          "65532:65532",
+			User:          nonrootUser,
 			Description:   "nodeguard's KubeletConfigRollout controller: rolls kubelet configurations across pools of Nodes, canary first",
 		},
 	}
