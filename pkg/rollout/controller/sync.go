@@ -313,9 +313,6 @@ func (b decisionBasis) unchanged(node *corev1.Node) bool {
 // once over the Node as it is now, instead of deciding the whole rollout
 // again after a delay.
 func (c *Controller) patch(ctx context.Context, rolloutName, action string, change rollout.Change, basis decisionBasis) (string, error) {
-	if _, err := change.MergePatch(); err != nil {
-		return resultError, err
-	}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		body, err := change.MergePatch()
 		if err != nil {
