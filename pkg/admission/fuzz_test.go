@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"testing"
@@ -65,18 +64,23 @@ func FuzzDecodeAdmissionReview(f *testing.F) {
 	})
 }
 
-// compact re-encodes a review's embedded objects without insignificant
-// whitespace, which encoding/json drops when it re-encodes them.
+// compact re-encodes a review's embedded objects the one way encoding/json
+// writes them, since re-encoding drops insignificant whitespace and escapes
+// characters such as '&' that the original may have written plainly.
 func compact(t *testing.T, review *admissionv1.AdmissionReview) *admissionv1.AdmissionReview {
 	out := review.DeepCopy()
 	if r := out.Request; r != nil {
 		for _, ext := range []*runtime.RawExtension{&r.Object, &r.OldObject, &r.Options} {
 			if len(ext.Raw) > 0 {
-				var buf bytes.Buffer
-				if err := json.Compact(&buf, ext.Raw); err != nil {
+				var v any
+				if err := json.Unmarshal(ext.Raw, &v); err != nil {
 					t.Fatal(err)
 				}
-				ext.Raw = buf.Bytes()
+				raw, err := json.Marshal(v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ext.Raw = raw
 			}
 		}
 	}
