@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
@@ -20,14 +21,30 @@ import (
 // status.Reporter, so that the annotation and the condition are written
 // by the agent's code, with the node's credentials, over the node's
 // connection.
-type agentClient struct{ k *kubelet }
+type agentClient struct{ a *agent }
 
-func (c agentClient) Nodes() kubeclient.NodeClient { return c.k.core.Nodes() }
+func (c agentClient) Nodes() kubeclient.NodeClient {
+	return timedNodes{NodeClient: c.a.k.core.Nodes(), a: c.a}
+}
 func (c agentClient) ConfigMaps(namespace string) kubeclient.ConfigMapClient {
-	return c.k.core.ConfigMaps(namespace)
+	return c.a.k.core.ConfigMaps(namespace)
 }
 func (c agentClient) Events(namespace string) kubeclient.EventClient {
-	return c.k.core.Events(namespace)
+	return c.a.k.core.Events(namespace)
+}
+
+// timedNodes notes when the agent last sent a patch of its Node, so that
+// the harness can time that write to its arrival in its own Node watch.
+type timedNodes struct {
+	kubeclient.NodeClient
+	a *agent
+}
+
+func (t timedNodes) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error) {
+	t.a.mu.Lock()
+	t.a.lastPatch = time.Now()
+	t.a.mu.Unlock()
+	return t.a.k.core.Nodes().Patch(ctx, name, pt, data, opts, subresources...)
 }
 
 // agent simulates cmd/agent on one node: it watches its own Node, and on a
@@ -42,13 +59,17 @@ type agent struct {
 
 	mu   sync.Mutex
 	node *corev1.Node
+	// lastPatch is when the agent last sent a patch of its Node; updatedSent
+	// is lastPatch once its report of a passed trial is on the Node: the
+	// write that makes the Node Updated.
+	lastPatch, updatedSent time.Time
 	// reported is closed once the initial (local) status is on the Node.
 	reported chan struct{}
 }
 
 func newAgent(k *kubelet, trial time.Duration) *agent {
 	a := &agent{k: k, trial: trial, reported: make(chan struct{})}
-	a.reporter = status.NewReporter(agentClient{k}, k.name, a.cachedNode, nil)
+	a.reporter = status.NewReporter(agentClient{a}, k.name, a.cachedNode, nil)
 	return a
 }
 
@@ -102,6 +123,9 @@ func (a *agent) run(ctx context.Context) {
 				Status:    contract.ConfigStatus{Assigned: lkg, Active: lkg, LastKnownGood: lkg},
 				Condition: status.Condition{Status: corev1.ConditionTrue, Reason: status.ReasonConfigActive, Message: describe(lkg) + " is active and passed its trial"},
 			})
+			a.mu.Lock()
+			a.updatedSent = a.lastPatch
+			a.mu.Unlock()
 		case ev, ok := <-events:
 			if !ok || ev.Type == watch.Error {
 				w.Stop()
@@ -149,6 +173,14 @@ func (a *agent) run(ctx context.Context) {
 			trialEnd = time.After(a.trial)
 		}
 	}
+}
+
+// updatedWriteSent is when the agent sent the write that made its Node
+// Updated; zero before that.
+func (a *agent) updatedWriteSent() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.updatedSent
 }
 
 func (a *agent) markReported() {

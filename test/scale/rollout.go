@@ -8,7 +8,6 @@ import (
 	"math"
 	"net/http"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -93,7 +92,13 @@ type RolloutResult struct {
 	TrialsOnPath        int       `json:"trials_on_path"`
 	BeyondTrialsSeconds float64   `json:"beyond_trials_seconds"`
 	// Reactions are from a Node reaching Updated to the next assignment.
-	Reactions      OpStats `json:"reactions"`
+	Reactions OpStats `json:"reactions"`
+	// WriteToWatch is, in the same run, from an agent sending the write
+	// that made its Node Updated to the harness's Node watch showing it:
+	// one write and one watch delivery, the apiserver's share of a
+	// reaction, which holds a write and two deliveries besides the
+	// controller's own work.
+	WriteToWatch   OpStats `json:"write_to_watch"`
 	MaxUnavailable int     `json:"max_unavailable_observed"`
 	// Assigned counts Nodes by how often they were assigned the target.
 	Assigned map[int]int `json:"assigned_times"`
@@ -277,10 +282,26 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 		r.Assigned[s.assignments[k.name]]++
 	}
 	lat := reactions(s.events)
-	slices.Sort(lat)
-	r.Reactions = OpStats{OK: len(lat), P50Ms: ms(quantile(lat, 0.5)), P90Ms: ms(quantile(lat, 0.9)), P99Ms: ms(quantile(lat, 0.99)), MaxMs: ms(quantile(lat, 1))}
+	r.Reactions = latencyStats(lat)
+	r.WriteToWatch = latencyStats(writesToWatch(s.events, agents))
 	err = errors.Join(err, perr)
 	return r, err
+}
+
+// writesToWatch times each Node's Updated, as the harness's watch showed
+// it, from when its agent sent the write that made it so.
+func writesToWatch(events []nodeEvent, agents []*agent) []time.Duration {
+	sent := make(map[string]time.Time, len(agents))
+	for _, a := range agents {
+		sent[a.k.name] = a.updatedWriteSent()
+	}
+	var out []time.Duration
+	for _, e := range events {
+		if at := sent[e.node]; e.updated && !at.IsZero() && at.Before(e.at) {
+			out = append(out, e.at.Sub(at))
+		}
+	}
+	return out
 }
 
 func ptrTo[T any](v T) *T { return &v }

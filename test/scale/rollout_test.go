@@ -9,8 +9,9 @@ import (
 // TestRolloutShort is the short version of the rollout benchmark (scale
 // --rollout): 30 simulated kubelets and agents, canary 1, maxUnavailable
 // 10%. It asserts outcomes only, never times: the rollout completes, the
-// harness never sees more Nodes unavailable than maxUnavailable, and every
-// Node is assigned the target exactly once.
+// harness never sees more Nodes unavailable than maxUnavailable, every
+// Node is assigned the target exactly once, and every Node's update is
+// timed from its agent's write.
 func TestRolloutShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane and the rollout controller")
@@ -39,6 +40,9 @@ func TestRolloutShort(t *testing.T) {
 	if r.Assigned[1] != o.Nodes {
 		t.Errorf("Nodes by times assigned: %v, want all %d exactly once", r.Assigned, o.Nodes)
 	}
+	if r.WriteToWatch.OK != o.Nodes {
+		t.Errorf("%d Nodes' updates timed from their agents' writes, want all %d", r.WriteToWatch.OK, o.Nodes)
+	}
 }
 
 func TestReactionsPairFirstInFirstOut(t *testing.T) {
@@ -55,5 +59,25 @@ func TestReactionsPairFirstInFirstOut(t *testing.T) {
 	want := []time.Duration{time.Second, 3 * time.Second}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("reactions = %v, want %v", got, want)
+	}
+}
+
+func TestWritesToWatchTimeEachUpdateFromItsAgentsWrite(t *testing.T) {
+	at := func(ms int) time.Time { return time.UnixMilli(int64(ms)) }
+	agents := []*agent{
+		{k: &kubelet{name: "a"}, updatedSent: at(100)},
+		{k: &kubelet{name: "b"}, updatedSent: at(200)},
+		{k: &kubelet{name: "c"}}, // never reported a passed trial
+	}
+	events := []nodeEvent{
+		{at: at(50), node: "a"},                 // an assignment, not an update
+		{at: at(130), node: "a", updated: true}, // 30 ms after its write
+		{at: at(150), node: "c", updated: true}, // no write to time it from
+		{at: at(150), node: "b", updated: true}, // before its write: not timed
+		{at: at(210), node: "x", updated: true}, // no agent
+	}
+	got := writesToWatch(events, agents)
+	if len(got) != 1 || got[0] != 30*time.Millisecond {
+		t.Errorf("writesToWatch = %v, want [30ms]", got)
 	}
 }

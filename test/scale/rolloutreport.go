@@ -24,6 +24,8 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 		r.BeyondTrialsSeconds, r.TrialsOnPath, r.Nodes, o.Canary, r.Batch, o.Trial)
 	p("reaction (a Node's update seen -> the next assignment seen, both in the harness's Node watch, FIFO-paired; %d pairs): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",
 		r.Reactions.OK, r.Reactions.P50Ms, r.Reactions.P90Ms, r.Reactions.P99Ms, r.Reactions.MaxMs)
+	p("the apiserver's share, same run (an agent sends the write that makes its Node Updated -> the harness's Node watch shows it; %d Nodes): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",
+		r.WriteToWatch.OK, r.WriteToWatch.P50Ms, r.WriteToWatch.P90Ms, r.WriteToWatch.P99Ms, r.WriteToWatch.MaxMs)
 	p("most Nodes unavailable at once (harness's view): %d (maxUnavailable %d)", r.MaxUnavailable, r.Batch)
 	var times []string
 	for _, n := range slices.Sorted(maps.Keys(r.Assigned)) {

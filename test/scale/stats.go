@@ -102,16 +102,21 @@ func (r *recorder) stats() map[string]OpStats {
 	defer r.mu.Unlock()
 	out := map[string]OpStats{}
 	for op, rec := range r.ops {
-		lat := slices.Clone(rec.latencies)
-		slices.Sort(lat)
-		out[op] = OpStats{
-			OK: len(lat), Errors: rec.errors,
-			P50Ms: ms(quantile(lat, 0.50)), P90Ms: ms(quantile(lat, 0.90)),
-			P99Ms: ms(quantile(lat, 0.99)), MaxMs: ms(quantile(lat, 1)),
-			ErrorSamples: slices.Clone(rec.samples),
-		}
+		st := latencyStats(slices.Clone(rec.latencies))
+		st.Errors, st.ErrorSamples = rec.errors, slices.Clone(rec.samples)
+		out[op] = st
 	}
 	return out
+}
+
+// latencyStats sorts lat in place and gives its quantiles.
+func latencyStats(lat []time.Duration) OpStats {
+	slices.Sort(lat)
+	return OpStats{
+		OK:    len(lat),
+		P50Ms: ms(quantile(lat, 0.50)), P90Ms: ms(quantile(lat, 0.90)),
+		P99Ms: ms(quantile(lat, 0.99)), MaxMs: ms(quantile(lat, 1)),
+	}
 }
 
 // quantile is the nearest-rank quantile of sorted durations.
