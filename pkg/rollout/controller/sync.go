@@ -194,56 +194,56 @@ func (c *Controller) writeStatus(ctx context.Context, r *v1alpha1.KubeletConfigR
 }
 
 // apply patches the Nodes of a decision whose status is written: reverts
-// first, then assignments. Every patch is tried; a conflict or a failure
-// requeues the rollout, a refusal of an assignment stops the assignments
-// and is fed to the next decision.
+// first, then assignments, each in slow-start groups (patchAll). Every
+// revert is tried; a conflict or a failure requeues the rollout, a refusal
+// of an assignment stops the assignments after its group and is fed to the
+// next decision.
 func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout, d rollout.Decision, nodes map[string]*corev1.Node, basis decisionBasis) error {
 	logger := klog.FromContext(ctx)
 	var errs []error
 	requeue := false
-	for _, change := range d.Revert {
-		result, err := c.patch(ctx, r.Name, "revert", change, basis)
-		c.metrics.change(r.Name, "revert", result)
-		switch result {
+	send := func(action string) func(context.Context, rollout.Change) (string, error) {
+		return func(ctx context.Context, change rollout.Change) (string, error) {
+			return c.patch(ctx, r.Name, action, change, basis)
+		}
+	}
+	for _, p := range patchAll(ctx, d.Revert, false, send("revert")) {
+		c.metrics.change(r.Name, "revert", p.result)
+		switch p.result {
 		case resultOK:
-			c.event(nodes[change.Node], r, corev1.EventTypeNormal, "Reverted", "Revert",
-				fmt.Sprintf("rollout %s failed; re-pointed to the previous source %s", r.Name, sourceName(change.Annotations[contract.ConfigSourceAnnotation])))
-			logger.Info("Reverted Node", "node", change.Node)
+			c.event(nodes[p.change.Node], r, corev1.EventTypeNormal, "Reverted", "Revert",
+				fmt.Sprintf("rollout %s failed; re-pointed to the previous source %s", r.Name, sourceName(p.change.Annotations[contract.ConfigSourceAnnotation])))
+			logger.Info("Reverted Node", "node", p.change.Node)
 		case resultConflict:
 			requeue = true
 		default:
-			errs = append(errs, err)
+			errs = append(errs, p.err)
 		}
 	}
 	var assigned []string
 	target := d.Status.Target
-	for _, change := range d.Assign {
-		result, err := c.patch(ctx, r.Name, "assign", change, basis)
-		c.metrics.change(r.Name, "assign", result)
-		switch result {
+	// The rollout fails on a refusal: patchAll sends no further group.
+	for _, p := range patchAll(ctx, d.Assign, true, send("assign")) {
+		c.metrics.change(r.Name, "assign", p.result)
+		switch p.result {
 		case resultOK:
-			assigned = append(assigned, change.Node)
-			c.event(nodes[change.Node], r, corev1.EventTypeNormal, "Assigned", "Assign",
-				fmt.Sprintf("rollout %s assigned %s", r.Name, sourceName(change.Annotations[contract.ConfigSourceAnnotation])))
-			logger.Info("Assigned Node", "node", change.Node, "target", target)
-			continue
+			assigned = append(assigned, p.change.Node)
+			c.event(nodes[p.change.Node], r, corev1.EventTypeNormal, "Assigned", "Assign",
+				fmt.Sprintf("rollout %s assigned %s", r.Name, sourceName(p.change.Annotations[contract.ConfigSourceAnnotation])))
+			logger.Info("Assigned Node", "node", p.change.Node, "target", target)
 		case resultConflict:
 			requeue = true
-			continue
 		case resultRefused:
 			if target != nil {
-				c.refusals.add(r.Name, *target, rollout.Refusal{Node: change.Node, Message: err.Error()})
+				c.refusals.add(r.Name, *target, rollout.Refusal{Node: p.change.Node, Message: p.err.Error()})
 			}
-			c.event(r, nodes[change.Node], corev1.EventTypeWarning, v1alpha1.ReasonAssignmentRefused, "Assign",
-				fmt.Sprintf("assigning Node %s was refused: %v", change.Node, err))
-			logger.Info("Assignment refused by admission", "node", change.Node, "err", err)
+			c.event(r, nodes[p.change.Node], corev1.EventTypeWarning, v1alpha1.ReasonAssignmentRefused, "Assign",
+				fmt.Sprintf("assigning Node %s was refused: %v", p.change.Node, p.err))
+			logger.Info("Assignment refused by admission", "node", p.change.Node, "err", p.err)
 			requeue = true
 		default:
-			errs = append(errs, err)
-			continue
+			errs = append(errs, p.err)
 		}
-		// The rollout fails on a refusal: no further Node is assigned.
-		break
 	}
 	c.metrics.assigned(r.Name, assigned, c.clock.Now())
 	if err := errors.Join(errs...); err != nil {
