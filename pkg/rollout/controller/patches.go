@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
@@ -21,16 +22,15 @@ type patched struct {
 	err    error
 }
 
-// patchAll sends changes in groups of growing size, as ReplicaSet's
-// slowStartBatch does: one, then two, four and so on up to
-// maxPatchesInFlight, each group sent at once and awaited before the next.
-// When stopOnRefusal is set it sends no group after one in which a change
-// was refused, so that a target admission refuses for every Node (an
-// ineligible ConfigMap, say) is refused on one Node, not on a batch. The
-// outcomes are in the order of changes; changes never sent are left out.
-func patchAll(ctx context.Context, changes []rollout.Change, stopOnRefusal bool, send func(context.Context, rollout.Change) (string, error)) []patched {
+// patchAll sends changes in groups, each sent at once and awaited before
+// the next. The first group holds first changes, each next one twice as
+// many, up to maxPatchesInFlight: started at one, that is ReplicaSet's
+// slowStartBatch. When stopOnRefusal is set it sends no group after one in
+// which a change was refused. The outcomes are in the order of changes;
+// changes never sent are left out.
+func patchAll(ctx context.Context, changes []rollout.Change, first int, stopOnRefusal bool, send func(context.Context, rollout.Change) (string, error)) []patched {
 	out := make([]patched, 0, len(changes))
-	for size := 1; len(out) < len(changes); size = min(2*size, maxPatchesInFlight) {
+	for size := min(max(first, 1), maxPatchesInFlight); len(out) < len(changes); size = min(2*size, maxPatchesInFlight) {
 		group := changes[len(out):min(len(out)+size, len(changes))]
 		results := make([]patched, len(group))
 		var wg sync.WaitGroup
@@ -47,6 +47,26 @@ func patchAll(ctx context.Context, changes []rollout.Change, stopOnRefusal bool,
 		}
 	}
 	return out
+}
+
+// firstAssignments is how many assignments of a decision go in patchAll's
+// first group. Until admission has let the target onto a Node of the
+// rollout, one: a target it refuses everywhere (an ineligible ConfigMap,
+// say) is then refused on one Node, not on a group. Afterwards as many as
+// may be in flight: a refusal now is one Node's (its kubelet's version or
+// feature gates), and what its group assigns beside it is within
+// maxUnavailable, reverted with the rest when the rollout fails.
+func firstAssignments(assign []rollout.Change, basis decisionBasis) int {
+	if len(assign) == 0 {
+		return 1
+	}
+	source := assign[0].Annotations[contract.ConfigSourceAnnotation]
+	for _, obs := range basis.observed {
+		if source != nil && obs.Rollout == basis.rollout && obs.ConfigSource != nil && *obs.ConfigSource == *source {
+			return maxPatchesInFlight
+		}
+	}
+	return 1
 }
 
 func anyRefused(results []patched) bool {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
@@ -38,11 +39,12 @@ func changes(n int) []rollout.Change {
 	return out
 }
 
-// groupSender holds every patch until all of its group (sizes 1, 2, 4, 8,
-// 16, 16, ...) are sent, and notes a patch sent before the groups ahead of
+// groupSender holds every patch until all of its group (sizes first, twice
+// that and so on up to maxPatchesInFlight) are sent, and notes a patch sent before the groups ahead of
 // it were answered: patchAll must send a group at once and await it.
 type groupSender struct {
-	t *testing.T
+	t        *testing.T
+	first, n int
 
 	mu       sync.Mutex
 	answered int
@@ -50,8 +52,8 @@ type groupSender struct {
 	full     map[int]chan struct{}
 }
 
-func groupOf(i int) (start, size int) {
-	for size = 1; i >= start+size; size = min(2*size, maxPatchesInFlight) {
+func groupOf(i, first int) (start, size int) {
+	for size = first; i >= start+size; size = min(2*size, maxPatchesInFlight) {
 		start += size
 	}
 	return start, size
@@ -60,7 +62,8 @@ func groupOf(i int) (start, size int) {
 func (s *groupSender) send(_ context.Context, change rollout.Change) (string, error) {
 	var i int
 	fmt.Sscanf(change.Node, "n%d", &i)
-	start, size := groupOf(i)
+	start, size := groupOf(i, s.first)
+	size = min(size, s.n-start) // the last group may be partial
 	s.mu.Lock()
 	if s.answered < start {
 		s.t.Errorf("%s sent with %d patches answered, before its group's predecessors (%d)", change.Node, s.answered, start)
@@ -85,18 +88,56 @@ func (s *groupSender) send(_ context.Context, change rollout.Change) (string, er
 	return resultOK, nil
 }
 
-func TestPatchAllSendsSlowStartGroupsInOrder(t *testing.T) {
-	s := &groupSender{t: t, arrived: map[int]int{}, full: map[int]chan struct{}{}}
-	// 1+2+4+8+16 = 31, then groups of 16: 100 ends on a partial group.
-	const n = 31 + 4*16
-	got := patchAll(t.Context(), changes(n), false, s.send)
-	if len(got) != n {
-		t.Fatalf("%d outcomes, want %d", len(got), n)
+func TestPatchAllSendsGroupsInOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		first, n int
+	}{
+		// 1+2+4+8+16 = 31, then groups of 16, the last one partial.
+		{"slow start", 1, 31 + 4*16 + 5},
+		{"slow start from 4", 4, 4 + 8 + 16 + 3},
+		{"at full width", maxPatchesInFlight, 3*maxPatchesInFlight + 1},
+		{"one change", 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &groupSender{t: t, first: tc.first, n: tc.n, arrived: map[int]int{}, full: map[int]chan struct{}{}}
+			got := patchAll(t.Context(), changes(tc.n), tc.first, false, s.send)
+			if len(got) != tc.n {
+				t.Fatalf("%d outcomes, want %d", len(got), tc.n)
+			}
+			for i, p := range got {
+				if want := fmt.Sprintf("n%03d", i); p.change.Node != want || p.result != resultOK || p.err != nil {
+					t.Errorf("outcome %d = %s %s %v, want %s ok", i, p.change.Node, p.result, p.err, want)
+				}
+			}
+		})
 	}
-	for i, p := range got {
-		if want := fmt.Sprintf("n%03d", i); p.change.Node != want || p.result != resultOK || p.err != nil {
-			t.Errorf("outcome %d = %s %s %v, want %s ok", i, p.change.Node, p.result, p.err, want)
-		}
+}
+
+func TestFirstAssignmentsWidenOnceAdmissionLetTheTargetOn(t *testing.T) {
+	target, other := "kubelet-configs/v2", "kubelet-configs/v1"
+	assign := []rollout.Change{{Node: "b", Annotations: map[string]*string{contract.ConfigSourceAnnotation: &target}}}
+	for _, tc := range []struct {
+		name     string
+		observed []rollout.NodeObservation
+		assign   []rollout.Change
+		want     int
+	}{
+		{"no Node has the target yet", []rollout.NodeObservation{{Name: "a", Rollout: "r", ConfigSource: &other}}, assign, 1},
+		{"another rollout's Node has it", []rollout.NodeObservation{{Name: "a", Rollout: "q", ConfigSource: &target}}, assign, 1},
+		{"a Node someone else pointed at it", []rollout.NodeObservation{{Name: "a", ConfigSource: &target}}, assign, 1},
+		{"the rollout moved a Node to it", []rollout.NodeObservation{{Name: "a", Rollout: "r", ConfigSource: &target}}, assign, maxPatchesInFlight},
+		{"nothing to assign", nil, nil, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			basis := decisionBasis{rollout: "r", observed: map[string]rollout.NodeObservation{}}
+			for _, obs := range tc.observed {
+				basis.observed[obs.Name] = obs
+			}
+			if got := firstAssignments(tc.assign, basis); got != tc.want {
+				t.Errorf("firstAssignments = %d, want %d", got, tc.want)
+			}
+		})
 	}
 }
 
@@ -114,7 +155,7 @@ func TestPatchAllStopsAfterTheGroupOfARefusal(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &recordingSender{results: map[string]string{tc.refused: resultRefused, "n002": resultConflict}}
-			got := patchAll(t.Context(), changes(50), tc.stop, s.send)
+			got := patchAll(t.Context(), changes(50), 1, tc.stop, s.send)
 			if len(got) != tc.want || len(s.sent) != tc.want {
 				t.Fatalf("%d outcomes for %d sent, want %d", len(got), len(s.sent), tc.want)
 			}
@@ -127,7 +168,7 @@ func TestPatchAllStopsAfterTheGroupOfARefusal(t *testing.T) {
 
 func TestPatchAllOfNothingSendsNothing(t *testing.T) {
 	s := &recordingSender{}
-	if got := patchAll(t.Context(), nil, true, s.send); len(got) != 0 || len(s.sent) != 0 {
+	if got := patchAll(t.Context(), nil, 1, true, s.send); len(got) != 0 || len(s.sent) != 0 {
 		t.Errorf("patchAll(nil) = %v after sending %v, want nothing", got, s.sent)
 	}
 }

@@ -194,7 +194,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *v1alpha1.KubeletConfigR
 }
 
 // apply patches the Nodes of a decision whose status is written: reverts
-// first, then assignments, each in slow-start groups (patchAll). Every
+// first, then assignments, each in groups sent at once (patchAll). Every
 // revert is tried; a conflict or a failure requeues the rollout, a refusal
 // of an assignment stops the assignments after its group and is fed to the
 // next decision.
@@ -207,7 +207,7 @@ func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout
 			return c.patch(ctx, r.Name, action, change, basis)
 		}
 	}
-	for _, p := range patchAll(ctx, d.Revert, false, send("revert")) {
+	for _, p := range patchAll(ctx, d.Revert, maxPatchesInFlight, false, send("revert")) {
 		c.metrics.change(r.Name, "revert", p.result)
 		switch p.result {
 		case resultOK:
@@ -223,7 +223,7 @@ func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout
 	var assigned []string
 	target := d.Status.Target
 	// The rollout fails on a refusal: patchAll sends no further group.
-	for _, p := range patchAll(ctx, d.Assign, true, send("assign")) {
+	for _, p := range patchAll(ctx, d.Assign, firstAssignments(d.Assign, basis), true, send("assign")) {
 		c.metrics.change(r.Name, "assign", p.result)
 		switch p.result {
 		case resultOK:
