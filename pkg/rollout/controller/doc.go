@@ -45,10 +45,15 @@
 //     changed meanwhile) when it differs from what is stored.
 //  4. Patch the Nodes: reverts, then assignments, each a JSON merge patch
 //     carrying the resourceVersion it was decided on, under this
-//     controller's field manager. A conflict requeues the rollout; an
+//     controller's field manager. They go in groups sent at once, at most
+//     16 (patches.go): one after the other, a wide batch would move one
+//     Node per round trip to the apiserver. Until admission has let the
+//     target onto one of the rollout's Nodes, the groups of assignments
+//     start at one and double. A conflict requeues the rollout; an
 //     admission refusal (a webhook's or an admission policy's denial, or
-//     Invalid) is kept as a rollout.Refusal for that Node and fed to the
-//     next Decide, which fails the rollout with AssignmentRefused.
+//     Invalid) stops the assignments after its group, is kept as a
+//     rollout.Refusal for that Node and fed to the next Decide, which
+//     fails the rollout with AssignmentRefused.
 //
 // Events (events.k8s.io) go on the rollout when its state changes or it
 // fails, and on every Node it assigns or reverts. Metrics are in
