@@ -2,8 +2,12 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,13 +28,36 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
 var rolloutsGVR = v1alpha1.SchemeGroupVersion.WithResource(rolloutsResource)
 
-// fakeRollouts is a RolloutInterface over client-go's object tracker.
-type fakeRollouts struct{ tracker clienttesting.ObjectTracker }
+// fakeRollouts is a RolloutInterface over client-go's object tracker. Its
+// status writes, and the harness's Node patches, go into writes in the
+// order they were made.
+type fakeRollouts struct {
+	tracker clienttesting.ObjectTracker
+	writes  writeLog
+}
+
+type writeLog struct {
+	mu      sync.Mutex
+	entries []string
+}
+
+func (l *writeLog) add(entry string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.entries = append(l.entries, entry)
+}
+
+func (l *writeLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.entries)
+}
 
 func newFakeRollouts(t *testing.T, objs ...*v1alpha1.KubeletConfigRollout) *fakeRollouts {
 	scheme, err := NewScheme()
@@ -74,6 +101,7 @@ func (f *fakeRollouts) UpdateStatus(_ context.Context, r *v1alpha1.KubeletConfig
 	if err := f.tracker.Update(rolloutsGVR, r, ""); err != nil {
 		return nil, err
 	}
+	f.writes.add("status")
 	return f.Get(context.Background(), r.Name, metav1.GetOptions{})
 }
 
@@ -119,6 +147,10 @@ func start(t *testing.T, r *v1alpha1.KubeletConfigRollout, setup func(*fake.Clie
 	}
 	md := metadatafake.NewSimpleMetadataClient(scheme, cm)
 	rollouts := newFakeRollouts(t, r)
+	kube.PrependReactor("patch", "nodes", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		rollouts.writes.add("patch " + action.(clienttesting.PatchAction).GetName())
+		return false, nil, nil
+	})
 	metrics, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -175,11 +207,11 @@ func (h *harness) assigned() map[string]string {
 	return out
 }
 
-// TestCanaryAloneAndStatusFirst: the first decision assigns only the canary,
-// with the bookkeeping, and the status was written before, naming it; with
-// the canary in trial nothing else is assigned however often the rollout
-// is synced.
-func TestCanaryAloneAndStatusFirst(t *testing.T) {
+// TestCanaryAloneAndStatusAfter: the first decision assigns only the
+// canary, with the bookkeeping, and writes the status after the patch,
+// naming it; with the canary in trial nothing else is assigned however
+// often the rollout is synced.
+func TestCanaryAloneAndStatusAfter(t *testing.T) {
 	blue := map[string]string{"pool": "blue"}
 	h := start(t, newRollout("r"), nil, readyNode("a", blue), readyNode("b", blue), readyNode("c", blue), readyNode("other", nil))
 	h.eventually(t, "the canary assigned", func() (bool, string) {
@@ -193,15 +225,19 @@ func TestCanaryAloneAndStatusFirst(t *testing.T) {
 	if node.Annotations[v1alpha1.RolloutAnnotation] != "r" {
 		t.Errorf("bookkeeping: %v", node.Annotations)
 	}
-	r, err := h.rollouts.Get(context.Background(), "r", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var r *v1alpha1.KubeletConfigRollout
+	h.eventually(t, "the status written", func() (bool, string) {
+		r, err = h.rollouts.Get(context.Background(), "r", metav1.GetOptions{})
+		return err == nil && r.Status.Target != nil, fmt.Sprint(err)
+	})
 	if c := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionProgressing); c == nil || c.Reason != v1alpha1.ReasonCanary {
 		t.Errorf("Progressing %+v, want Canary", c)
 	}
 	if r.Status.Selected != 3 || r.Status.Target == nil || r.Status.Target.UID != "uid-v2" {
 		t.Errorf("status %+v", r.Status)
+	}
+	if got := h.rollouts.writes.list(); len(got) < 2 || got[0] != "patch a" || got[1] != "status" {
+		t.Errorf("writes %v, want the canary's patch, then the status", got)
 	}
 	m := h.ctrl.metrics
 	for range 5 {
@@ -228,6 +264,50 @@ func TestCanaryAloneAndStatusFirst(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.queue.adds.WithLabelValues("kubeletconfigrollout")); got < 1 {
 		t.Errorf("workqueue_adds_total %v", got)
+	}
+}
+
+// TestRevertsFollowTheStatus: a decision that reverts writes the status,
+// Failed naming the Node, before it re-points any Node.
+func TestRevertsFollowTheStatus(t *testing.T) {
+	blue := map[string]string{"pool": "blue"}
+	target := contract.ObjectRef{Namespace: "kubelet-configs", Name: "v2", UID: "uid-v2", ResourceVersion: "7"}
+	moved := func(name string) *corev1.Node {
+		n := readyNode(name, blue)
+		n.Annotations = map[string]string{
+			contract.ConfigSourceAnnotation:         "kubelet-configs/v2",
+			v1alpha1.RolloutAnnotation:              "r",
+			v1alpha1.PreviousConfigSourceAnnotation: "",
+		}
+		return n
+	}
+	failed := moved("a")
+	report, err := json.Marshal(contract.ConfigStatus{Assigned: &target, Error: "the kubelet did not come back"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed.Annotations[contract.ConfigStatusAnnotation] = string(report)
+	failed.Status.Conditions[1] = corev1.NodeCondition{Type: contract.ConditionKubeletConfigReady, Status: corev1.ConditionFalse, Reason: status.ReasonRolledBack}
+	r := newRollout("r")
+	r.Spec.OnFailure = v1alpha1.FailureRevert
+	h := start(t, r, nil, failed, moved("b"), readyNode("c", blue))
+	h.eventually(t, "both moved Nodes reverted", func() (bool, string) {
+		got := h.assigned()
+		return got["a"] == "" && got["b"] == "", fmt.Sprint(got)
+	})
+	got := h.rollouts.writes.list()
+	if len(got) < 3 || got[0] != "status" || !strings.HasPrefix(got[1], "patch ") {
+		t.Fatalf("writes %v, want the status, then the reverts", got)
+	}
+	stored, err := h.rollouts.Get(context.Background(), "r", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(stored.Status.Conditions, v1alpha1.ConditionFailed); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "Node a") {
+		t.Errorf("Failed %+v, want True naming Node a", c)
+	}
+	if got := h.assigned(); got["c"] != "" {
+		t.Errorf("Node c assigned by a failed rollout: %v", got)
 	}
 }
 
@@ -327,4 +407,26 @@ func TestExpectations(t *testing.T) {
 	if ok, _ := e.satisfied("r", "6", lookup, now.Add(2*time.Minute)); !ok {
 		t.Fatal("not satisfied past the timeout")
 	}
+}
+
+// TestSpecChangedReadsTheCache: a decision on a spec the cache no longer
+// holds (a new generation, or the rollout gone) is not carried out.
+func TestSpecChangedReadsTheCache(t *testing.T) {
+	decidedOn := newRollout("r")
+	decidedOn.Spec.Paused = false
+	h := start(t, decidedOn, nil)
+	h.eventually(t, "the rollout cached", func() (bool, string) { return !h.ctrl.specChanged(decidedOn), "" })
+	paused := decidedOn.DeepCopy()
+	paused.Spec.Paused, paused.Generation = true, 2
+	if err := h.rollouts.tracker.Update(rolloutsGVR, paused, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(t, "the new generation seen", func() (bool, string) { return h.ctrl.specChanged(decidedOn), "" })
+	if h.ctrl.specChanged(paused) {
+		t.Errorf("the cached generation reads as changed")
+	}
+	if err := h.rollouts.tracker.Delete(rolloutsGVR, "", "r"); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(t, "the deletion seen", func() (bool, string) { return h.ctrl.specChanged(paused), "" })
 }

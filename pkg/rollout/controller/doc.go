@@ -42,7 +42,9 @@
 //  2. Decide, feeding back the admission refusals of the current target
 //     not yet recorded in the status.
 //  3. Write the status (UpdateStatus, retried on conflicts unless the spec
-//     changed meanwhile) when it differs from what is stored.
+//     changed meanwhile) when it differs from what is stored: before the
+//     patches when the decision reverts Nodes, else after them, unless
+//     the cache shows a new spec by then (which is decided again instead).
 //  4. Patch the Nodes: reverts, then assignments, each a JSON merge patch
 //     carrying the resourceVersion it was decided on, under this
 //     controller's field manager. They go in groups sent at once, at most

@@ -92,29 +92,69 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 	c.metrics.observe(name, decision.Nodes, now)
 
-	if !equality.Semantic.DeepEqual(r.Status, decision.Status) {
-		written, err := c.writeStatus(ctx, r, decision.Status)
-		if err != nil {
-			return err
-		}
-		c.expectations.expectRollout(name, written, c.clock.Now())
-		c.stateEvents(r, &decision.Status)
-	}
-	if failed := meta.FindStatusCondition(decision.Status.Conditions, v1alpha1.ConditionFailed); failed != nil &&
-		failed.Status == metav1.ConditionTrue && decision.Status.Target != nil {
-		// The failure is in the status now; the refusals behind it
-		// need not be fed back again.
-		c.refusals.recorded(name, *decision.Status.Target)
-	}
 	basis := decisionBasis{rollout: name, selector: selector, rollouts: rollouts, observed: make(map[string]rollout.NodeObservation, len(observations))}
 	for _, obs := range observations {
 		basis.observed[obs.Name] = obs
 	}
-	if err := c.apply(ctx, r, decision, byName, basis); err != nil {
-		return err
+	// A revert must not run ahead of the Failed condition that explains it
+	// (pkg/rollout, "Applying a decision"): a decision with reverts writes
+	// its status first. Assignments need no such order, since the next
+	// decision derives the status from the Nodes again; writing it after
+	// them spares a reaction to a Node's update one round trip.
+	if len(decision.Revert) > 0 {
+		if err := c.settleStatus(ctx, r, decision.Status); err != nil {
+			return err
+		}
+		if err := c.apply(ctx, r, decision, byName, basis); err != nil {
+			return err
+		}
+	} else {
+		if c.specChanged(r) {
+			// The status write would have refused a decision on an old
+			// spec (a pause, say); the cache already shows the new one,
+			// whose event decides again.
+			logger.V(2).Info("Spec changed since the decision; deciding again")
+			c.metrics.sync("ok")
+			return nil
+		}
+		applyErr := c.apply(ctx, r, decision, byName, basis)
+		if err := c.settleStatus(ctx, r, decision.Status); err != nil || applyErr != nil {
+			return errors.Join(applyErr, err)
+		}
 	}
 	c.metrics.sync("ok")
 	return nil
+}
+
+// settleStatus writes the decided status when it differs from the stored
+// one, and records what a written status makes of the refusals fed back.
+func (c *Controller) settleStatus(ctx context.Context, r *v1alpha1.KubeletConfigRollout, status v1alpha1.KubeletConfigRolloutStatus) error {
+	if !equality.Semantic.DeepEqual(r.Status, status) {
+		written, err := c.writeStatus(ctx, r, status)
+		if err != nil {
+			return err
+		}
+		c.expectations.expectRollout(r.Name, written, c.clock.Now())
+		c.stateEvents(r, &status)
+	}
+	if failed := meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionFailed); failed != nil &&
+		failed.Status == metav1.ConditionTrue && status.Target != nil {
+		// The failure is in the status now; the refusals behind it
+		// need not be fed back again.
+		c.refusals.recorded(r.Name, *status.Target)
+	}
+	return nil
+}
+
+// specChanged reports whether the cached rollout's spec is no longer the
+// one r, decided on, has.
+func (c *Controller) specChanged(r *v1alpha1.KubeletConfigRollout) bool {
+	obj, exists, err := c.rolloutInformer.GetStore().GetByKey(r.Name)
+	if err != nil || !exists {
+		return true
+	}
+	cached, ok := obj.(*v1alpha1.KubeletConfigRollout)
+	return !ok || cached.Generation != r.Generation
 }
 
 // cachedNodeVersion is a cached Node's resourceVersion.
