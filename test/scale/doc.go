@@ -90,6 +90,10 @@
 // when it was assigned and when it reached Updated, how often it was
 // assigned, and how many Nodes were unavailable at once. A reaction is the
 // gap from a Node reaching Updated to the next assignment, paired first in,
-// first out. The simulated agents never fail a trial, download nothing but
+// first out. Its peer in the same run is the apiserver's share: from an
+// agent sending the write that makes its Node Updated to the harness's
+// watch showing it, one write and one watch delivery, where a reaction
+// holds a write and two deliveries besides the controller's own work. The
+// simulated agents never fail a trial, download nothing but
 // the ConfigMap's identity and restart no kubelet.
 package scale
