@@ -208,6 +208,7 @@ func TestTwoRolloutsOverOneNode(t *testing.T) {
 // controller, takes up maxUnavailable: nothing is assigned until it is back.
 func TestNotReadyNodeCountsAgainstMaxUnavailable(t *testing.T) {
 	settle(t, green...)
+	stopped := time.Now()
 	if out, err := nodes["green-b"].Systemctl(t.Context(), "stop"); err != nil {
 		t.Fatalf("stopping the kubelet: %q, %v", out, err)
 	}
@@ -218,7 +219,16 @@ func TestNotReadyNodeCountsAgainstMaxUnavailable(t *testing.T) {
 		}
 	})
 	if _, err := env.WaitNodeNotReady(t.Context(), "green-b", waitTimeout); err != nil {
-		t.Fatal(err)
+		// Say what started the kubelet again, if anything did.
+		restarts, jerr := nodes["green-b"].KubeletRestarts()
+		var since []string
+		for _, r := range restarts {
+			if r.Time.After(stopped) {
+				since = append(since, fmt.Sprintf("%s %s (%s)", r.Time.Format(time.RFC3339Nano), r.Cause, r.Behavior))
+			}
+		}
+		unit, _ := nodes["green-b"].Systemctl(context.Background(), "status")
+		t.Fatalf("%v; the unit is %q; kubelet starts since the stop at %s: %v %v", err, unit, stopped.Format(time.RFC3339Nano), since, jerr)
 	}
 	before := sources(t, green)
 	cm := configMap(t, "notready-71", "maxPods: 71\n")
