@@ -70,11 +70,9 @@
 //
 // # Applying a decision
 //
-// A decision with reverts writes the status first, then the Node changes:
-// a revert must never run ahead of the Failed condition that explains it,
-// since the reverted Nodes no longer show the failure. A decision that only
-// assigns may patch first and write the status after, since everything in
-// that status but a failure is derived from the Nodes again. Each Change carries the resourceVersion of
+// Write the status first, then the Node changes: a revert must never run
+// ahead of the Failed condition that explains it, since the reverted Nodes
+// no longer show the failure. Each Change carries the resourceVersion of
 // the Node it was decided on, so a Node that moved since fails the patch
 // instead of being overwritten. The controller must also not decide again
 // until its cache shows its own writes (client-go's expectations

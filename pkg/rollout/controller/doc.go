@@ -42,9 +42,10 @@
 //  2. Decide, feeding back the admission refusals of the current target
 //     not yet recorded in the status.
 //  3. Write the status (UpdateStatus, retried on conflicts unless the spec
-//     changed meanwhile) when it differs from what is stored: before the
-//     patches when the decision reverts Nodes, else after them, unless
-//     the cache shows a new spec by then (which is decided again instead).
+//     changed meanwhile) when it differs from what is stored. Made over the
+//     rollout's resourceVersion, it fails once the rollout was paused,
+//     edited or deleted since the cache showed it, before any Node moves
+//     (an unchanged status is not written, and fences nothing).
 //  4. Patch the Nodes: reverts, then assignments, each a JSON merge patch
 //     carrying the resourceVersion it was decided on, under this
 //     controller's field manager. They go in groups sent at once, at most

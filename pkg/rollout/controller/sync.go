@@ -96,31 +96,18 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	for _, obs := range observations {
 		basis.observed[obs.Name] = obs
 	}
-	// A revert must not run ahead of the Failed condition that explains it
-	// (pkg/rollout, "Applying a decision"): a decision with reverts writes
-	// its status first. Assignments need no such order, since the next
-	// decision derives the status from the Nodes again; writing it after
-	// them spares a reaction to a Node's update one round trip.
-	if len(decision.Revert) > 0 {
-		if err := c.settleStatus(ctx, r, decision.Status); err != nil {
-			return err
-		}
-		if err := c.apply(ctx, r, decision, byName, basis); err != nil {
-			return err
-		}
-	} else {
-		if c.specChanged(r) {
-			// The status write would have refused a decision on an old
-			// spec (a pause, say); the cache already shows the new one,
-			// whose event decides again.
-			logger.V(2).Info("Spec changed since the decision; deciding again")
-			c.metrics.sync("ok")
-			return nil
-		}
-		applyErr := c.apply(ctx, r, decision, byName, basis)
-		if err := c.settleStatus(ctx, r, decision.Status); err != nil || applyErr != nil {
-			return errors.Join(applyErr, err)
-		}
+	// The status goes first (pkg/rollout, "Applying a decision"): a revert
+	// must not run ahead of the Failed condition that explains it, and the
+	// write, made over the rollout's resourceVersion, fails once the rollout
+	// was paused, edited or deleted since the cache showed it, before any
+	// Node is patched on the old spec. Patching first saves a reaction a
+	// round trip, but then a rollout deleted a moment ago still moves
+	// Nodes.
+	if err := c.settleStatus(ctx, r, decision.Status); err != nil {
+		return err
+	}
+	if err := c.apply(ctx, r, decision, byName, basis); err != nil {
+		return err
 	}
 	c.metrics.sync("ok")
 	return nil
@@ -144,17 +131,6 @@ func (c *Controller) settleStatus(ctx context.Context, r *v1alpha1.KubeletConfig
 		c.refusals.recorded(r.Name, *status.Target)
 	}
 	return nil
-}
-
-// specChanged reports whether the cached rollout's spec is no longer the
-// one r, decided on, has.
-func (c *Controller) specChanged(r *v1alpha1.KubeletConfigRollout) bool {
-	obj, exists, err := c.rolloutInformer.GetStore().GetByKey(r.Name)
-	if err != nil || !exists {
-		return true
-	}
-	cached, ok := obj.(*v1alpha1.KubeletConfigRollout)
-	return !ok || cached.Generation != r.Generation
 }
 
 // cachedNodeVersion is a cached Node's resourceVersion.
