@@ -44,7 +44,7 @@ func (t timedNodes) Patch(ctx context.Context, name string, pt types.PatchType, 
 	t.a.mu.Lock()
 	t.a.lastPatch = time.Now()
 	t.a.mu.Unlock()
-	return t.a.k.core.Nodes().Patch(ctx, name, pt, data, opts, subresources...)
+	return t.NodeClient.Patch(ctx, name, pt, data, opts, subresources...)
 }
 
 // agent simulates cmd/agent on one node: it watches its own Node, and on a

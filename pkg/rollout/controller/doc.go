@@ -51,8 +51,8 @@
 //     controller's field manager. They go in groups sent at once, at most
 //     16 (patches.go): one after the other, a wide batch would move one
 //     Node per round trip to the apiserver. Until admission has let the
-//     target onto one of the rollout's Nodes, the groups of assignments
-//     start at one and double. A conflict requeues the rollout; an
+//     target onto one selected Node, the groups of assignments start at
+//     one and double. A conflict requeues the rollout; an
 //     admission refusal (a webhook's or an admission policy's denial, or
 //     Invalid) stops the assignments after its group, is kept as a
 //     rollout.Refusal for that Node and fed to the next Decide, which

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 
-	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
@@ -49,22 +48,17 @@ func patchAll(ctx context.Context, changes []rollout.Change, first int, stopOnRe
 	return out
 }
 
-// firstAssignments is how many assignments of a decision go in patchAll's
-// first group. Until admission has let the target onto a Node of the
-// rollout, one: a target it refuses everywhere (an ineligible ConfigMap,
-// say) is then refused on one Node, not on a group. Afterwards as many as
-// may be in flight: a refusal now is one Node's (its kubelet's version or
-// feature gates), and what its group assigns beside it is within
-// maxUnavailable, reverted with the rest when the rollout fails.
-func firstAssignments(assign []rollout.Change, basis decisionBasis) int {
-	if len(assign) == 0 {
-		return 1
-	}
-	source := assign[0].Annotations[contract.ConfigSourceAnnotation]
-	for _, obs := range basis.observed {
-		if source != nil && obs.Rollout == basis.rollout && obs.ConfigSource != nil && *obs.ConfigSource == *source {
-			return maxPatchesInFlight
-		}
+// firstAssignments is how many assignments of d go in patchAll's first
+// group. Until admission has let the target onto a selected Node (the
+// decision counts one updated, in trial or failed on it), one: a target it
+// refuses everywhere (an ineligible ConfigMap, say) is then refused on one
+// Node, not on a group. Afterwards as many as may be in flight: a refusal
+// now is one Node's (its kubelet's version or feature gates), and what its
+// group assigns beside it is within maxUnavailable, reverted with the rest
+// when the rollout fails.
+func firstAssignments(d rollout.Decision) int {
+	if d.Status.Updated+d.Status.InTrial+d.Status.Failed > 0 {
+		return maxPatchesInFlight
 	}
 	return 1
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
@@ -115,26 +115,18 @@ func TestPatchAllSendsGroupsInOrder(t *testing.T) {
 }
 
 func TestFirstAssignmentsWidenOnceAdmissionLetTheTargetOn(t *testing.T) {
-	target, other := "kubelet-configs/v2", "kubelet-configs/v1"
-	assign := []rollout.Change{{Node: "b", Annotations: map[string]*string{contract.ConfigSourceAnnotation: &target}}}
 	for _, tc := range []struct {
-		name     string
-		observed []rollout.NodeObservation
-		assign   []rollout.Change
-		want     int
+		name   string
+		status v1alpha1.KubeletConfigRolloutStatus
+		want   int
 	}{
-		{"no Node has the target yet", []rollout.NodeObservation{{Name: "a", Rollout: "r", ConfigSource: &other}}, assign, 1},
-		{"another rollout's Node has it", []rollout.NodeObservation{{Name: "a", Rollout: "q", ConfigSource: &target}}, assign, 1},
-		{"a Node someone else pointed at it", []rollout.NodeObservation{{Name: "a", ConfigSource: &target}}, assign, 1},
-		{"the rollout moved a Node to it", []rollout.NodeObservation{{Name: "a", Rollout: "r", ConfigSource: &target}}, assign, maxPatchesInFlight},
-		{"nothing to assign", nil, nil, 1},
+		{"no Node has the target yet", v1alpha1.KubeletConfigRolloutStatus{Selected: 5}, 1},
+		{"the canary in trial", v1alpha1.KubeletConfigRolloutStatus{Selected: 5, InTrial: 1}, maxPatchesInFlight},
+		{"a Node updated", v1alpha1.KubeletConfigRolloutStatus{Selected: 5, Updated: 1}, maxPatchesInFlight},
+		{"a Node failed it, after admission let it on", v1alpha1.KubeletConfigRolloutStatus{Selected: 5, Failed: 1}, maxPatchesInFlight},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			basis := decisionBasis{rollout: "r", observed: map[string]rollout.NodeObservation{}}
-			for _, obs := range tc.observed {
-				basis.observed[obs.Name] = obs
-			}
-			if got := firstAssignments(tc.assign, basis); got != tc.want {
+			if got := firstAssignments(rollout.Decision{Status: tc.status}); got != tc.want {
 				t.Errorf("firstAssignments = %d, want %d", got, tc.want)
 			}
 		})

@@ -92,44 +92,33 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 	c.metrics.observe(name, decision.Nodes, now)
 
-	basis := decisionBasis{rollout: name, selector: selector, rollouts: rollouts, observed: make(map[string]rollout.NodeObservation, len(observations))}
-	for _, obs := range observations {
-		basis.observed[obs.Name] = obs
-	}
 	// The status goes first (pkg/rollout, "Applying a decision"): a revert
 	// must not run ahead of the Failed condition that explains it, and the
 	// write, made over the rollout's resourceVersion, fails once the rollout
 	// was paused, edited or deleted since the cache showed it, before any
-	// Node is patched on the old spec. Patching first saves a reaction a
-	// round trip, but then a rollout deleted a moment ago still moves
-	// Nodes.
-	if err := c.settleStatus(ctx, r, decision.Status); err != nil {
-		return err
+	// Node is patched on the old spec.
+	if !equality.Semantic.DeepEqual(r.Status, decision.Status) {
+		written, err := c.writeStatus(ctx, r, decision.Status)
+		if err != nil {
+			return err
+		}
+		c.expectations.expectRollout(name, written, c.clock.Now())
+		c.stateEvents(r, &decision.Status)
+	}
+	if failed := meta.FindStatusCondition(decision.Status.Conditions, v1alpha1.ConditionFailed); failed != nil &&
+		failed.Status == metav1.ConditionTrue && decision.Status.Target != nil {
+		// The failure is in the status now; the refusals behind it
+		// need not be fed back again.
+		c.refusals.recorded(name, *decision.Status.Target)
+	}
+	basis := decisionBasis{rollout: name, selector: selector, rollouts: rollouts, observed: make(map[string]rollout.NodeObservation, len(observations))}
+	for _, obs := range observations {
+		basis.observed[obs.Name] = obs
 	}
 	if err := c.apply(ctx, r, decision, byName, basis); err != nil {
 		return err
 	}
 	c.metrics.sync("ok")
-	return nil
-}
-
-// settleStatus writes the decided status when it differs from the stored
-// one, and records what a written status makes of the refusals fed back.
-func (c *Controller) settleStatus(ctx context.Context, r *v1alpha1.KubeletConfigRollout, status v1alpha1.KubeletConfigRolloutStatus) error {
-	if !equality.Semantic.DeepEqual(r.Status, status) {
-		written, err := c.writeStatus(ctx, r, status)
-		if err != nil {
-			return err
-		}
-		c.expectations.expectRollout(r.Name, written, c.clock.Now())
-		c.stateEvents(r, &status)
-	}
-	if failed := meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionFailed); failed != nil &&
-		failed.Status == metav1.ConditionTrue && status.Target != nil {
-		// The failure is in the status now; the refusals behind it
-		// need not be fed back again.
-		c.refusals.recorded(r.Name, *status.Target)
-	}
 	return nil
 }
 
@@ -239,7 +228,7 @@ func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout
 	var assigned []string
 	target := d.Status.Target
 	// The rollout fails on a refusal: patchAll sends no further group.
-	for _, p := range patchAll(ctx, d.Assign, firstAssignments(d.Assign, basis), true, send("assign")) {
+	for _, p := range patchAll(ctx, d.Assign, firstAssignments(d), true, send("assign")) {
 		c.metrics.change(r.Name, "assign", p.result)
 		switch p.result {
 		case resultOK:

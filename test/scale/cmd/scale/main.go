@@ -58,7 +58,8 @@ status code with the node's credentials (a trial of --trial, never failed). It r
 immutable ConfigMap out over every Node (canary --canary, maxUnavailable
 --max-unavailable percent) and reports the total time and the time beyond the trials, the
 controller's reaction from a Node's update to its next assignment (from the harness's own
-Node watch), the controller's CPU and RSS, and its requests per Node moved; it fails if
+Node watch) beside the apiserver's share in the same run (an agent's write until that watch
+shows it), the controller's CPU and RSS, and its requests per Node moved; it fails if
 the rollout does not complete, if more Nodes than maxUnavailable are ever unavailable, or
 if a Node is assigned more than once. "make rollout-scale" runs it at 1,000 Nodes.
 
