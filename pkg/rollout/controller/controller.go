@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
 	"sync"
 	"time"
 
@@ -226,7 +228,35 @@ func (c *Controller) updateNode(oldObj, newObj any) {
 	if !ok1 || !ok2 {
 		return
 	}
+	if decidedAlike(oldNode, newNode) {
+		// Nearly every Node update is a kubelet's heartbeat. A sync for
+		// each would keep every rollout syncing back to back on a large
+		// pool, and the update that matters would wait for the one in
+		// progress.
+		return
+	}
 	c.enqueueSelecting(oldNode.Labels, newNode.Labels)
+}
+
+// decidedAlike reports whether no decision can tell the two versions of a
+// Node apart: the same labels (so the same rollouts select it) and the same
+// observation (everything Decide reads of a Node) but for the
+// resourceVersion.
+func decidedAlike(a, b *corev1.Node) bool {
+	if !maps.Equal(a.Labels, b.Labels) {
+		return false
+	}
+	obsA, errA := rollout.ObserveNode(a, nil)
+	obsB, errB := rollout.ObserveNode(b, nil)
+	obsA.ResourceVersion, obsB.ResourceVersion = "", ""
+	return reflect.DeepEqual(obsA, obsB) && errorText(errA) == errorText(errB)
+}
+
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 func (c *Controller) deleteNode(obj any) { c.addNode(obj) }
