@@ -24,7 +24,10 @@
 // its old or its new labels, a ConfigMap event the rollouts that name it,
 // a rollout event the rollout itself (and, when its spec changed or it
 // came or went, every rollout, since which Nodes are shared may have
-// changed). Handlers unwrap DeletedFinalStateUnknown tombstones and do
+// changed). A Node update that changes neither its labels nor anything
+// Decide reads (a kubelet's heartbeat, nearly every update) enqueues
+// nothing: on a large pool those alone would keep a rollout syncing back
+// to back. Handlers unwrap DeletedFinalStateUnknown tombstones and do
 // nothing else, so a replayed or repeated event costs one idempotent sync.
 //
 // # A sync

@@ -98,13 +98,31 @@ func getRollout(ctx context.Context, name string) (*v1alpha1.KubeletConfigRollou
 
 func patchRollout(t *testing.T, name string, spec map[string]any) {
 	t.Helper()
-	body, err := json.Marshal(map[string]any{"spec": spec})
-	if err != nil {
+	if err := patchSpec(t.Context(), name, spec); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dyn.Resource(rolloutsGVR).Patch(t.Context(), name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
-		t.Fatalf("patching rollout %s: %v", name, err)
+}
+
+// pauseInCleanup pauses the rollouts from a cleanup, where t.Context() is
+// already done.
+func pauseInCleanup(t *testing.T, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if err := patchSpec(context.Background(), name, map[string]any{"paused": true}); err != nil {
+			t.Error(err)
+		}
 	}
+}
+
+func patchSpec(ctx context.Context, name string, spec map[string]any) error {
+	body, err := json.Marshal(map[string]any{"spec": spec})
+	if err != nil {
+		return err
+	}
+	if _, err := dyn.Resource(rolloutsGVR).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("patching rollout %s: %w", name, err)
+	}
+	return nil
 }
 
 func condition(r *v1alpha1.KubeletConfigRollout, kind string) *metav1.Condition {

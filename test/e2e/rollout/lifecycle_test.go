@@ -186,6 +186,11 @@ func TestTwoRolloutsOverOneNode(t *testing.T) {
 	narrow := configMap(t, "narrow-70", "maxPods: 70\n")
 	createRollout(t, "wide", rolloutSpec{selector: pool("green"), configMap: wide.Name})
 	createRollout(t, "narrow", rolloutSpec{selector: metav1.LabelSelector{MatchLabels: map[string]string{key: "yes"}}, configMap: narrow.Name})
+	// Runs before the deletions (cleanups run last first). Once either
+	// rollout is gone the other one is free to move green-b, and the tests
+	// after this one would find its kubelet restarting: both are paused
+	// first, and the controller sees the pauses before either deletion.
+	t.Cleanup(func() { pauseInCleanup(t, "wide", "narrow") })
 	mentions := func(name, other string) func(*v1alpha1.KubeletConfigRollout) bool {
 		return func(r *v1alpha1.KubeletConfigRollout) bool {
 			c := condition(r, v1alpha1.ConditionProgressing)
