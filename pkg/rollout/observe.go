@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -45,6 +46,14 @@ type NodeObservation struct {
 	// OtherRollouts names the other KubeletConfigRollouts whose selectors
 	// pick this Node.
 	OtherRollouts []string
+}
+
+// SameButVersion reports whether two observations of a Node differ at most
+// in the resourceVersion, which Decide only carries into its Changes: no
+// decision can tell them apart.
+func SameButVersion(a, b NodeObservation) bool {
+	a.ResourceVersion, b.ResourceVersion = "", ""
+	return reflect.DeepEqual(a, b)
 }
 
 // Condition is a Node condition as Decide reads it.

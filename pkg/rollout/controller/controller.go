@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"sync"
 	"time"
 
@@ -240,23 +239,15 @@ func (c *Controller) updateNode(oldObj, newObj any) {
 
 // decidedAlike reports whether no decision can tell the two versions of a
 // Node apart: the same labels (so the same rollouts select it) and the same
-// observation (everything Decide reads of a Node) but for the
-// resourceVersion.
+// observation but for the resourceVersion. What made a part unreadable is
+// only logged, never decided on.
 func decidedAlike(a, b *corev1.Node) bool {
 	if !maps.Equal(a.Labels, b.Labels) {
 		return false
 	}
-	obsA, errA := rollout.ObserveNode(a, nil)
-	obsB, errB := rollout.ObserveNode(b, nil)
-	obsA.ResourceVersion, obsB.ResourceVersion = "", ""
-	return reflect.DeepEqual(obsA, obsB) && errorText(errA) == errorText(errB)
-}
-
-func errorText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
+	obsA, _ := rollout.ObserveNode(a, nil)
+	obsB, _ := rollout.ObserveNode(b, nil)
+	return rollout.SameButVersion(obsA, obsB)
 }
 
 func (c *Controller) deleteNode(obj any) { c.addNode(obj) }

@@ -306,8 +306,7 @@ func (b decisionBasis) unchanged(node *corev1.Node) bool {
 		return false
 	}
 	now, _ := rollout.ObserveNode(node, rollout.OtherRollouts(b.rollouts, b.rollout, set))
-	now.ResourceVersion = before.ResourceVersion
-	return reflect.DeepEqual(now, before)
+	return rollout.SameButVersion(now, before)
 }
 
 // patch applies one change, and records its expectation when it applied.

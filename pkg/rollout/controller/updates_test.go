@@ -25,29 +25,37 @@ func TestDecidedAlike(t *testing.T) {
 		return n
 	}
 	cases := []struct {
-		name   string
-		change func(*corev1.Node)
-		alike  bool
+		name string
+		// from, when set, shapes both versions; change the later one.
+		from, change func(*corev1.Node)
+		alike        bool
 	}{
-		{"heartbeat", func(n *corev1.Node) {
+		{name: "heartbeat", change: func(n *corev1.Node) {
 			n.ResourceVersion = "11"
 			n.Status.Conditions[0].LastHeartbeatTime = metav1.NewTime(time.Unix(110, 0))
 			n.Annotations["node.alpha.kubernetes.io/ttl"] = "0"
-		}, true},
-		{"unschedulable", func(n *corev1.Node) { n.Spec.Unschedulable = true }, true},
-		{"label", func(n *corev1.Node) { n.Labels["pool"] = "green" }, false},
-		{"label added", func(n *corev1.Node) { n.Labels["zone"] = "a" }, false},
-		{"not ready", func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionUnknown }, false},
-		{"agent's condition", func(n *corev1.Node) { n.Status.Conditions[1].Reason = "TrialInProgress" }, false},
-		{"agent's status", func(n *corev1.Node) { n.Annotations[contract.ConfigStatusAnnotation] = `{}` }, false},
-		{"agent's status unreadable", func(n *corev1.Node) { n.Annotations[contract.ConfigStatusAnnotation] = `{` }, false},
-		{"assignment", func(n *corev1.Node) { n.Annotations[contract.ConfigSourceAnnotation] = "kubelet-configs/v2" }, false},
-		{"rollout bookkeeping", func(n *corev1.Node) { n.Annotations[v1alpha1.RolloutAnnotation] = "r" }, false},
-		{"previous source", func(n *corev1.Node) { n.Annotations[v1alpha1.PreviousConfigSourceAnnotation] = "" }, false},
+		}, alike: true},
+		{name: "unschedulable", change: func(n *corev1.Node) { n.Spec.Unschedulable = true }, alike: true},
+		{name: "label", change: func(n *corev1.Node) { n.Labels["pool"] = "green" }},
+		{name: "label added", change: func(n *corev1.Node) { n.Labels["zone"] = "a" }},
+		{name: "not ready", change: func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionUnknown }},
+		{name: "agent's condition", change: func(n *corev1.Node) { n.Status.Conditions[1].Reason = "TrialInProgress" }},
+		{name: "agent's status", change: func(n *corev1.Node) { n.Annotations[contract.ConfigStatusAnnotation] = `{}` }},
+		{name: "agent's status unreadable", change: func(n *corev1.Node) { n.Annotations[contract.ConfigStatusAnnotation] = `{` }},
+		{name: "legacy configSource, no annotation", from: func(n *corev1.Node) { delete(n.Annotations, contract.ConfigSourceAnnotation) }, change: func(n *corev1.Node) {
+			n.Spec.ConfigSource = &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: "kubelet-configs", Name: "v0", KubeletConfigKey: "kubelet"}}
+		}},
+		{name: "assignment", change: func(n *corev1.Node) { n.Annotations[contract.ConfigSourceAnnotation] = "kubelet-configs/v2" }},
+		{name: "rollout bookkeeping", change: func(n *corev1.Node) { n.Annotations[v1alpha1.RolloutAnnotation] = "r" }},
+		{name: "previous source", change: func(n *corev1.Node) { n.Annotations[v1alpha1.PreviousConfigSourceAnnotation] = "" }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before, after := base(), base()
+			if tc.from != nil {
+				tc.from(before)
+				tc.from(after)
+			}
 			tc.change(after)
 			if got := decidedAlike(before, after); got != tc.alike {
 				t.Errorf("decidedAlike = %v, want %v", got, tc.alike)
