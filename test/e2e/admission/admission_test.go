@@ -102,6 +102,26 @@ func annotationPatch(value string) []byte {
 	return fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, contract.ConfigSourceAnnotation, value)
 }
 
+// assignOnceSeen assigns ref to node, as admin, and returns the refusal.
+// Until the webhook's cache shows a ConfigMap just created it allows the
+// assignment with a warning that ref is not eligible, judging nothing
+// else: the assignment is then taken back and sent again.
+func (h *harness) assignOnceSeen(node, ref string) error {
+	h.t.Helper()
+	unassign := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, contract.ConfigSourceAnnotation)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := h.admin.CoreV1().Nodes().Patch(h.ctx, node, types.MergePatchType, annotationPatch(ref), metav1.PatchOptions{})
+		if err != nil || time.Now().After(deadline) {
+			return err
+		}
+		if _, err := h.admin.CoreV1().Nodes().Patch(h.ctx, node, types.MergePatchType, unassign, metav1.PatchOptions{}); err != nil {
+			h.t.Fatalf("taking %s back from %s: %v", ref, node, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // refused checks that err is a refusal; where nodeguard is the only judge,
 // want names the rule that must have refused it.
 func refused(t *testing.T, what string, err error, want ...string) {
@@ -279,7 +299,7 @@ func TestAssignmentsAndContent(t *testing.T) {
 	created.Status.NodeInfo.KubeletVersion = "v1.35.0"
 	_, err = h.admin.CoreV1().Nodes().UpdateStatus(h.ctx, created, metav1.UpdateOptions{})
 	allowed(t, "admin setting status", err)
-	_, err = h.admin.CoreV1().Nodes().Patch(h.ctx, old, types.MergePatchType, annotationPatch(gated), metav1.PatchOptions{})
+	err = h.assignOnceSeen(old, gated)
 	refused(t, "assigning a gate the kubelet does not know", err, "nodeguard rule 5 (feature-gates)", "APIServerWebhookAuthenticationToken")
 	_, err = h.admin.CoreV1().Nodes().Patch(h.ctx, n1, types.MergePatchType, annotationPatch(gated), metav1.PatchOptions{})
 	allowed(t, "assigning the same gate to a kubelet that knows it", err)

@@ -125,7 +125,7 @@ func TestUnparseableVersionDoesNotSkipRule5(t *testing.T) {
 
 	// Unassigned, nothing judges its gates yet.
 	nosuch := h.mustConfigMap("u-nosuch", noSuchGateConfig, true)
-	_, err := h.admin.CoreV1().Nodes().Patch(h.ctx, n3, types.MergePatchType, annotationPatch(nosuch), metav1.PatchOptions{})
+	err := h.assignOnceSeen(n3, nosuch)
 	refused(t, "assigning a gate no kubelet knows to a node with an unparseable version", err,
 		"nodeguard rule 5 (feature-gates)", `reports no parseable kubelet version ("not-a-version"), and no kubelet nodeguard knows`, "NoSuchGate")
 
