@@ -94,7 +94,8 @@ type Engine struct {
 	// lastErr is the error of the latest load, nil when it succeeded.
 	lastErr atomic.Pointer[LoadError]
 
-	// mu serialises loads; attempted is the hash of the last set tried.
+	// mu serialises loads; attempted is the attemptKey of the last
+	// snapshot tried.
 	mu        sync.Mutex
 	attempted string
 }
@@ -244,10 +245,11 @@ func (e *Engine) load(ctx context.Context, force bool) error {
 	logger := klog.FromContext(ctx).WithValues("source", e.source)
 
 	snap, problems := readSnapshot(e.fsys, e.displayRoot)
-	if !force && snap.hash == e.attempted {
+	key := attemptKey(snap, problems)
+	if !force && key == e.attempted {
 		return nil
 	}
-	e.attempted = snap.hash
+	e.attempted = key
 	if len(problems) == 0 && len(snap.files) == 0 {
 		problems = []Problem{{File: e.displayRoot, Code: codeNodeguard, Message: "no policy files (*.rego other than *_test.rego)"}}
 	}

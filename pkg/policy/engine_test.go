@@ -3,9 +3,11 @@ package policy
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -411,5 +413,74 @@ func mustSymlink(t *testing.T, target, link string) {
 	t.Helper()
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// racingFS lets a test change the real directory between the moment a read
+// lists it and the moment it reads the files listed: the window a poll can
+// meet when an operator edits the directory.
+type racingFS struct {
+	fs.FS
+	mu        sync.Mutex
+	afterList func()
+}
+
+func (r *racingFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	entries, err := fs.ReadDir(r.FS, name)
+	r.mu.Lock()
+	hook := r.afterList
+	r.afterList = nil
+	r.mu.Unlock()
+	if hook != nil && name == "." {
+		hook()
+	}
+	return entries, err
+}
+
+// TestReadRacingAChangeIsTriedAgain removes a broken file and fixes another
+// while a read is between listing and reading: that read fails on the file
+// gone, and the next poll, which finds the finished change, loads it.
+func TestReadRacingAChangeIsTriedAgain(t *testing.T) {
+	e, dir := newEngine(t, map[string]string{"policy.rego": denyAll}, Options{})
+	ctx := testContext(t)
+	writeFiles(t, dir, map[string]string{"broken.rego": broken})
+	if err := e.load(ctx, false); err == nil {
+		t.Fatal("a set with a broken file loaded")
+	}
+
+	race := &racingFS{FS: e.fsys}
+	race.afterList = func() {
+		if err := os.Remove(filepath.Join(dir, "broken.rego")); err != nil {
+			t.Error(err)
+		}
+		writeFiles(t, dir, map[string]string{"policy.rego": denyAllV2})
+	}
+	e.fsys = race
+	err := e.load(ctx, false)
+	if err == nil || !strings.Contains(err.Error(), "broken.rego") {
+		t.Fatalf("the read that lost broken.rego under it = %v, want its problem", err)
+	}
+	if got := admissionDenials(t, e); len(got) != 1 || got[0] != "first" {
+		t.Fatalf("denials after the failed read = %v, want the last good set's [first]", got)
+	}
+
+	if err := e.load(ctx, false); err != nil {
+		t.Fatalf("the poll after the change finished = %v, want the fixed set loaded", err)
+	}
+	if got := admissionDenials(t, e); len(got) != 1 || got[0] != "second" {
+		t.Errorf("denials after the next poll = %v, want [second]", got)
+	}
+
+	// A problem that stays the same is not tried again on every poll: the
+	// second poll finds nothing new and returns without loading.
+	writeFiles(t, dir, map[string]string{"huge.rego": strings.Repeat("#", maxFileBytes+1)})
+	if err := e.load(ctx, false); err == nil || !strings.Contains(err.Error(), "huge.rego") {
+		t.Fatalf("a file over the size limit = %v, want its problem", err)
+	}
+	if err := e.load(ctx, false); err != nil {
+		t.Errorf("the poll after an unchanged problem = %v, want no new attempt", err)
+	}
+	if err := e.LoadError(); err == nil || !strings.Contains(err.Error(), "huge.rego") {
+		t.Errorf("LoadError = %v, want the oversize file still reported", err)
 	}
 }

@@ -175,6 +175,25 @@ func readSnapshot(fsys fs.FS, displayRoot string) (snapshot, []Problem) {
 	return snapshot{files: files, hash: hashFiles(files)}, problems
 }
 
+// attemptKey names what one read of the source saw: the hash of the files
+// it read and the problems met while reading. The problems belong in it
+// because a read can fail on a directory changing under it (a file listed,
+// then removed before it is read): keyed on the files alone, that failed
+// attempt would carry the hash of the finished change, and no later poll
+// would try the set again. A problem that persists, such as a file nobody
+// may read, keeps the same key and is not retried on every poll.
+func attemptKey(snap snapshot, problems []Problem) string {
+	if len(problems) == 0 {
+		return snap.hash
+	}
+	h := sha256.New()
+	h.Write([]byte(snap.hash))
+	for _, p := range problems {
+		fmt.Fprintf(h, "\x00%s\x00%d\x00%d\x00%s\x00%s", p.File, p.Line, p.Column, p.Code, p.Message)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
 // pathErrorMessage drops the fs-relative path from an error, since the
 // problem already names the file.
 func pathErrorMessage(err error) string {
