@@ -94,7 +94,7 @@ func TestConflictOverAHeartbeatIsPatchedAgainAtOnce(t *testing.T) {
 			blue := map[string]string{"pool": "blue"}
 			var patches atomic.Int32
 			var kube *fake.Clientset
-			conflictOnce := func(c *fake.Clientset) {
+			conflictOnce := func(c *fake.Clientset, _ *fakeRollouts) {
 				kube = c
 				c.PrependReactor("patch", "nodes", func(action clienttesting.Action) (bool, runtime.Object, error) {
 					if action.(clienttesting.PatchAction).GetName() != "a" || patches.Add(1) > 1 {

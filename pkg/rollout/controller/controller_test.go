@@ -40,6 +40,9 @@ var rolloutsGVR = v1alpha1.SchemeGroupVersion.WithResource(rolloutsResource)
 type fakeRollouts struct {
 	tracker clienttesting.ObjectTracker
 	writes  writeLog
+	// statusGate, when set, holds every status write until it is closed
+	// or the write's context ends.
+	statusGate chan struct{}
 }
 
 type writeLog struct {
@@ -97,7 +100,14 @@ func (f *fakeRollouts) Get(_ context.Context, name string, _ metav1.GetOptions) 
 	return obj.(*v1alpha1.KubeletConfigRollout), nil
 }
 
-func (f *fakeRollouts) UpdateStatus(_ context.Context, r *v1alpha1.KubeletConfigRollout, _ metav1.UpdateOptions) (*v1alpha1.KubeletConfigRollout, error) {
+func (f *fakeRollouts) UpdateStatus(ctx context.Context, r *v1alpha1.KubeletConfigRollout, _ metav1.UpdateOptions) (*v1alpha1.KubeletConfigRollout, error) {
+	if f.statusGate != nil {
+		select {
+		case <-f.statusGate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	if err := f.tracker.Update(rolloutsGVR, r, ""); err != nil {
 		return nil, err
 	}
@@ -125,17 +135,14 @@ type harness struct {
 }
 
 // start runs the controller over the nodes; setup, when set, adds reactors
-// to the clientset before anything uses it.
-func start(t *testing.T, r *v1alpha1.KubeletConfigRollout, setup func(*fake.Clientset), nodes ...*corev1.Node) *harness {
+// to the clientset, or a gate to the rollouts, before anything uses them.
+func start(t *testing.T, r *v1alpha1.KubeletConfigRollout, setup func(*fake.Clientset, *fakeRollouts), nodes ...*corev1.Node) *harness {
 	t.Helper()
 	var objs []runtime.Object
 	for _, n := range nodes {
 		objs = append(objs, n)
 	}
 	kube := fake.NewClientset(objs...)
-	if setup != nil {
-		setup(kube)
-	}
 	scheme := metadatafake.NewTestScheme()
 	if err := metav1.AddMetaToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -147,6 +154,9 @@ func start(t *testing.T, r *v1alpha1.KubeletConfigRollout, setup func(*fake.Clie
 	}
 	md := metadatafake.NewSimpleMetadataClient(scheme, cm)
 	rollouts := newFakeRollouts(t, r)
+	if setup != nil {
+		setup(kube, rollouts)
+	}
 	kube.PrependReactor("patch", "nodes", func(action clienttesting.Action) (bool, runtime.Object, error) {
 		rollouts.writes.add("patch " + action.(clienttesting.PatchAction).GetName())
 		return false, nil, nil
@@ -316,7 +326,7 @@ func TestRevertsFollowTheStatus(t *testing.T) {
 // and nothing else is assigned.
 func TestRefusedAssignmentFailsTheRollout(t *testing.T) {
 	blue := map[string]string{"pool": "blue"}
-	refuse := func(kube *fake.Clientset) {
+	refuse := func(kube *fake.Clientset, _ *fakeRollouts) {
 		kube.PrependReactor("patch", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "a",
 				errors.New(`admission webhook "nodes.nodeguard.dev" denied the request: nodeguard rule 5: feature gate NoSuchGate is unknown`))
@@ -345,7 +355,7 @@ func TestConflictsAreNoFailure(t *testing.T) {
 	const conflicts = 12
 	blue := map[string]string{"pool": "blue"}
 	var patches atomic.Int32
-	conflict := func(kube *fake.Clientset) {
+	conflict := func(kube *fake.Clientset, _ *fakeRollouts) {
 		kube.PrependReactor("patch", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
 			if patches.Add(1) <= conflicts {
 				return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "a", errors.New("the object has been modified"))

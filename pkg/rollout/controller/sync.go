@@ -92,30 +92,38 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 	c.metrics.observe(name, decision.Nodes, now)
 
-	// The status goes first (pkg/rollout, "Applying a decision"): a revert
-	// must not run ahead of the Failed condition that explains it, and the
-	// write, made over the rollout's resourceVersion, fails once the rollout
-	// was paused, edited or deleted since the cache showed it, before any
-	// Node is patched on the old spec.
-	if !equality.Semantic.DeepEqual(r.Status, decision.Status) {
-		written, err := c.writeStatus(ctx, r, decision.Status)
-		if err != nil {
+	// The status goes first when the decision reverts or changes the
+	// rollout's state (rollout.Decision.StatusFirst): a revert must not run
+	// ahead of the Failed condition that explains it, and the write, made
+	// over the rollout's resourceVersion, fails once the rollout was
+	// paused, edited or deleted since the cache showed it, before any Node
+	// is patched on the old spec. Otherwise it goes out beside the
+	// assignments, which then wait on no round trip of their own.
+	pending := !equality.Semantic.DeepEqual(r.Status, decision.Status)
+	if pending && decision.StatusFirst(r.Status) {
+		if err := c.storeStatus(ctx, r, &decision.Status); err != nil {
 			return err
 		}
-		c.expectations.expectRollout(name, written, c.clock.Now())
-		c.stateEvents(r, &decision.Status)
+		pending = false
 	}
 	if failed := meta.FindStatusCondition(decision.Status.Conditions, v1alpha1.ConditionFailed); failed != nil &&
 		failed.Status == metav1.ConditionTrue && decision.Status.Target != nil {
-		// The failure is in the status now; the refusals behind it
-		// need not be fed back again.
+		// The failure is in the status now (StatusFirst holds for a failed
+		// rollout); the refusals behind it need not be fed back again.
 		c.refusals.recorded(name, *decision.Status.Target)
 	}
 	basis := decisionBasis{rollout: name, selector: selector, rollouts: rollouts, observed: make(map[string]rollout.NodeObservation, len(observations))}
 	for _, obs := range observations {
 		basis.observed[obs.Name] = obs
 	}
-	if err := c.apply(ctx, r, decision, byName, basis); err != nil {
+	statusDone := make(chan error, 1)
+	if pending {
+		go func() { statusDone <- c.storeStatus(ctx, r, &decision.Status) }()
+	} else {
+		statusDone <- nil
+	}
+	applyErr := c.apply(ctx, r, decision, byName, basis)
+	if err := errors.Join(<-statusDone, applyErr); err != nil {
 		return err
 	}
 	c.metrics.sync("ok")
@@ -161,6 +169,19 @@ func (c *Controller) target(ref v1alpha1.ConfigMapReference) *contract.ObjectRef
 		return nil
 	}
 	return rollout.TargetOf(m)
+}
+
+// storeStatus writes the decided status and records what follows from it:
+// the expectation that the cache shows it, and the Events of a change of
+// state.
+func (c *Controller) storeStatus(ctx context.Context, r *v1alpha1.KubeletConfigRollout, st *v1alpha1.KubeletConfigRolloutStatus) error {
+	written, err := c.writeStatus(ctx, r, *st)
+	if err != nil {
+		return err
+	}
+	c.expectations.expectRollout(r.Name, written, c.clock.Now())
+	c.stateEvents(r, st)
+	return nil
 }
 
 // writeStatus writes status over the rollout r was decided on, retrying
