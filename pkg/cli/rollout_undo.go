@@ -169,10 +169,10 @@ func runRolloutUndo(cmd *cobra.Command, e *env, o *rolloutUndoOptions, name stri
 
 // waitPauseShown polls the rollout until its status is of the paused
 // generation and says Paused=True, and returns it as last read. The
-// controller decides for a rollout on one worker at a time and writes the
-// status before the Node patches, so once it shows the pause every
-// assignment decided before the pause has been written, and undo's list of
-// Nodes sees it.
+// controller decides for a rollout on one worker at a time, and a sync
+// returns only once its status write and Node patches have all returned,
+// so once it shows the pause every assignment decided before the pause has
+// been written, and undo's list of Nodes sees it.
 func waitPauseShown(ctx context.Context, e *env, dyn rolloutAPI, r *v1alpha1.KubeletConfigRollout, timeout time.Duration) (*v1alpha1.KubeletConfigRollout, error) {
 	shown := func(r *v1alpha1.KubeletConfigRollout) bool {
 		return r.Status.ObservedGeneration >= r.Generation && meta.IsStatusConditionTrue(r.Status.Conditions, v1alpha1.ConditionPaused)

@@ -45,7 +45,8 @@ type Decision struct {
 	Assign []Change
 	// Revert are the Nodes to point back at their previous sources.
 	Revert []Change
-	// Status is the status to write, before applying Assign and Revert.
+	// Status is the status to write, before applying Assign and Revert
+	// or beside them (StatusFirst).
 	Status v1alpha1.KubeletConfigRolloutStatus
 }
 

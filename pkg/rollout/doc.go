@@ -70,9 +70,12 @@
 //
 // # Applying a decision
 //
-// Write the status first, then the Node changes: a revert must never run
-// ahead of the Failed condition that explains it, since the reverted Nodes
-// no longer show the failure. Each Change carries the resourceVersion of
+// Write the status first, then the Node changes, whenever
+// Decision.StatusFirst says so: a revert must never run ahead of the Failed
+// condition that explains it, since the reverted Nodes no longer show the
+// failure, and a change of state is fenced by the status write's
+// resourceVersion. The next Nodes of a batch going on in the same state
+// may be patched while the status is written. Each Change carries the resourceVersion of
 // the Node it was decided on, so a Node that moved since fails the patch
 // instead of being overwritten. The controller must also not decide again
 // until its cache shows its own writes (client-go's expectations

@@ -15,8 +15,9 @@ import (
 )
 
 // cluster plays the apiserver and the agents around Decide: it applies a
-// decision as a controller would (status first, then the Node patches,
-// each refused if the Node moved since it was decided on), and each round
+// decision as a controller would (the status, then the Node patches,
+// each refused if the Node moved since it was decided on; a controller
+// that dies between them is played by not writing the status), and each round
 // lets every agent take one step with what it is assigned.
 type cluster struct {
 	t       *testing.T

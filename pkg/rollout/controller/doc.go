@@ -45,10 +45,15 @@
 //  2. Decide, feeding back the admission refusals of the current target
 //     not yet recorded in the status.
 //  3. Write the status (UpdateStatus, retried on conflicts unless the spec
-//     changed meanwhile) when it differs from what is stored. Made over the
-//     rollout's resourceVersion, it fails once the rollout was paused,
-//     edited or deleted since the cache showed it, before any Node moves
-//     (an unchanged status is not written, and fences nothing).
+//     changed meanwhile) when it differs from what is stored, before any
+//     Node is patched when the decision reverts or changes the rollout's
+//     state (rollout.Decision.StatusFirst). Made over the rollout's
+//     resourceVersion, it fails once the rollout was paused, edited or
+//     deleted since the cache showed it, before any Node moves. The next
+//     assignments of a batch going on in the same state go out while it
+//     is written: there it would fence little (a pause can land just after
+//     it as well as before) and cost every reaction a round trip. An
+//     unchanged status is not written, and fences nothing.
 //  4. Patch the Nodes: reverts, then assignments, each a JSON merge patch
 //     carrying the resourceVersion it was decided on, under this
 //     controller's field manager. They go in groups sent at once, at most
