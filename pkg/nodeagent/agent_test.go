@@ -125,16 +125,22 @@ func TestAgentWithFakeAPI(t *testing.T) {
 	if _, err := os.Stat(cfg.Renderer.LocalConfigFile + ".1"); err != nil {
 		t.Errorf("a file the agent does not own was touched: %v", err)
 	}
-	events, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Events go out through the recorder's broadcaster, after the status
+	// that the loop above waited for: they may arrive a moment later.
 	reasons := map[string]bool{}
-	for _, ev := range events.Items {
-		reasons[ev.Reason] = true
-	}
-	if !reasons[status.EventConfigApplied] || !reasons[status.EventTrialPassed] {
-		t.Errorf("events: %v", reasons)
+	for !reasons[status.EventConfigApplied] || !reasons[status.EventTrialPassed] {
+		if time.Now().After(deadline) {
+			t.Errorf("events: %v, want %s and %s", reasons, status.EventConfigApplied, status.EventTrialPassed)
+			break
+		}
+		events, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range events.Items {
+			reasons[ev.Reason] = true
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 
 	cancel()
