@@ -2,9 +2,9 @@ package rollout
 
 import (
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
-	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
 // StatusFirst reports whether the decision's status must be stored before
@@ -34,7 +34,7 @@ func (d Decision) StatusFirst(stored v1alpha1.KubeletConfigRolloutStatus) bool {
 	if meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionFailed) {
 		return true
 	}
-	if stored.ObservedGeneration != st.ObservedGeneration || !equalRefs(stored.Target, st.Target) {
+	if stored.ObservedGeneration != st.ObservedGeneration || !ptr.Equal(stored.Target, st.Target) {
 		return true
 	}
 	for _, c := range st.Conditions {
@@ -44,9 +44,4 @@ func (d Decision) StatusFirst(stored v1alpha1.KubeletConfigRolloutStatus) bool {
 		}
 	}
 	return len(stored.Conditions) != len(st.Conditions)
-}
-
-// equalRefs: both nil, or both the same object at the same version.
-func equalRefs(a, b *contract.ObjectRef) bool {
-	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -116,14 +117,16 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	for _, obs := range observations {
 		basis.observed[obs.Name] = obs
 	}
-	statusDone := make(chan error, 1)
+	var (
+		statusErr error
+		writing   sync.WaitGroup
+	)
 	if pending {
-		go func() { statusDone <- c.storeStatus(ctx, r, &decision.Status) }()
-	} else {
-		statusDone <- nil
+		writing.Go(func() { statusErr = c.storeStatus(ctx, r, &decision.Status) })
 	}
 	applyErr := c.apply(ctx, r, decision, byName, basis)
-	if err := errors.Join(<-statusDone, applyErr); err != nil {
+	writing.Wait()
+	if err := errors.Join(statusErr, applyErr); err != nil {
 		return err
 	}
 	c.metrics.sync("ok")
