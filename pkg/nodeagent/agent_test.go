@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 
@@ -128,19 +129,18 @@ func TestAgentWithFakeAPI(t *testing.T) {
 	// Events go out through the recorder's broadcaster, after the status
 	// that the loop above waited for: they may arrive a moment later.
 	reasons := map[string]bool{}
-	for !reasons[status.EventConfigApplied] || !reasons[status.EventTrialPassed] {
-		if time.Now().After(deadline) {
-			t.Errorf("events: %v, want %s and %s", reasons, status.EventConfigApplied, status.EventTrialPassed)
-			break
-		}
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Until(deadline), true, func(ctx context.Context) (bool, error) {
 		events, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
 		if err != nil {
-			t.Fatal(err)
+			return false, err
 		}
 		for _, ev := range events.Items {
 			reasons[ev.Reason] = true
 		}
-		time.Sleep(20 * time.Millisecond)
+		return reasons[status.EventConfigApplied] && reasons[status.EventTrialPassed], nil
+	})
+	if err != nil {
+		t.Errorf("events: %v, want %s and %s: %v", reasons, status.EventConfigApplied, status.EventTrialPassed, err)
 	}
 
 	cancel()
