@@ -6,9 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // namespaceCommand is the hidden command that runs first inside the
@@ -92,6 +95,7 @@ func enterNamespace(args []string) error {
 		return errors.New(namespaceCommand + ": no command after --")
 	}
 	argv := args[1:]
+	unit := os.Getppid()
 	if err := privateMountsOnly(); err != nil {
 		return err
 	}
@@ -115,6 +119,25 @@ func enterNamespace(args []string) error {
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return err
+	}
+	return execDyingWith(unit, path, argv)
+}
+
+// execDyingWith executes path, as syscall.Exec does, as a program that gets
+// SIGKILL when the unit, its parent, dies. The unit asked for that at the
+// fork (Pdeathsig), but the kernel keeps it per thread and gives none to the
+// threads the Go runtime starts later; and when a thread other than the
+// first one executes, the new program is that thread, signal-less: a
+// kubelet that outlives a killed unit. So the executing thread asks again,
+// then checks that the unit has not died in the meantime.
+func execDyingWith(unit int, path string, argv []string) error {
+	// Never unlocked: this thread becomes the new program.
+	runtime.LockOSThread()
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("asking for SIGKILL when the unit dies: %w", err)
+	}
+	if os.Getppid() != unit {
+		return errors.New("the unit exited before the kubelet could start")
 	}
 	return syscall.Exec(path, argv, os.Environ())
 }
