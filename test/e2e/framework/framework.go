@@ -105,6 +105,10 @@ type Env struct {
 	mu      sync.Mutex
 	webhook *exec.Cmd
 	exited  chan struct{}
+
+	nodesMu sync.Mutex
+	// nodes are the nodes StartNode started here, stopped by Stop.
+	nodes []*Node
 }
 
 // Start builds and starts everything. On error nothing is left running.
@@ -306,8 +310,20 @@ func (e *Env) StopWebhook() {
 	e.webhook = nil
 }
 
-// Stop ends everything Start started.
+// Stop ends everything Start and StartNode started: the nodes first, each
+// agent and then its kubelet, all at once, as their units would be shut
+// down (the kill that follows the test binary's end is the fallback, not
+// the way out), then the webhook and the control plane.
 func (e *Env) Stop() {
+	e.nodesMu.Lock()
+	nodes := e.nodes
+	e.nodes = nil
+	e.nodesMu.Unlock()
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Go(n.Stop)
+	}
+	wg.Wait()
 	e.StopWebhook()
 	if e.CP != nil {
 		_ = e.CP.Stop()

@@ -203,6 +203,9 @@ func StartNode(ctx context.Context, env *Env, opts NodeOptions) (node *Node, err
 		return nil, err
 	}
 	n.agentArgs = append(n.defaultAgentArgs(), opts.AgentArgs...)
+	env.nodesMu.Lock()
+	env.nodes = append(env.nodes, n)
+	env.nodesMu.Unlock()
 
 	defer func() {
 		if err != nil {
