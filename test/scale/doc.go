@@ -21,9 +21,9 @@
 //     kube-node-lease, owned by the Node;
 //   - renews the Lease every period (an UPDATE of renewTime, from the last
 //     Lease it wrote, re-read on a conflict);
-//   - patches its Node's status every period: a strategic-merge patch of the
-//     conditions' lastHeartbeatTime, with $setElementOrder, as the kubelet
-//     sends it;
+//   - patches its Node's status every period (or every --status-period): a
+//     strategic-merge patch of the conditions' lastHeartbeatTime, with
+//     $setElementOrder, as the kubelet sends it;
 //   - keeps a watch on its own Node (fieldSelector metadata.name=NAME).
 //
 // A tenth of the nodes (--config-fraction) are assigned a kubelet
@@ -53,11 +53,12 @@
 //     and the apiserver). Everything runs on one machine, loopback only, so
 //     the harness's own CPU competes with the apiserver's and the webhook's:
 //     read the figures as ratios between modes of the same run.
-//   - The status patch is sent every period, whatever changed. A real kubelet
-//     with leases computes its status every nodeStatusUpdateFrequency (10s)
-//     but patches it only when something changed or nodeStatusReportFrequency
-//     (5 min by default) has passed, so this is the worst case of a cluster
-//     whose nodes' status keeps changing. The patch is small: no images, no
+//   - The status patch is sent every period, whatever changed, unless
+//     --status-period says otherwise. A real kubelet with leases computes its
+//     status every nodeStatusUpdateFrequency (10s) but patches it only when
+//     something changed or nodeStatusReportFrequency (5 min by default) has
+//     passed, so every period is the worst case of a cluster whose nodes'
+//     status keeps changing, and --status-period=5m a quiet one. The patch is small: no images, no
 //     volumes, four conditions.
 //   - No GET of the Node before each status patch (the kubelet reads it from
 //     the apiserver's cache first), no pods, no pod status, no event

@@ -75,9 +75,10 @@ func startFleet(ctx context.Context, c *cluster, o Options, rec *recorder) (*fle
 	f.runCtx, f.cancel = runCtx, cancel
 	for i, k := range f.kubelets {
 		leaseAt := o.Period * time.Duration(i) / time.Duration(o.Nodes)
-		statusAt := (leaseAt + o.Period/2) % o.Period
+		statusPeriod := o.statusPeriod()
+		statusAt := (statusPeriod*time.Duration(i)/time.Duration(o.Nodes) + statusPeriod/2) % statusPeriod
 		f.goRun(func() { every(runCtx, leaseAt, o.Period, k.renewLease) })
-		f.goRun(func() { every(runCtx, statusAt, o.Period, k.patchStatus) })
+		f.goRun(func() { every(runCtx, statusAt, statusPeriod, k.patchStatus) })
 		f.goRun(func() { k.watchOwnNode(runCtx) })
 		if k.config != nil {
 			f.goRun(func() { k.readConfig(runCtx) })

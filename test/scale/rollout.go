@@ -36,9 +36,11 @@ type RolloutOptions struct {
 	MaxUnavailablePercent int
 	// Canary is the rollout's spec.canary.
 	Canary int32
-	// Period is the kubelets' lease renewal and status patch interval,
-	// the cluster's background load during the rollout.
-	Period time.Duration
+	// Period is the kubelets' lease renewal interval and StatusPeriod
+	// their status patch interval (Options), the cluster's background load
+	// during the rollout.
+	Period       time.Duration
+	StatusPeriod time.Duration
 	// Timeout bounds the rollout itself.
 	Timeout time.Duration
 	// ControllerArgs are added to the controller's flags (later flags
@@ -50,13 +52,18 @@ type RolloutOptions struct {
 	Progress io.Writer
 }
 
+// fleetOptions shape the fleet of simulated kubelets under the rollout.
+func (o RolloutOptions) fleetOptions() Options {
+	return Options{Nodes: o.Nodes, Period: o.Period, StatusPeriod: o.StatusPeriod}
+}
+
 func (o RolloutOptions) validate() error {
 	var errs []error
 	if o.Nodes < 2 {
 		errs = append(errs, fmt.Errorf("nodes must be at least 2, not %d", o.Nodes))
 	}
-	if o.Trial <= 0 || o.Period <= 0 || o.Timeout <= 0 {
-		errs = append(errs, errors.New("trial, period and timeout must be positive"))
+	if o.Trial <= 0 || o.Period <= 0 || o.StatusPeriod < 0 || o.Timeout <= 0 {
+		errs = append(errs, errors.New("trial, period and timeout must be positive, the status period not negative"))
 	}
 	if o.MaxUnavailablePercent < 1 || o.MaxUnavailablePercent > 100 {
 		errs = append(errs, fmt.Errorf("max-unavailable %d%% is not between 1%% and 100%%", o.MaxUnavailablePercent))
@@ -86,6 +93,8 @@ type RolloutResult struct {
 	Nodes               int       `json:"nodes"`
 	Batch               int       `json:"batch"`
 	TrialSeconds        float64   `json:"trial_seconds"`
+	LeasePeriodSeconds  float64   `json:"lease_period_seconds"`
+	StatusPeriodSeconds float64   `json:"status_period_seconds"`
 	Start               time.Time `json:"start"`
 	Complete            bool      `json:"complete"`
 	TotalSeconds        float64   `json:"total_seconds"`
@@ -149,7 +158,8 @@ const (
 // counting proxy), N simulated kubelets each with a simulated agent, then
 // rolls a new configuration out over all of them and measures it.
 func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err error) {
-	r := RolloutResult{Nodes: o.Nodes, Batch: o.Batch(), TrialSeconds: o.Trial.Seconds(), TrialsOnPath: o.TrialsOnPath()}
+	r := RolloutResult{Nodes: o.Nodes, Batch: o.Batch(), TrialSeconds: o.Trial.Seconds(), TrialsOnPath: o.TrialsOnPath(),
+		LeasePeriodSeconds: o.Period.Seconds(), StatusPeriodSeconds: o.fleetOptions().statusPeriod().Seconds()}
 	if err := o.validate(); err != nil {
 		return r, fmt.Errorf("rollout options: %w", err)
 	}
@@ -162,7 +172,7 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 		return r, err
 	}
 	defer c.stop()
-	f, err := startFleet(ctx, c, Options{Nodes: o.Nodes, Period: o.Period}, newRecorder())
+	f, err := startFleet(ctx, c, o.fleetOptions(), newRecorder())
 	if err != nil {
 		return r, err
 	}

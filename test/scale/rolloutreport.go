@@ -19,6 +19,7 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("rollout over %d Nodes: canary %d, maxUnavailable %d%% = %d Nodes, trial %s; complete: %t (%d updated)",
 		r.Nodes, o.Canary, o.MaxUnavailablePercent, r.Batch, o.Trial, r.Complete, r.Updated)
+	p("background load: each kubelet renews its Lease every %s and patches its Node's status every %s", o.Period, o.fleetOptions().statusPeriod())
 	p("total time (rollout created to Complete seen in the harness's watch): %.1fs", r.TotalSeconds)
 	p("beyond the trials: %.1fs = total - %d trials on the critical path (canary + ceil((%d-%d)/%d)) x %s",
 		r.BeyondTrialsSeconds, r.TrialsOnPath, r.Nodes, o.Canary, r.Batch, o.Trial)

@@ -49,8 +49,14 @@ type Options struct {
 	Modes []Mode
 	// Nodes is the number of simulated kubelets.
 	Nodes int
-	// Period is each kubelet's lease renewal and status patch interval.
+	// Period is each kubelet's lease renewal interval, and its status
+	// patch interval unless StatusPeriod is set.
 	Period time.Duration
+	// StatusPeriod, when positive, is each kubelet's status patch interval
+	// instead of Period. A real kubelet patches its status when it changed
+	// or every nodeStatusReportFrequency (5m by default); a patch every
+	// Period is the worst case of a status that keeps changing.
+	StatusPeriod time.Duration
 	// Warmup runs the load before the window, at least one Period, so that
 	// every timer has fired and the apiserver's caches are warm.
 	Warmup time.Duration
@@ -70,6 +76,14 @@ type Options struct {
 	Progress io.Writer
 }
 
+// statusPeriod is the kubelets' status patch interval.
+func (o Options) statusPeriod() time.Duration {
+	if o.StatusPeriod > 0 {
+		return o.StatusPeriod
+	}
+	return o.Period
+}
+
 func (o Options) validate() error {
 	var errs []error
 	if len(o.Modes) == 0 {
@@ -81,8 +95,11 @@ func (o Options) validate() error {
 	if o.Period <= 0 || o.Window <= 0 {
 		errs = append(errs, errors.New("period and window must be positive"))
 	}
-	if o.Warmup < o.Period {
-		errs = append(errs, fmt.Errorf("warm-up %s is shorter than the period %s: not every timer would have fired", o.Warmup, o.Period))
+	if longest := max(o.Period, o.statusPeriod()); o.Warmup < longest {
+		errs = append(errs, fmt.Errorf("warm-up %s is shorter than the period %s: not every timer would have fired", o.Warmup, longest))
+	}
+	if o.StatusPeriod < 0 {
+		errs = append(errs, errors.New("status period may not be negative"))
 	}
 	if o.DownSettle < 0 {
 		errs = append(errs, errors.New("down-settle may not be negative"))

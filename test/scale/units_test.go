@@ -101,3 +101,37 @@ func TestParseModes(t *testing.T) {
 		t.Error("ParseModes accepted an unknown mode")
 	}
 }
+
+// TestStatusPeriod: the kubelets patch their status every period unless a
+// status period of its own is given, and the warm-up must cover the longer
+// of the two.
+func TestStatusPeriod(t *testing.T) {
+	base := Options{Modes: []Mode{ModeShipped}, Nodes: 1, Period: 10 * time.Second, Warmup: 10 * time.Second, Window: time.Minute, WorkDir: "/tmp"}
+	if err := base.validate(); err != nil {
+		t.Fatalf("base options: %v", err)
+	}
+	if got := base.statusPeriod(); got != base.Period {
+		t.Errorf("status period %s, want the period %s", got, base.Period)
+	}
+	quiet := base
+	quiet.StatusPeriod = 5 * time.Minute
+	if got := quiet.statusPeriod(); got != 5*time.Minute {
+		t.Errorf("status period %s, want 5m", got)
+	}
+	if err := quiet.validate(); err == nil {
+		t.Error("a warm-up shorter than the status period passed")
+	}
+	quiet.Warmup = 5 * time.Minute
+	if err := quiet.validate(); err != nil {
+		t.Errorf("a warm-up as long as the status period: %v", err)
+	}
+	negative := base
+	negative.StatusPeriod = -time.Second
+	if err := negative.validate(); err == nil {
+		t.Error("a negative status period passed")
+	}
+	r := RolloutOptions{Period: 10 * time.Second, StatusPeriod: 5 * time.Minute}
+	if got := r.fleetOptions().statusPeriod(); got != 5*time.Minute {
+		t.Errorf("rollout's fleet status period %s, want 5m", got)
+	}
+}

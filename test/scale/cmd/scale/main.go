@@ -73,7 +73,8 @@ Flags:
 		nodes      = fs.Int("nodes", 100, "Number of simulated kubelets.")
 		window     = fs.Duration("window", 2*time.Minute, "Length of the measured steady window, after the warm-up.")
 		warmup     = fs.Duration("warmup", 30*time.Second, "Load before the window; at least --period, so that every kubelet's timers have fired.")
-		period     = fs.Duration("period", 10*time.Second, "Each kubelet's lease renewal and status patch interval (the kubelet's defaults: 10s).")
+		period     = fs.Duration("period", 10*time.Second, "Each kubelet's lease renewal interval (the kubelet's default: 10s), and its status patch interval unless --status-period.")
+		statusPer  = fs.Duration("status-period", 0, "Each kubelet's status patch interval; 0 means --period. A real kubelet patches its status when it changed or every nodeStatusReportFrequency (5m by default): --period is the worst case of a status that keeps changing, 5m a quiet cluster.")
 		settle     = fs.Duration("down-settle", 10*time.Second, "In webhook-down, time between killing the webhook and the window, so that the apiserver's cached Allows (authorizedTTL, 10s as shipped) have expired.")
 		fraction   = fs.Float64("config-fraction", 0.1, "Fraction of the nodes assigned a kubelet configuration, which they read by name (a get and a named watch).")
 		reuse      = fs.Bool("reuse-cluster", false, "Measure webhook-down right after shipped on the same cluster and kubelets, killing the webhook after the shipped window; saves a start-up.")
@@ -97,7 +98,7 @@ Flags:
 	if *rollout {
 		return runRollout(scale.RolloutOptions{
 			Nodes: *nodes, Trial: *trial, MaxUnavailablePercent: *maxUnavailable, Canary: int32(*canary),
-			Period: *period, Timeout: *rolloutTimeout, ControllerArgs: strings.Fields(*controllerArgs),
+			Period: *period, StatusPeriod: *statusPer, Timeout: *rolloutTimeout, ControllerArgs: strings.Fields(*controllerArgs),
 		}, *workDir, *keep, *jsonOutput, stdout, stderr)
 	}
 	list := *modes
@@ -120,7 +121,7 @@ Flags:
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	results, err := scale.Run(ctx, scale.Options{
-		Modes: parsed, Nodes: *nodes, Period: *period, Warmup: *warmup, Window: *window,
+		Modes: parsed, Nodes: *nodes, Period: *period, StatusPeriod: *statusPer, Warmup: *warmup, Window: *window,
 		DownSettle: *settle, ConfigFraction: *fraction, ReuseCluster: *reuse, WorkDir: dir, Progress: stderr,
 	})
 	if len(results) > 0 {
