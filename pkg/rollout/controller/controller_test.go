@@ -391,8 +391,8 @@ func TestIsAdmissionRefusal(t *testing.T) {
 func TestExpectations(t *testing.T) {
 	now := time.Unix(1000, 0)
 	e := newExpectations(time.Minute)
-	e.expectNode("r", "a", "10", now)
-	e.expectRollout("r", "5", now)
+	e.expectNode("r", "a", write{produced: "11", over: []string{"10"}}, now)
+	e.expectRollout("r", write{produced: "6", over: []string{"5"}}, now)
 	versions := map[string]string{"a": "10"}
 	lookup := func(n string) (string, bool) { v, ok := versions[n]; return v, ok }
 	if ok, _ := e.satisfied("r", "5", lookup, now); ok {
@@ -405,16 +405,45 @@ func TestExpectations(t *testing.T) {
 	if ok, _ := e.satisfied("r", "6", lookup, now); !ok {
 		t.Fatal("not satisfied once both moved")
 	}
-	e.expectNode("r", "b", "3", now)
+	e.expectNode("r", "b", write{produced: "4", over: []string{"3"}}, now)
 	if ok, _ := e.satisfied("r", "6", lookup, now); !ok {
 		t.Fatal("a deleted Node still expected")
 	}
 	versions["c"] = "1"
-	e.expectNode("r", "c", "1", now)
+	e.expectNode("r", "c", write{produced: "2", over: []string{"1"}}, now)
 	if ok, wait := e.satisfied("r", "6", lookup, now.Add(30*time.Second)); ok || wait != 30*time.Second {
 		t.Fatalf("ok %v wait %v", ok, wait)
 	}
 	if ok, _ := e.satisfied("r", "6", lookup, now.Add(2*time.Minute)); !ok {
 		t.Fatal("not satisfied past the timeout")
+	}
+}
+
+// TestWriteShownBy: a write is shown by its own resourceVersion and any
+// later one, and not by one older, even one newer than the decision's (the
+// heartbeat a conflict re-read, which the cache may not show yet); where
+// resourceVersions do not compare, by any but those it was made over.
+func TestWriteShownBy(t *testing.T) {
+	retried := write{produced: "12", over: []string{"10", "11"}}
+	opaque := write{produced: "c", over: []string{"a", "b"}}
+	for _, tc := range []struct {
+		w      write
+		cached string
+		want   bool
+	}{
+		{retried, "10", false},
+		{retried, "11", false},
+		{retried, "12", true},
+		{retried, "13", true},
+		{retried, "100", true},
+		{write{produced: "100", over: []string{"99"}}, "99", false},
+		{opaque, "a", false},
+		{opaque, "b", false},
+		{opaque, "c", true},
+		{opaque, "d", true},
+	} {
+		if got := tc.w.shownBy(tc.cached); got != tc.want {
+			t.Errorf("write %+v shown by %q: %v, want %v", tc.w, tc.cached, got, tc.want)
+		}
 	}
 }

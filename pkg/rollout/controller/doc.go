@@ -37,8 +37,9 @@
 //
 //  1. Wait until the caches show this controller's own last writes
 //     (expectations.go, client-go's expectations pattern): every Node it
-//     patched and the rollout whose status it wrote must have moved past
-//     the resourceVersion the write was decided on. Until then a Node just
+//     patched and the rollout whose status it wrote must show the
+//     resourceVersion the write returned or a later one (resourceVersions
+//     compare since Kubernetes 1.35). Until then a Node just
 //     assigned could still look Pending, and a second one be picked beside
 //     it. The Node and rollout events of those writes wake the rollout up
 //     again; a deadline guards against waiting forever.

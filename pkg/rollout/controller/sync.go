@@ -178,25 +178,29 @@ func (c *Controller) target(ref v1alpha1.ConfigMapReference) *contract.ObjectRef
 // the expectation that the cache shows it, and the Events of a change of
 // state.
 func (c *Controller) storeStatus(ctx context.Context, r *v1alpha1.KubeletConfigRollout, st *v1alpha1.KubeletConfigRolloutStatus) error {
-	written, err := c.writeStatus(ctx, r, *st)
+	w, err := c.writeStatus(ctx, r, *st)
 	if err != nil {
 		return err
 	}
-	c.expectations.expectRollout(r.Name, written, c.clock.Now())
+	c.expectations.expectRollout(r.Name, w, c.clock.Now())
 	c.stateEvents(r, st)
 	return nil
 }
 
 // writeStatus writes status over the rollout r was decided on, retrying
 // conflicts on the latest rollout as long as its spec is the one decided
-// on. It returns the resourceVersion the successful write replaced.
-func (c *Controller) writeStatus(ctx context.Context, r *v1alpha1.KubeletConfigRollout, status v1alpha1.KubeletConfigRolloutStatus) (string, error) {
+// on. It returns the successful write.
+func (c *Controller) writeStatus(ctx context.Context, r *v1alpha1.KubeletConfigRollout, status v1alpha1.KubeletConfigRolloutStatus) (write, error) {
 	current := r.DeepCopy()
-	var replaced string
+	var w write
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		current.Status = status
-		replaced = current.ResourceVersion
-		_, err := c.rollouts.UpdateStatus(ctx, current, metav1.UpdateOptions{FieldManager: FieldManager})
+		w.over = append(w.over, current.ResourceVersion)
+		updated, err := c.rollouts.UpdateStatus(ctx, current, metav1.UpdateOptions{FieldManager: FieldManager})
+		if err == nil {
+			w.produced = updated.ResourceVersion
+			return nil
+		}
 		if !apierrors.IsConflict(err) {
 			return err
 		}
@@ -215,11 +219,11 @@ func (c *Controller) writeStatus(ctx context.Context, r *v1alpha1.KubeletConfigR
 		// Decided again on the new spec, or forgotten, by the sync its
 		// event brings.
 		klog.FromContext(ctx).V(2).Info("Status not written", "reason", err)
-		return "", fmt.Errorf("rollout %s: status: %w", r.Name, err)
+		return write{}, fmt.Errorf("rollout %s: status: %w", r.Name, err)
 	case err != nil:
-		return "", fmt.Errorf("rollout %s: writing the status: %w", r.Name, err)
+		return write{}, fmt.Errorf("rollout %s: writing the status: %w", r.Name, err)
 	}
-	return replaced, nil
+	return w, nil
 }
 
 // apply patches the Nodes of a decision whose status is written: reverts
@@ -341,12 +345,18 @@ func (b decisionBasis) unchanged(node *corev1.Node) bool {
 // once over the Node as it is now, instead of deciding the whole rollout
 // again after a delay.
 func (c *Controller) patch(ctx context.Context, rolloutName, action string, change rollout.Change, basis decisionBasis) (string, error) {
+	var w write
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		body, err := change.MergePatch()
 		if err != nil {
 			return err
 		}
-		_, err = c.kube.CoreV1().Nodes().Patch(ctx, change.Node, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
+		w.over = append(w.over, change.ResourceVersion)
+		patched, err := c.kube.CoreV1().Nodes().Patch(ctx, change.Node, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
+		if err == nil {
+			w.produced = patched.ResourceVersion
+			return nil
+		}
 		if !apierrors.IsConflict(err) {
 			return err
 		}
@@ -363,7 +373,7 @@ func (c *Controller) patch(ctx context.Context, rolloutName, action string, chan
 	})
 	switch {
 	case err == nil:
-		c.expectations.expectNode(rolloutName, change.Node, change.ResourceVersion, c.clock.Now())
+		c.expectations.expectNode(rolloutName, change.Node, w, c.clock.Now())
 		return resultOK, nil
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err), errors.Is(err, errNodeMoved):
 		// The Node moved (or went) since the decision: decide again.
