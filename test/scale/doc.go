@@ -58,8 +58,8 @@
 //     status every nodeStatusUpdateFrequency (10s) but patches it only when
 //     something changed or nodeStatusReportFrequency (5 min by default) has
 //     passed, so every period is the worst case of a cluster whose nodes'
-//     status keeps changing, and --status-period=5m a quiet one. The patch is small: no images, no
-//     volumes, four conditions.
+//     status keeps changing, and --status-period=5m a quiet one. The patch
+//     is small: no images, no volumes, four conditions.
 //   - No GET of the Node before each status patch (the kubelet reads it from
 //     the apiserver's cache first), no pods, no pod status, no event
 //     recording, no certificate rotation, no CSINode, no node informer's

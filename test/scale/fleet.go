@@ -73,9 +73,9 @@ func startFleet(ctx context.Context, c *cluster, o Options, rec *recorder) (*fle
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	f.runCtx, f.cancel = runCtx, cancel
+	statusPeriod := o.statusPeriod()
 	for i, k := range f.kubelets {
 		leaseAt := o.Period * time.Duration(i) / time.Duration(o.Nodes)
-		statusPeriod := o.statusPeriod()
 		statusAt := (statusPeriod*time.Duration(i)/time.Duration(o.Nodes) + statusPeriod/2) % statusPeriod
 		f.goRun(func() { every(runCtx, leaseAt, o.Period, k.renewLease) })
 		f.goRun(func() { every(runCtx, statusAt, statusPeriod, k.patchStatus) })
