@@ -57,13 +57,14 @@
 //     unchanged status is not written, and fences nothing.
 //  4. Patch the Nodes: reverts, then assignments, each a JSON merge patch
 //     carrying the resourceVersion it was decided on, under this
-//     controller's field manager. They go in groups sent at once, at most
-//     16 (patches.go): one after the other, a wide batch would move one
-//     Node per round trip to the apiserver. Until admission has let the
-//     target onto one selected Node, the groups of assignments start at
-//     one and double. A conflict requeues the rollout; an
-//     admission refusal (a webhook's or an admission policy's denial, or
-//     Invalid) stops the assignments after its group, is kept as a
+//     controller's field manager. At most 16 are in flight, the next sent
+//     as soon as one is answered (patches.go): one after the other, a
+//     wide batch would move one Node per round trip to the apiserver.
+//     Until admission has let the target onto one selected Node, the
+//     assignments start one at a time and widen with each that applies.
+//     A conflict requeues the rollout; an admission refusal (a webhook's
+//     or an admission policy's denial, or Invalid) stops the assignments
+//     (those in flight are awaited), is kept as a
 //     rollout.Refusal for that Node and fed to the next Decide, which
 //     fails the rollout with AssignmentRefused.
 //

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"sync"
 
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
@@ -21,40 +20,49 @@ type patched struct {
 	err    error
 }
 
-// patchAll sends changes in groups, each sent at once and awaited before
-// the next. The first group holds first changes, each next one twice as
-// many, up to maxPatchesInFlight: started at one, that is ReplicaSet's
-// slowStartBatch. When stopOnRefusal is set it sends no group after one in
-// which a change was refused. The outcomes are in the order of changes;
-// changes never sent are left out.
+// patchAll sends changes with at most a window of them in flight, the
+// next as soon as one is answered: one slow patch holds one slot, not a
+// whole group behind it. The window starts at first and grows by one for
+// each change that applied, up to maxPatchesInFlight: started at one, it
+// doubles every round trip, as ReplicaSet's slowStartBatch does every
+// batch. When stopOnRefusal is set nothing is sent once a refusal is
+// answered; what is in flight then is awaited. The outcomes are in the
+// order of changes; changes never sent are left out.
 func patchAll(ctx context.Context, changes []rollout.Change, first int, stopOnRefusal bool, send func(context.Context, rollout.Change) (string, error)) []patched {
-	out := make([]patched, 0, len(changes))
-	for size := min(max(first, 1), maxPatchesInFlight); len(out) < len(changes); size = min(2*size, maxPatchesInFlight) {
-		group := changes[len(out):min(len(out)+size, len(changes))]
-		results := make([]patched, len(group))
-		var wg sync.WaitGroup
-		for i, change := range group {
-			wg.Go(func() {
-				result, err := send(ctx, change)
-				results[i] = patched{change: change, result: result, err: err}
-			})
+	results := make([]patched, len(changes))
+	answered := make(chan int)
+	window := min(max(first, 1), maxPatchesInFlight)
+	next, inFlight, stopped := 0, 0, false
+	for {
+		for ; !stopped && inFlight < window && next < len(changes); next++ {
+			inFlight++
+			go func(i int) {
+				result, err := send(ctx, changes[i])
+				results[i] = patched{change: changes[i], result: result, err: err}
+				answered <- i
+			}(next)
 		}
-		wg.Wait()
-		out = append(out, results...)
-		if stopOnRefusal && anyRefused(results) {
-			break
+		if inFlight == 0 {
+			return results[:next]
+		}
+		i := <-answered
+		inFlight--
+		switch results[i].result {
+		case resultOK:
+			window = min(window+1, maxPatchesInFlight)
+		case resultRefused:
+			stopped = stopped || stopOnRefusal
 		}
 	}
-	return out
 }
 
-// firstAssignments is how many assignments of d go in patchAll's first
-// group. Until admission has let the target onto a selected Node (the
-// decision counts one updated, in trial or failed on it), one: a target it
-// refuses everywhere (an ineligible ConfigMap, say) is then refused on one
-// Node, not on a group. Afterwards as many as may be in flight: a refusal
-// now is one Node's (its kubelet's version or feature gates), and what its
-// group assigns beside it is within maxUnavailable, reverted with the rest
+// firstAssignments is patchAll's first window for the assignments of d.
+// Until admission has let the target onto a selected Node (the decision
+// counts one updated, in trial or failed on it), one: a target it refuses
+// everywhere (an ineligible ConfigMap, say) is then refused on one Node,
+// not on several. Afterwards as many as may be in flight: a refusal
+// now is one Node's (its kubelet's version or feature gates), and what is
+// assigned beside it is within maxUnavailable, reverted with the rest
 // when the rollout fails.
 func firstAssignments(d rollout.Decision) int {
 	if d.Status.Updated+d.Status.InTrial+d.Status.Failed > 0 {

@@ -39,68 +39,46 @@ func changes(n int) []rollout.Change {
 	return out
 }
 
-// groupSender holds every patch until all of its group (sizes first, twice
-// that and so on up to maxPatchesInFlight) are sent, and notes a patch sent before the groups ahead of
-// it were answered: patchAll must send a group at once and await it.
-type groupSender struct {
-	t        *testing.T
-	first, n int
+// windowSender checks, at every send, that no more changes are in flight
+// than patchAll's window allows: first, plus one for each change answered
+// ok, up to maxPatchesInFlight. It holds each patch until the next is sent
+// or a moment has passed, so that the window fills.
+type windowSender struct {
+	t     *testing.T
+	first int
 
-	mu       sync.Mutex
-	answered int
-	arrived  map[int]int
-	full     map[int]chan struct{}
+	mu                 sync.Mutex
+	inFlight, ok, most int
 }
 
-func groupOf(i, first int) (start, size int) {
-	for size = first; i >= start+size; size = min(2*size, maxPatchesInFlight) {
-		start += size
-	}
-	return start, size
-}
-
-func (s *groupSender) send(_ context.Context, change rollout.Change) (string, error) {
-	var i int
-	fmt.Sscanf(change.Node, "n%d", &i)
-	start, size := groupOf(i, s.first)
-	size = min(size, s.n-start) // the last group may be partial
+func (s *windowSender) send(_ context.Context, change rollout.Change) (string, error) {
 	s.mu.Lock()
-	if s.answered < start {
-		s.t.Errorf("%s sent with %d patches answered, before its group's predecessors (%d)", change.Node, s.answered, start)
+	s.inFlight++
+	if limit := min(s.first+s.ok, maxPatchesInFlight); s.inFlight > limit {
+		s.t.Errorf("%s sent with %d in flight after %d applied, want at most %d", change.Node, s.inFlight, s.ok, limit)
 	}
-	if s.full[start] == nil {
-		s.full[start] = make(chan struct{})
-	}
-	full := s.full[start]
-	if s.arrived[start]++; s.arrived[start] == size {
-		close(full)
-	}
+	s.most = max(s.most, s.inFlight)
 	s.mu.Unlock()
-	select {
-	case <-full:
-	case <-time.After(30 * time.Second):
-		// A deadlock guard, not a measurement: the group never filled.
-		s.t.Errorf("%s waited in vain for the rest of its group of %d from n%03d", change.Node, size, start)
-	}
+	time.Sleep(time.Millisecond)
 	s.mu.Lock()
-	s.answered++
+	s.inFlight--
+	s.ok++
 	s.mu.Unlock()
 	return resultOK, nil
 }
 
-func TestPatchAllSendsGroupsInOrder(t *testing.T) {
+func TestPatchAllWidensItsWindowUpToTheBound(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		first, n int
 	}{
-		// 1+2+4+8+16 = 31, then groups of 16, the last one partial.
-		{"slow start", 1, 31 + 4*16 + 5},
-		{"slow start from 4", 4, 4 + 8 + 16 + 3},
+		{"slow start", 1, 200},
+		{"slow start from 4", 4, 60},
 		{"at full width", maxPatchesInFlight, 3*maxPatchesInFlight + 1},
 		{"one change", 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &groupSender{t: t, first: tc.first, n: tc.n, arrived: map[int]int{}, full: map[int]chan struct{}{}}
+			s := &windowSender{t: t, first: tc.first}
 			got := patchAll(t.Context(), changes(tc.n), tc.first, false, s.send)
 			if len(got) != tc.n {
 				t.Fatalf("%d outcomes, want %d", len(got), tc.n)
@@ -110,7 +88,35 @@ func TestPatchAllSendsGroupsInOrder(t *testing.T) {
 					t.Errorf("outcome %d = %s %s %v, want %s ok", i, p.change.Node, p.result, p.err, want)
 				}
 			}
+			if s.most > maxPatchesInFlight {
+				t.Errorf("%d patches in flight at once, want at most %d", s.most, maxPatchesInFlight)
+			}
 		})
+	}
+}
+
+// A patch the apiserver is slow to answer holds its own slot only: the
+// changes after it go out as the others are answered.
+func TestPatchAllDoesNotWaitForTheSlowestPatch(t *testing.T) {
+	const n = 3 * maxPatchesInFlight
+	last := fmt.Sprintf("n%03d", n-1)
+	lastSent := make(chan struct{})
+	send := func(_ context.Context, change rollout.Change) (string, error) {
+		switch change.Node {
+		case "n000":
+			select {
+			case <-lastSent:
+			case <-time.After(30 * time.Second):
+				// A deadlock guard, not a measurement.
+				t.Errorf("%s was never sent while n000 was in flight", last)
+			}
+		case last:
+			close(lastSent)
+		}
+		return resultOK, nil
+	}
+	if got := patchAll(t.Context(), changes(n), maxPatchesInFlight, false, send); len(got) != n {
+		t.Fatalf("%d outcomes, want %d", len(got), n)
 	}
 }
 
@@ -133,26 +139,39 @@ func TestFirstAssignmentsWidenOnceAdmissionLetTheTargetOn(t *testing.T) {
 	}
 }
 
-func TestPatchAllStopsAfterTheGroupOfARefusal(t *testing.T) {
+func TestPatchAllSendsNothingOnceARefusalIsAnswered(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		refused string
+		refused int
 		stop    bool
-		want    int // changes sent: the groups are 1, 2, 4, 8, 16, 16, ...
+		first   int
 	}{
-		{"the first Node refused", "n000", true, 1},
-		{"a refusal in the third group", "n004", true, 7},
-		{"a refusal in the sixth group", "n040", true, 47},
-		{"reverts go on after a refusal", "n000", false, 50},
+		{"the first Node refused", 0, true, 1},
+		{"a refusal while the window widens", 4, true, 1},
+		{"a refusal at full width", 40, true, maxPatchesInFlight},
+		{"reverts go on after a refusal", 0, false, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &recordingSender{results: map[string]string{tc.refused: resultRefused, "n002": resultConflict}}
-			got := patchAll(t.Context(), changes(50), 1, tc.stop, s.send)
-			if len(got) != tc.want || len(s.sent) != tc.want {
-				t.Fatalf("%d outcomes for %d sent, want %d", len(got), len(s.sent), tc.want)
+			const n = 100
+			refused := fmt.Sprintf("n%03d", tc.refused)
+			s := &recordingSender{results: map[string]string{refused: resultRefused, "n002": resultConflict}}
+			got := patchAll(t.Context(), changes(n), tc.first, tc.stop, s.send)
+			if len(got) != len(s.sent) {
+				t.Fatalf("%d outcomes for %d sent, want one for each", len(got), len(s.sent))
 			}
-			if !slices.ContainsFunc(got, func(p patched) bool { return p.change.Node == tc.refused && p.result == resultRefused && p.err != nil }) {
-				t.Errorf("the refusal of %s is not among the outcomes", tc.refused)
+			// What was sent before the refusal was read: the changes up to
+			// it, a window beside it, and one more for each of those read
+			// before it (a window's worth).
+			switch most := tc.refused + 2*maxPatchesInFlight; {
+			case !tc.stop && len(got) != n:
+				t.Errorf("%d sent, want all %d", len(got), n)
+			case tc.stop && tc.refused == 0 && tc.first == 1 && len(got) != 1:
+				t.Errorf("%d sent, want only the refused first one", len(got))
+			case tc.stop && len(got) > most:
+				t.Errorf("%d sent, want at most %d (the refused n%03d and two windows)", len(got), most, tc.refused)
+			}
+			if !slices.ContainsFunc(got, func(p patched) bool { return p.change.Node == refused && p.result == resultRefused && p.err != nil }) {
+				t.Errorf("the refusal of %s is not among the outcomes", refused)
 			}
 		})
 	}

@@ -227,10 +227,9 @@ func (c *Controller) writeStatus(ctx context.Context, r *v1alpha1.KubeletConfigR
 }
 
 // apply patches the Nodes of a decision whose status is written: reverts
-// first, then assignments, each in groups sent at once (patchAll). Every
-// revert is tried; a conflict or a failure requeues the rollout, a refusal
-// of an assignment stops the assignments after its group and is fed to the
-// next decision.
+// first, then assignments, each several in flight (patchAll). Every revert
+// is tried; a conflict or a failure requeues the rollout, a refusal of an
+// assignment stops the assignments and is fed to the next decision.
 func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout, d rollout.Decision, nodes map[string]*corev1.Node, basis decisionBasis) error {
 	logger := klog.FromContext(ctx)
 	var errs []error
@@ -255,7 +254,7 @@ func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout
 	}
 	var assigned []string
 	target := d.Status.Target
-	// The rollout fails on a refusal: patchAll sends no further group.
+	// The rollout fails on a refusal: patchAll sends nothing after it.
 	for _, p := range patchAll(ctx, d.Assign, firstAssignments(d), true, send("assign")) {
 		c.metrics.change(r.Name, "assign", p.result)
 		switch p.result {
