@@ -2,12 +2,14 @@ package scale
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/rest"
 )
@@ -24,7 +26,13 @@ type countingProxy struct {
 	mu     sync.Mutex
 	counts map[string]int
 	on     bool
+	// patches time each Node's latest patch on the wire, by Node name.
+	patches map[string]wireTiming
 }
+
+// wireTiming is when the proxy received a request from the controller and
+// when it had passed the apiserver's whole answer back.
+type wireTiming struct{ sent, answered time.Time }
 
 // startCountingProxy serves plain HTTP on loopback and forwards to the
 // apiserver of upstream over TLS with upstream's credentials (the
@@ -43,15 +51,19 @@ func startCountingProxy(upstream *rest.Config) (*countingProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("counting proxy: listening: %w", err)
 	}
-	p := &countingProxy{url: "http://" + l.Addr().String(), counts: map[string]int{}}
+	p := &countingProxy{url: "http://" + l.Addr().String(), counts: map[string]int{}, patches: map[string]wireTiming{}}
 	rp := &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
 		Transport:     transport,
 		FlushInterval: -1, // watches stream
 	}
 	p.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.count(r)
+		sent := time.Now()
+		node := p.count(r)
 		rp.ServeHTTP(w, r)
+		if node != "" {
+			p.timePatch(node, wireTiming{sent: sent, answered: time.Now()})
+		}
 	})}
 	go func() { _ = p.server.Serve(l) }()
 	return p, nil
@@ -59,8 +71,9 @@ func startCountingProxy(upstream *rest.Config) (*countingProxy, error) {
 
 // count files the request under "VERB resource[/subresource]", with
 // Kubernetes' verbs: a GET with watch=true is a watch, a GET of a
-// collection a list.
-func (p *countingProxy) count(r *http.Request) {
+// collection a list. It returns the Node's name when the request patches a
+// Node's metadata (an assignment or a revert).
+func (p *countingProxy) count(r *http.Request) string {
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	// /api/v1/... or /apis/GROUP/VERSION/...
 	if len(parts) > 0 && parts[0] == "apis" && len(parts) >= 3 {
@@ -97,23 +110,38 @@ func (p *countingProxy) count(r *http.Request) {
 		p.counts[verb+" "+resource+sub]++
 	}
 	p.mu.Unlock()
+	if verb == "patch" && resource == "nodes" && named && sub == "" {
+		return parts[1]
+	}
+	return ""
+}
+
+func (p *countingProxy) timePatch(node string, t wireTiming) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.on {
+		p.patches[node] = t
+	}
 }
 
 // start begins counting from zero; snapshot returns the counts so far.
 func (p *countingProxy) start() {
 	p.mu.Lock()
-	p.counts, p.on = map[string]int{}, true
+	p.counts, p.patches, p.on = map[string]int{}, map[string]wireTiming{}, true
 	p.mu.Unlock()
 }
 
 func (p *countingProxy) snapshot() map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[string]int, len(p.counts))
-	for k, v := range p.counts {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(p.counts)
+}
+
+// patchTimings returns each Node's latest patch on the wire.
+func (p *countingProxy) patchTimings() map[string]wireTiming {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.patches)
 }
 
 func (p *countingProxy) stop() { _ = p.server.Close() }

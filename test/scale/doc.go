@@ -95,6 +95,13 @@
 // agent sending the write that makes its Node Updated to the harness's
 // watch showing it, one write and one watch delivery, where a reaction
 // holds a write and two deliveries besides the controller's own work. The
-// simulated agents never fail a trial, download nothing but
-// the ConfigMap's identity and restart no kubelet.
+// proxy also times each Node patch on the wire, which splits a reaction in
+// three (reactions.go): the update seen until the controller sent the patch
+// (its own watch delivery, its queue, its wait for its caches and for the
+// sync in progress), the patch's round trip (admission, the nodeguard
+// webhook's review among it, and the write), and its answer until the
+// harness's watch showed it. The apiserver's and the webhook's own
+// histograms, read before and after, give the mean validating-webhook call
+// as each side timed it. The simulated agents never fail a trial, download
+// nothing but the ConfigMap's identity and restart no kubelet.
 package scale

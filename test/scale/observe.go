@@ -160,29 +160,6 @@ func (o *observer) snapshot() observed {
 	return s
 }
 
-// reactions pairs each assignment with the oldest Node update seen before
-// it and not yet paired, and returns the gaps. Each update frees one slot
-// under maxUnavailable and the controller fills it with one assignment, so
-// first-in first-out pairing charges every assignment to the update that
-// has waited longest: it never understates the reaction. Assignments with
-// no update waiting (the canary's, the rest of the first batch after it)
-// and updates with nothing left to assign are not reactions.
-func reactions(events []nodeEvent) []time.Duration {
-	var waiting []time.Time
-	var out []time.Duration
-	for _, e := range events {
-		if e.updated {
-			waiting = append(waiting, e.at)
-			continue
-		}
-		if len(waiting) > 0 {
-			out = append(out, e.at.Sub(waiting[0]))
-			waiting = waiting[1:]
-		}
-	}
-	return out
-}
-
 // catchUp waits, up to timeout, until the observer has seen nodes Nodes
 // updated.
 func catchUp(ctx context.Context, o *observer, nodes int, timeout time.Duration) {

@@ -102,13 +102,18 @@ type RolloutResult struct {
 	BeyondTrialsSeconds float64   `json:"beyond_trials_seconds"`
 	// Reactions are from a Node reaching Updated to the next assignment.
 	Reactions OpStats `json:"reactions"`
+	// ReactionSplit divides the reactions at the controller's patch
+	// (splitReactions).
+	ReactionSplit ReactionSplit `json:"reaction_split"`
 	// WriteToWatch is, in the same run, from an agent sending the write
 	// that made its Node Updated to the harness's Node watch showing it:
 	// one write and one watch delivery, the apiserver's share of a
 	// reaction, which holds a write and two deliveries besides the
 	// controller's own work.
-	WriteToWatch   OpStats `json:"write_to_watch"`
-	MaxUnavailable int     `json:"max_unavailable_observed"`
+	WriteToWatch OpStats `json:"write_to_watch"`
+	// Admission is what validating webhooks cost the rollout's writes.
+	Admission      AdmissionStats `json:"admission"`
+	MaxUnavailable int            `json:"max_unavailable_observed"`
 	// Assigned counts Nodes by how often they were assigned the target.
 	Assigned map[int]int `json:"assigned_times"`
 	Updated  int         `json:"updated"`
@@ -231,6 +236,10 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 		return r, err
 	}
 	peak := before.rssByte
+	admitBefore, err := takeAdmissionTime(ctx, c)
+	if err != nil {
+		return r, err
+	}
 	proxy.start()
 	r.Start = time.Now()
 	logf(o.Progress, "rollout: creating %s (canary %d, maxUnavailable %d%% = %d, trial %s)", rolloutName, o.Canary, o.MaxUnavailablePercent, r.Batch, o.Trial)
@@ -250,6 +259,10 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 		catchUp(ctx, obs, o.Nodes, 10*time.Second)
 	}
 	r.Requests = proxy.snapshot()
+	admitAfter, aerr := takeAdmissionTime(ctx, c)
+	err = errors.Join(err, aerr)
+	r.Admission = admissionStats(admitBefore, admitAfter)
+	patches := proxy.patchTimings()
 	if samples, serr := scrape(ctx, http.DefaultClient, ctrl.URL+"/metrics", "nodeguard_rollout_node_changes_total", "nodeguard_rollout_syncs_total",
 		"workqueue_queue_duration_seconds_sum", "workqueue_queue_duration_seconds_count", "workqueue_work_duration_seconds_sum", "workqueue_work_duration_seconds_count"); serr == nil {
 		r.NodeChanges, r.Syncs = map[string]float64{}, map[string]float64{}
@@ -291,8 +304,9 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 	for _, k := range f.kubelets {
 		r.Assigned[s.assignments[k.name]]++
 	}
-	lat := reactions(s.events)
-	r.Reactions = latencyStats(lat)
+	pairs := reactionPairs(s.events)
+	r.Reactions = latencyStats(reactions(s.events))
+	r.ReactionSplit = newReactionSplit(pairs, patches)
 	r.WriteToWatch = latencyStats(writesToWatch(s.events, agents))
 	err = errors.Join(err, perr)
 	return r, err

@@ -25,8 +25,13 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 		r.BeyondTrialsSeconds, r.TrialsOnPath, r.Nodes, o.Canary, r.Batch, o.Trial)
 	p("reaction (a Node's update seen -> the next assignment seen, both in the harness's Node watch, FIFO-paired; %d pairs): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",
 		r.Reactions.OK, r.Reactions.P50Ms, r.Reactions.P90Ms, r.Reactions.P99Ms, r.Reactions.MaxMs)
+	sp := r.ReactionSplit
+	p("reaction split at the controller's patch (%d pairs timed by the proxy; p50 / p99 ms): update seen -> patch sent %.0f / %.0f, patch round trip %.0f / %.0f, answered -> assignment seen %.0f / %.0f; slowest 1%%, mean ms: %.0f, %.0f, %.0f",
+		sp.ToSend.OK, sp.ToSend.P50Ms, sp.ToSend.P99Ms, sp.Write.P50Ms, sp.Write.P99Ms, sp.ToWatch.P50Ms, sp.ToWatch.P99Ms, sp.SlowestMs[0], sp.SlowestMs[1], sp.SlowestMs[2])
 	p("the apiserver's share, same run (an agent sends the write that makes its Node Updated -> the harness's Node watch shows it; %d Nodes): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",
 		r.WriteToWatch.OK, r.WriteToWatch.P50Ms, r.WriteToWatch.P90Ms, r.WriteToWatch.P99Ms, r.WriteToWatch.MaxMs)
+	p("validating webhook calls during the rollout: %d, mean %.1f ms as the apiserver timed them; nodeguard's /validate: %d reviews, mean %.1f ms as it timed them",
+		r.Admission.Calls, r.Admission.ApiserverMeanMs, r.Admission.WebhookReviews, r.Admission.WebhookMeanMs)
 	p("most Nodes unavailable at once (harness's view): %d (maxUnavailable %d)", r.MaxUnavailable, r.Batch)
 	var times []string
 	for _, n := range slices.Sorted(maps.Keys(r.Assigned)) {

@@ -1,0 +1,97 @@
+package scale
+
+import (
+	"slices"
+	"time"
+)
+
+// reactions pairs each assignment with the oldest Node update seen before
+// it and not yet paired, and returns the gaps. Each update frees one slot
+// under maxUnavailable and the controller fills it with one assignment, so
+// first-in first-out pairing charges every assignment to the update that
+// has waited longest: it never understates the reaction. Assignments with
+// no update waiting (the canary's, the rest of the first batch after it)
+// and updates with nothing left to assign are not reactions.
+func reactions(events []nodeEvent) []time.Duration {
+	pairs := reactionPairs(events)
+	out := make([]time.Duration, len(pairs))
+	for i, p := range pairs {
+		out[i] = p.assigned.at.Sub(p.updated.at)
+	}
+	return out
+}
+
+// reaction is an update and the assignment paired with it.
+type reaction struct{ updated, assigned nodeEvent }
+
+func reactionPairs(events []nodeEvent) []reaction {
+	var waiting []nodeEvent
+	var out []reaction
+	for _, e := range events {
+		if e.updated {
+			waiting = append(waiting, e)
+			continue
+		}
+		if len(waiting) > 0 {
+			out = append(out, reaction{updated: waiting[0], assigned: e})
+			waiting = waiting[1:]
+		}
+	}
+	return out
+}
+
+// splitReactions divides each reaction at the controller's patch of the
+// assigned Node, as the counting proxy timed it: the update seen until the
+// patch was sent (the controller's own watch delivery, its queue, its wait
+// for its caches and its sync), the patch's round trip, and its answer until
+// the harness's watch showed the assignment (which can come first: the
+// watch and the answer race). Reactions whose Node has no timed patch are
+// left out.
+func splitReactions(pairs []reaction, patches map[string]wireTiming) (toSend, write, toWatch []time.Duration) {
+	for _, p := range pairs {
+		t, ok := patches[p.assigned.node]
+		if !ok {
+			continue
+		}
+		toSend = append(toSend, t.sent.Sub(p.updated.at))
+		write = append(write, t.answered.Sub(t.sent))
+		toWatch = append(toWatch, p.assigned.at.Sub(t.answered))
+	}
+	return toSend, write, toWatch
+}
+
+// ReactionSplit is where the reactions' time went: each part over all
+// reactions, and the mean of each part over the slowest 1%.
+type ReactionSplit struct {
+	ToSend  OpStats `json:"update_seen_to_patch_sent"`
+	Write   OpStats `json:"patch_round_trip"`
+	ToWatch OpStats `json:"patch_answered_to_seen"`
+	// SlowestMs are the parts' means over the reactions at or above the
+	// p99, in the order above.
+	SlowestMs [3]float64 `json:"slowest_1pct_mean_ms"`
+}
+
+func newReactionSplit(pairs []reaction, patches map[string]wireTiming) ReactionSplit {
+	toSend, write, toWatch := splitReactions(pairs, patches)
+	var split ReactionSplit
+	if len(toSend) > 0 {
+		total := make([]time.Duration, len(toSend))
+		for i := range toSend {
+			total[i] = toSend[i] + write[i] + toWatch[i]
+		}
+		p99 := quantile(slices.Sorted(slices.Values(total)), 0.99)
+		var sums [3]time.Duration
+		n := 0
+		for i, d := range total {
+			if d >= p99 {
+				sums[0], sums[1], sums[2] = sums[0]+toSend[i], sums[1]+write[i], sums[2]+toWatch[i]
+				n++
+			}
+		}
+		for i := range sums {
+			split.SlowestMs[i] = ms(sums[i] / time.Duration(n))
+		}
+	}
+	split.ToSend, split.Write, split.ToWatch = latencyStats(toSend), latencyStats(write), latencyStats(toWatch)
+	return split
+}
