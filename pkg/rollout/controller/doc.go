@@ -57,8 +57,9 @@
 //     unchanged status is not written, and fences nothing.
 //  4. Patch the Nodes: reverts, then assignments, each a JSON merge patch
 //     carrying the resourceVersion it was decided on, under this
-//     controller's field manager. At most 16 are in flight, the next sent
-//     as soon as one is answered (patches.go): one after the other, a
+//     controller's field manager. They go through a sliding window of 16,
+//     the next sent as soon as one is answered while it is fewer than 16
+//     past the oldest unanswered (patches.go): one after the other, a
 //     wide batch would move one Node per round trip to the apiserver.
 //     Until admission has let the target onto one selected Node, the
 //     assignments start one at a time and widen with each that applies.

@@ -20,21 +20,26 @@ type patched struct {
 	err    error
 }
 
-// patchAll sends changes with at most a window of them in flight, the
-// next as soon as one is answered: one slow patch holds one slot, not a
-// whole group behind it. The window starts at first and grows by one for
-// each change that applied, up to maxPatchesInFlight: started at one, it
-// doubles every round trip, as ReplicaSet's slowStartBatch does every
-// batch. When stopOnRefusal is set nothing is sent once a refusal is
-// answered; what is in flight then is awaited. The outcomes are in the
-// order of changes; changes never sent are left out.
+// patchAll sends changes through a sliding window: a change is sent once
+// every change a window or more ahead of it is answered, so a patch
+// answered late holds its own slot, not a whole group behind it, and
+// nothing goes out further than a window past the oldest change not yet
+// answered. The window starts at first and grows by one for each change
+// that applied, up to maxPatchesInFlight: started at one, it doubles every
+// round trip, as ReplicaSet's slowStartBatch does every batch. When
+// stopOnRefusal is set nothing is sent once a refusal is answered, so at
+// most a window of changes follows a refused one; what is in flight then
+// is awaited. The outcomes are in the order of changes; changes never sent
+// are left out.
 func patchAll(ctx context.Context, changes []rollout.Change, first int, stopOnRefusal bool, send func(context.Context, rollout.Change) (string, error)) []patched {
 	results := make([]patched, len(changes))
+	done := make([]bool, len(changes))
 	answered := make(chan int)
 	window := min(max(first, 1), maxPatchesInFlight)
-	next, inFlight, stopped := 0, 0, false
+	// oldest is the first change not yet answered.
+	next, oldest, inFlight, stopped := 0, 0, 0, false
 	for {
-		for ; !stopped && inFlight < window && next < len(changes); next++ {
+		for ; !stopped && next < oldest+window && next < len(changes); next++ {
 			inFlight++
 			go func(i int) {
 				result, err := send(ctx, changes[i])
@@ -47,6 +52,8 @@ func patchAll(ctx context.Context, changes []rollout.Change, first int, stopOnRe
 		}
 		i := <-answered
 		inFlight--
+		for done[i] = true; oldest < next && done[oldest]; oldest++ {
+		}
 		switch results[i].result {
 		case resultOK:
 			window = min(window+1, maxPatchesInFlight)

@@ -96,19 +96,20 @@ func TestPatchAllWidensItsWindowUpToTheBound(t *testing.T) {
 }
 
 // A patch the apiserver is slow to answer holds its own slot only: the
-// changes after it go out as the others are answered.
+// changes after it go out as the others are answered, up to a window past
+// it. Groups awaited whole would hold n016 until n001 is answered.
 func TestPatchAllDoesNotWaitForTheSlowestPatch(t *testing.T) {
 	const n = 3 * maxPatchesInFlight
-	last := fmt.Sprintf("n%03d", n-1)
+	last := fmt.Sprintf("n%03d", maxPatchesInFlight)
 	lastSent := make(chan struct{})
 	send := func(_ context.Context, change rollout.Change) (string, error) {
 		switch change.Node {
-		case "n000":
+		case "n001":
 			select {
 			case <-lastSent:
 			case <-time.After(30 * time.Second):
 				// A deadlock guard, not a measurement.
-				t.Errorf("%s was never sent while n000 was in flight", last)
+				t.Errorf("%s was never sent while n001 was in flight", last)
 			}
 		case last:
 			close(lastSent)
@@ -117,6 +118,36 @@ func TestPatchAllDoesNotWaitForTheSlowestPatch(t *testing.T) {
 	}
 	if got := patchAll(t.Context(), changes(n), maxPatchesInFlight, false, send); len(got) != n {
 		t.Fatalf("%d outcomes, want %d", len(got), n)
+	}
+}
+
+// Nothing goes out a window or more past the oldest change not yet
+// answered, however fast the others are answered.
+func TestPatchAllSendsNothingAWindowPastTheOldestUnanswered(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		answered bool
+	)
+	send := func(_ context.Context, change rollout.Change) (string, error) {
+		var i int
+		fmt.Sscanf(change.Node, "n%d", &i)
+		if i == 0 {
+			// Held while the others are answered; not a measurement.
+			time.Sleep(20 * time.Millisecond)
+			mu.Lock()
+			answered = true
+			mu.Unlock()
+			return resultOK, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !answered && i >= maxPatchesInFlight {
+			t.Errorf("%s sent while n000 was in flight, a window or more past it", change.Node)
+		}
+		return resultOK, nil
+	}
+	if got := patchAll(t.Context(), changes(3*maxPatchesInFlight), maxPatchesInFlight, false, send); len(got) != 3*maxPatchesInFlight {
+		t.Fatalf("%d outcomes, want %d", len(got), 3*maxPatchesInFlight)
 	}
 }
 
@@ -159,16 +190,16 @@ func TestPatchAllSendsNothingOnceARefusalIsAnswered(t *testing.T) {
 			if len(got) != len(s.sent) {
 				t.Fatalf("%d outcomes for %d sent, want one for each", len(got), len(s.sent))
 			}
-			// What was sent before the refusal was read: the changes up to
-			// it, a window beside it, and one more for each of those read
-			// before it (a window's worth).
-			switch most := tc.refused + 2*maxPatchesInFlight; {
+			// Nothing goes out a window or more past a change not yet
+			// answered, nor after a refusal is: at most the changes up to
+			// the refused one and a window beyond.
+			switch most := tc.refused + maxPatchesInFlight; {
 			case !tc.stop && len(got) != n:
 				t.Errorf("%d sent, want all %d", len(got), n)
 			case tc.stop && tc.refused == 0 && tc.first == 1 && len(got) != 1:
 				t.Errorf("%d sent, want only the refused first one", len(got))
 			case tc.stop && len(got) > most:
-				t.Errorf("%d sent, want at most %d (the refused n%03d and two windows)", len(got), most, tc.refused)
+				t.Errorf("%d sent, want at most %d (the refused n%03d and a window)", len(got), most, tc.refused)
 			}
 			if !slices.ContainsFunc(got, func(p patched) bool { return p.change.Node == refused && p.result == resultRefused && p.err != nil }) {
 				t.Errorf("the refusal of %s is not among the outcomes", refused)
