@@ -76,6 +76,14 @@ type Controller struct {
 	queue        workqueue.TypedRateLimitingInterface[string]
 	expectations *expectations
 	refusals     *refusals
+	unseen       *unseen
+	// sending are the assignments sent in the background (sync), which
+	// Run awaits before it returns.
+	sending sync.WaitGroup
+	// slots bound each rollout's Node patches in flight, across the syncs
+	// whose assignments overlap (patchSlots).
+	slotsMu sync.Mutex
+	slots   map[string]chan struct{}
 
 	// states are each rollout's last Progressing reason and Failed
 	// status, to record Events on changes only.
@@ -97,6 +105,7 @@ func New(cfg Config) (*Controller, error) {
 		metrics:  cfg.Metrics,
 		clock:    cfg.Clock,
 		refusals: newRefusals(),
+		slots:    map[string]chan struct{}{},
 		states:   map[string]string{},
 	}
 	if c.clock == nil {
@@ -107,6 +116,7 @@ func New(cfg Config) (*Controller, error) {
 		timeout = DefaultExpectationsTimeout
 	}
 	c.expectations = newExpectations(timeout)
+	c.unseen = newUnseen(timeout)
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "kubeletconfigrollout", Clock: c.clock, MetricsProvider: c.metrics.queueProvider()})
 
@@ -183,6 +193,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	<-ctx.Done()
 	c.queue.ShutDown()
 	wg.Wait()
+	c.sending.Wait()
 	return nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -138,6 +139,14 @@ type harness struct {
 // to the clientset, or a gate to the rollouts, before anything uses them.
 func start(t *testing.T, r *v1alpha1.KubeletConfigRollout, setup func(*fake.Clientset, *fakeRollouts), nodes ...*corev1.Node) *harness {
 	t.Helper()
+	return startWrapped(t, r, setup, nil, nodes...)
+}
+
+// startWrapped is start with the controller's client wrapped, when wrap is
+// set: a reactor that blocks holds the whole fake clientset, a wrapper only
+// its own call.
+func startWrapped(t *testing.T, r *v1alpha1.KubeletConfigRollout, setup func(*fake.Clientset, *fakeRollouts), wrap func(kubernetes.Interface) kubernetes.Interface, nodes ...*corev1.Node) *harness {
+	t.Helper()
 	var objs []runtime.Object
 	for _, n := range nodes {
 		objs = append(objs, n)
@@ -168,7 +177,11 @@ func start(t *testing.T, r *v1alpha1.KubeletConfigRollout, setup func(*fake.Clie
 	// client-go's fake clientset keeps no resourceVersions, so the cache
 	// never shows a patched Node at a new one: the expectations hold every
 	// decision after a write until they time out, which is short here.
-	ctrl, err := New(Config{Kube: kube, Metadata: md, Rollouts: rollouts, Metrics: metrics, ExpectationsTimeout: expectationsTimeout})
+	var client kubernetes.Interface = kube
+	if wrap != nil {
+		client = wrap(kube)
+	}
+	ctrl, err := New(Config{Kube: client, Metadata: md, Rollouts: rollouts, Metrics: metrics, ExpectationsTimeout: expectationsTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,31 +404,22 @@ func TestIsAdmissionRefusal(t *testing.T) {
 func TestExpectations(t *testing.T) {
 	now := time.Unix(1000, 0)
 	e := newExpectations(time.Minute)
-	e.expectNode("r", "a", write{produced: "11", over: []string{"10"}}, now)
+	if ok, _ := e.satisfied("r", "5", now); !ok {
+		t.Fatal("not satisfied with nothing expected")
+	}
 	e.expectRollout("r", write{produced: "6", over: []string{"5"}}, now)
-	versions := map[string]string{"a": "10"}
-	lookup := func(n string) (string, bool) { v, ok := versions[n]; return v, ok }
-	if ok, _ := e.satisfied("r", "5", lookup, now); ok {
-		t.Fatal("satisfied before the cache moved")
+	if ok, wait := e.satisfied("r", "5", now.Add(30*time.Second)); ok || wait != 30*time.Second {
+		t.Fatalf("before the cache moved: ok %v wait %v, want false and 30s", ok, wait)
 	}
-	versions["a"] = "11"
-	if ok, _ := e.satisfied("r", "5", lookup, now); ok {
-		t.Fatal("satisfied before the rollout's cache moved")
+	if ok, _ := e.satisfied("r", "6", now); !ok {
+		t.Fatal("not satisfied once the cache moved")
 	}
-	if ok, _ := e.satisfied("r", "6", lookup, now); !ok {
-		t.Fatal("not satisfied once both moved")
-	}
-	e.expectNode("r", "b", write{produced: "4", over: []string{"3"}}, now)
-	if ok, _ := e.satisfied("r", "6", lookup, now); !ok {
-		t.Fatal("a deleted Node still expected")
-	}
-	versions["c"] = "1"
-	e.expectNode("r", "c", write{produced: "2", over: []string{"1"}}, now)
-	if ok, wait := e.satisfied("r", "6", lookup, now.Add(30*time.Second)); ok || wait != 30*time.Second {
-		t.Fatalf("ok %v wait %v", ok, wait)
-	}
-	if ok, _ := e.satisfied("r", "6", lookup, now.Add(2*time.Minute)); !ok {
+	e.expectRollout("r", write{produced: "8", over: []string{"7"}}, now)
+	if ok, _ := e.satisfied("r", "7", now.Add(2*time.Minute)); !ok {
 		t.Fatal("not satisfied past the timeout")
+	}
+	if ok, _ := e.satisfied("r", "7", now.Add(2*time.Minute)); !ok {
+		t.Fatal("a write dropped at its timeout still expected")
 	}
 }
 

@@ -3,8 +3,9 @@
 // asks rollout.Decide what to do for each rollout, and carries the
 // decision out against the apiserver. It holds no state a restart would
 // miss: everything Decide needs is on the Nodes and in the rollouts'
-// status, and what this package keeps in memory (expectations, refusals
-// not yet written, metrics) is rebuilt or harmlessly lost.
+// status, and what this package keeps in memory (expectations, patches
+// not yet in the cache, refusals not yet written, metrics) is rebuilt or
+// harmlessly lost.
 //
 // # Informers and the queue
 //
@@ -35,39 +36,47 @@
 // A sync of one rollout (sync.go) follows pkg/rollout's "Applying a
 // decision":
 //
-//  1. Wait until the caches show this controller's own last writes
-//     (expectations.go, client-go's expectations pattern): every Node it
-//     patched and the rollout whose status it wrote must show the
-//     resourceVersion the write returned or a later one (resourceVersions
-//     compare since Kubernetes 1.35). Until then a Node just
-//     assigned could still look Pending, and a second one be picked beside
-//     it. The Node and rollout events of those writes wake the rollout up
-//     again; a deadline guards against waiting forever.
-//  2. Decide, feeding back the admission refusals of the current target
+//  1. Wait until the rollout cache shows this controller's last status
+//     write at the resourceVersion it returned or a later one
+//     (expectations.go; resourceVersions compare since Kubernetes 1.35):
+//     the decision reads the status and writes the next over it. Its
+//     event wakes the rollout up again; a deadline guards against waiting
+//     forever.
+//  2. Read the selected Nodes from the cache, each the controller has
+//     patched and the cache does not show yet as the patch leaves it
+//     (unseen.go): in flight, or answered and not yet delivered. So a
+//     decision never waits for a patch's round trip, a Node being assigned
+//     counts as unavailable from the moment its patch is sent, and no
+//     Node is picked twice.
+//  3. Decide, feeding back the admission refusals of the current target
 //     not yet recorded in the status.
-//  3. Write the status (UpdateStatus, retried on conflicts unless the spec
+//  4. Write the status (UpdateStatus, retried on conflicts unless the spec
 //     changed meanwhile) when it differs from what is stored, before any
 //     Node is patched when the decision reverts or changes the rollout's
 //     state (rollout.Decision.StatusFirst). Made over the rollout's
 //     resourceVersion, it fails once the rollout was paused, edited or
-//     deleted since the cache showed it, before any Node moves. The next
-//     assignments of a batch going on in the same state go out while it
-//     is written: there it would fence little (a pause can land just after
+//     deleted since the cache showed it, before any Node moves. Such a
+//     decision first waits for the assignments in flight: the status must
+//     follow their outcome, and a revert must cover them. Assignments of
+//     a batch going on in the same state go out while the status is
+//     written: there it would fence little (a pause can land just after
 //     it as well as before) and cost every reaction a round trip. An
 //     unchanged status is not written, and fences nothing.
-//  4. Patch the Nodes: reverts, then assignments, each a JSON merge patch
-//     carrying the resourceVersion it was decided on, under this
-//     controller's field manager. They go through a sliding window of 16,
-//     the next sent as soon as one is answered while it is fewer than 16
-//     past the oldest unanswered (patches.go): one after the other, a
-//     wide batch would move one Node per round trip to the apiserver.
-//     Until admission has let the target onto one selected Node, the
-//     assignments start one at a time and widen with each that applies.
-//     A conflict requeues the rollout; an admission refusal (a webhook's
-//     or an admission policy's denial, or Invalid) stops the assignments
-//     (those in flight are awaited), is kept as a
-//     rollout.Refusal for that Node and fed to the next Decide, which
-//     fails the rollout with AssignmentRefused.
+//  5. Patch the Nodes, each a JSON merge patch carrying the
+//     resourceVersion it was decided on, under this controller's field
+//     manager. Reverts are patched within the sync. Assignments go out in
+//     the background and the sync ends without them, so that a Node
+//     passing its trial meanwhile frees its slot for the next at once;
+//     their answers wake the rollout. They go through a sliding window of
+//     16, the next sent as soon as one is answered while it is fewer than
+//     16 past the oldest unanswered, and a rollout never has more than 16
+//     patches in flight across its syncs (patches.go). Until admission has
+//     let the target onto one selected Node, the assignments start one at
+//     a time and widen with each that applies. A conflict requeues the
+//     rollout; an admission refusal (a webhook's or an admission policy's
+//     denial, or Invalid) stops the assignments (those in flight are
+//     awaited), is kept as a rollout.Refusal for that Node and fed to the
+//     next Decide, which fails the rollout with AssignmentRefused.
 //
 // Events (events.k8s.io) go on the rollout when its state changes or it
 // fails, and on every Node it assigns or reverts. Metrics are in

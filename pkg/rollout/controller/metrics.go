@@ -65,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"result"}),
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "nodeguard", Subsystem: "rollout", Name: "syncs_total",
-			Help: "Syncs of a rollout, by result (ok, waiting on the controller's own writes, error).",
+			Help: "Syncs of a rollout, by result (ok; waiting, on the controller's last status write or on its assignments in flight; error).",
 		}, []string{"result"}),
 		last:    map[string]map[string]rollout.NodeState{},
 		batches: map[string][]batch{},

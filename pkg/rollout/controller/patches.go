@@ -6,7 +6,7 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
-// maxPatchesInFlight bounds the Node patches of one sync sent at once.
+// maxPatchesInFlight bounds a rollout's Node patches sent at once.
 // Patches one after the other cap a rollout at one Node per round trip to
 // the apiserver, which on a large pool is slower than its Nodes finish
 // their trials; a bound keeps one sync of a wide batch from crowding the
@@ -85,4 +85,18 @@ func anyRefused(results []patched) bool {
 		}
 	}
 	return false
+}
+
+// patchSlots is rollout's semaphore of maxPatchesInFlight: the assignments
+// of one sync go out while an earlier sync's are still in flight, and
+// together they stay within the bound.
+func (c *Controller) patchSlots(rollout string) chan struct{} {
+	c.slotsMu.Lock()
+	defer c.slotsMu.Unlock()
+	slots, ok := c.slots[rollout]
+	if !ok {
+		slots = make(chan struct{}, maxPatchesInFlight)
+		c.slots[rollout] = slots
+	}
+	return slots
 }

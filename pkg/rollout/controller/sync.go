@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -15,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
@@ -49,7 +48,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return fmt.Errorf("rollout %s: cached object is a %T", name, obj)
 	}
 	now := c.clock.Now()
-	if ok, wait := c.expectations.satisfied(name, r.ResourceVersion, c.cachedNodeVersion, now); !ok {
+	if ok, wait := c.expectations.satisfied(name, r.ResourceVersion, now); !ok {
 		// The events of the writes wake the rollout up; the deadline is a
 		// backstop.
 		logger.V(4).Info("Waiting for the caches to show the controller's own writes", "atMost", wait)
@@ -68,6 +67,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	nodes = c.unseen.overlay(name, nodes, now)
 	rollouts := c.rolloutsCached()
 	observations, err := rollout.ObserveSelected(selector, name, rollouts, nodes)
 	if err != nil {
@@ -101,7 +101,16 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	// is patched on the old spec. Otherwise it goes out beside the
 	// assignments, which then wait on no round trip of their own.
 	pending := !equality.Semantic.DeepEqual(r.Status, decision.Status)
-	if pending && decision.StatusFirst(r.Status) {
+	statusFirst := pending && decision.StatusFirst(r.Status)
+	if (statusFirst || len(decision.Revert) > 0) && c.unseen.inFlight(name) {
+		// A change of state or a revert waits for the assignments in
+		// flight: the status that fences it must follow their outcome, and
+		// a revert must cover them. Their answers wake the rollout.
+		logger.V(4).Info("Waiting for the assignments in flight before changing the rollout's state")
+		c.metrics.sync("waiting")
+		return nil
+	}
+	if statusFirst {
 		if err := c.storeStatus(ctx, r, &decision.Status); err != nil {
 			return err
 		}
@@ -117,33 +126,48 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	for _, obs := range observations {
 		basis.observed[obs.Name] = obs
 	}
-	var (
-		statusErr error
-		writing   sync.WaitGroup
-	)
-	if pending {
-		writing.Go(func() { statusErr = c.storeStatus(ctx, r, &decision.Status) })
+	if len(decision.Revert) > 0 {
+		// A failed rollout moves no Node forward: its reverts are patched
+		// within the sync, and the next decision reads them as applied
+		// (unseen) until the cache shows them.
+		c.unseen.sending(name, decision.Revert)
+		var (
+			statusErr error
+			writing   sync.WaitGroup
+		)
+		if pending {
+			writing.Go(func() { statusErr = c.storeStatus(ctx, r, &decision.Status) })
+		}
+		applyErr := c.apply(ctx, r, decision, byName, basis)
+		writing.Wait()
+		if err := errors.Join(statusErr, applyErr); err != nil {
+			return err
+		}
+		c.metrics.sync("ok")
+		return nil
 	}
-	applyErr := c.apply(ctx, r, decision, byName, basis)
-	writing.Wait()
-	if err := errors.Join(statusErr, applyErr); err != nil {
-		return err
+	if len(decision.Assign) > 0 {
+		// The assignments go out in the background and the next decision
+		// reads them as applied (unseen), so it need not wait for their
+		// round trips: a Node that passes its trial meanwhile frees its
+		// slot for the next Node at once. Their answers wake the rollout.
+		c.unseen.sending(name, decision.Assign)
+		c.sending.Go(func() {
+			if err := c.apply(ctx, r, decision, byName, basis); err != nil {
+				utilruntime.HandleErrorWithContext(ctx, err, "Assigning failed; requeued", "rollout", name)
+				c.queue.AddRateLimited(name)
+				return
+			}
+			c.queue.Add(name)
+		})
+	}
+	if pending {
+		if err := c.storeStatus(ctx, r, &decision.Status); err != nil {
+			return err
+		}
 	}
 	c.metrics.sync("ok")
 	return nil
-}
-
-// cachedNodeVersion is a cached Node's resourceVersion.
-func (c *Controller) cachedNodeVersion(name string) (string, bool) {
-	obj, exists, err := c.nodeInformer.GetStore().GetByKey(name)
-	if err != nil || !exists {
-		return "", false
-	}
-	node, ok := obj.(*corev1.Node)
-	if !ok {
-		return "", false
-	}
-	return node.ResourceVersion, true
 }
 
 func (c *Controller) selectedNodes(selector labels.Selector) ([]*corev1.Node, error) {
@@ -344,6 +368,14 @@ func (b decisionBasis) unchanged(node *corev1.Node) bool {
 // once over the Node as it is now, instead of deciding the whole rollout
 // again after a delay.
 func (c *Controller) patch(ctx context.Context, rolloutName, action string, change rollout.Change, basis decisionBasis) (string, error) {
+	slots := c.patchSlots(rolloutName)
+	select {
+	case slots <- struct{}{}:
+		defer func() { <-slots }()
+	case <-ctx.Done():
+		c.unseen.failed(rolloutName, change.Node)
+		return resultError, fmt.Errorf("patching Node %s: %w", change.Node, context.Cause(ctx))
+	}
 	var w write
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		body, err := change.MergePatch()
@@ -372,8 +404,11 @@ func (c *Controller) patch(ctx context.Context, rolloutName, action string, chan
 	})
 	switch {
 	case err == nil:
-		c.expectations.expectNode(rolloutName, change.Node, w, c.clock.Now())
+		c.unseen.applied(rolloutName, change, w, c.clock.Now())
 		return resultOK, nil
+	}
+	c.unseen.failed(rolloutName, change.Node)
+	switch {
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err), errors.Is(err, errNodeMoved):
 		// The Node moved (or went) since the decision: decide again.
 		return resultConflict, err
@@ -400,81 +435,16 @@ func isAdmissionRefusal(err error) bool {
 	return strings.Contains(msg, "denied the request") || strings.Contains(msg, "denied request")
 }
 
-func sourceName(source *string) string {
-	if source == nil {
-		return "(none: the Node's local configuration or its legacy spec.configSource)"
-	}
-	if *source == "" {
-		return `"" (the local configuration)`
-	}
-	return *source
-}
-
-// stateEvents records an Event on the rollout when its state (the reason of
-// Progressing) changed, and a Warning when it failed.
-func (c *Controller) stateEvents(r *v1alpha1.KubeletConfigRollout, st *v1alpha1.KubeletConfigRolloutStatus) {
-	progressing := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionProgressing)
-	failed := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionFailed)
-	if progressing == nil || failed == nil {
-		return
-	}
-	old := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionFailed)
-	if failed.Status == metav1.ConditionTrue && (old == nil || old.Status != metav1.ConditionTrue || !sameTarget(r.Status.Target, st.Target)) {
-		c.event(r, nil, corev1.EventTypeWarning, "RolloutFailed", "Sync", failed.Message)
-	}
-	key := progressing.Reason
-	c.statesMu.Lock()
-	changed := c.states[r.Name] != key
-	c.states[r.Name] = key
-	c.statesMu.Unlock()
-	if oldP := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionProgressing); changed && (oldP == nil || oldP.Reason != key) {
-		eventType := corev1.EventTypeNormal
-		if progressing.Reason == v1alpha1.ReasonTargetNotFound {
-			eventType = corev1.EventTypeWarning
-		}
-		c.event(r, nil, eventType, progressing.Reason, "Sync", progressing.Message)
-	}
-}
-
-func sameTarget(a, b *contract.ObjectRef) bool {
-	return a != nil && b != nil && *a == *b
-}
-
-// event records an Event regarding obj; Events are best effort.
-func (c *Controller) event(regarding, related runtime.Object, eventType, reason, action, note string) {
-	if c.recorder == nil || isNil(regarding) {
-		return
-	}
-	if isNil(related) {
-		related = nil
-	}
-	// The note goes through a format string: keep its own % signs.
-	c.recorder.Eventf(regarding, related, eventType, reason, action, "%s", truncate(note, 1000))
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
-}
-
 // forget drops what the controller keeps about a deleted rollout.
 func (c *Controller) forget(name string) {
 	c.expectations.forget(name)
+	c.unseen.forget(name)
+	c.slotsMu.Lock()
+	delete(c.slots, name)
+	c.slotsMu.Unlock()
 	c.refusals.forget(name)
 	c.metrics.forget(name)
 	c.statesMu.Lock()
 	delete(c.states, name)
 	c.statesMu.Unlock()
-}
-
-// isNil reports a nil object, a typed nil pointer included (a Node the
-// decision names that the map does not hold).
-func isNil(obj runtime.Object) bool {
-	if obj == nil {
-		return true
-	}
-	v := reflect.ValueOf(obj)
-	return v.Kind() == reflect.Pointer && v.IsNil()
 }
