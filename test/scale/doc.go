@@ -97,8 +97,8 @@
 // holds a write and two deliveries besides the controller's own work. The
 // proxy also times each Node patch on the wire, which splits a reaction in
 // three (reactions.go): the update seen until the controller sent the patch
-// (its own watch delivery, its queue, its wait for its caches and for the
-// sync in progress), the patch's round trip (admission, the nodeguard
+// (its own watch delivery, its queue, the sync in progress and its wait for
+// its cache to show its last status write), the patch's round trip (admission, the nodeguard
 // webhook's review among it, and the write), and its answer until the
 // harness's watch showed it. The apiserver's and the webhook's own
 // histograms, read before and after, give the mean validating-webhook call
