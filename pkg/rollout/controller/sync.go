@@ -49,9 +49,9 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 	now := c.clock.Now()
 	if ok, wait := c.expectations.satisfied(name, r.ResourceVersion, now); !ok {
-		// The events of the writes wake the rollout up; the deadline is a
+		// The write's event wakes the rollout up; the deadline is a
 		// backstop.
-		logger.V(4).Info("Waiting for the caches to show the controller's own writes", "atMost", wait)
+		logger.V(4).Info("Waiting for the cache to show the controller's last status write", "atMost", wait)
 		c.queue.AddAfter(name, wait)
 		c.metrics.sync("waiting")
 		return nil
