@@ -78,15 +78,6 @@ func firstAssignments(d rollout.Decision) int {
 	return 1
 }
 
-func anyRefused(results []patched) bool {
-	for _, r := range results {
-		if r.result == resultRefused {
-			return true
-		}
-	}
-	return false
-}
-
 // patchSlots is rollout's semaphore of maxPatchesInFlight: the assignments
 // of one sync go out while an earlier sync's are still in flight, and
 // together they stay within the bound.
