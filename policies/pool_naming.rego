@@ -8,6 +8,12 @@
 #
 # Judged from the Node in the review, when its assignment or its pool
 # changes; nodes outside pools are not constrained.
+#
+# The label is the administrator's word: rule 2 forbids a node to add,
+# change or remove any nodeguard.dev label on its Node, so a node can neither
+# put itself in a pool nor leave one to escape this policy. The denial is
+# node-scoped ("scope": "node"): it concerns the Node's own pool, so a
+# rollout that meets it skips that Node instead of failing its whole pool.
 package nodeguard.admission
 
 import data.nodeguard.lib
@@ -22,7 +28,7 @@ default pool_naming_old_pool := ""
 
 pool_naming_old_pool := input.request.oldObject.metadata.labels["nodeguard.dev/pool"]
 
-deny contains {"rule": "pool_naming", "msg": msg} if {
+deny contains {"rule": "pool_naming", "scope": "node", "msg": msg} if {
 	input.request.resource.resource == "nodes"
 	lib.node_write
 	pool := pool_naming_pool

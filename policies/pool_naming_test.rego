@@ -24,6 +24,11 @@ test_config_for_another_pool_is_denied if {
 	contains(m.msg, "kube-system/kubelet-cpu")
 }
 
+test_denial_is_node_scoped if {
+	some m in denials({pool_label: "gpu"}, {source_annotation: "kube-system/kubelet-cpu"}, {})
+	m.scope == "node"
+}
+
 test_pool_must_be_a_whole_part_of_the_name if {
 	count(denials({pool_label: "gpu"}, {source_annotation: "kube-system/kubelet-nogpu"}, {})) == 1
 	count(denials({pool_label: "gpu"}, {source_annotation: "kube-system/kubelet-gpus"}, {})) == 1

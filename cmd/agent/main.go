@@ -31,6 +31,9 @@ validates it (as the admission webhook does, feature gates against this
 kubelet's version), writes the kubelet's configuration file, restarts the
 kubelet (through systemd over D-Bus, or with --kubelet-restart-command where
 the kubelet is not a systemd unit), and keeps the new configuration on trial.
+A trial judges the kubelet's /healthz and, against what was seen just before
+the restart, the Node's Ready and pressure conditions, the pods bound to it
+that the kubelet rejects or evicts, and its allocatable (--trial-* flags).
 One that fails is rolled back to the last known good one (or the local
 configuration). Status is reported on the Node: annotation
 nodeguard.dev/config-status and condition KubeletConfigReady. See

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/klog/v2"
@@ -48,6 +49,17 @@ type Options struct {
 	TrialFailureThreshold int
 	KubeletVersion        string
 
+	// The trial's signals of the Node and its pods (pkg/nodeagent/trial).
+	TrialNodeReady          bool
+	TrialReadyGrace         time.Duration
+	TrialPressure           bool
+	TrialPressureConditions []string
+	TrialWatchPods          bool
+	TrialPodFailureReasons  []string
+	TrialPodsStopped        bool
+	TrialAllocatable        bool
+	TrialAllocatableGrace   time.Duration
+
 	ListenAddress string
 	ResyncPeriod  time.Duration
 }
@@ -55,7 +67,7 @@ type Options struct {
 // NewOptions returns the defaults, laid out for a kubeadm node.
 func NewOptions() *Options {
 	hostname, _ := os.Hostname()
-	return &Options{
+	o := &Options{
 		NodeName:              strings.ToLower(hostname),
 		Kubeconfig:            "/etc/kubernetes/kubelet.conf",
 		KubeAPIQPS:            5,
@@ -71,12 +83,24 @@ func NewOptions() *Options {
 		HealthzURL:            "http://127.0.0.1:10248/healthz",
 		ProbePeriod:           5 * time.Second,
 		ProbeTimeout:          3 * time.Second,
-		TrialPeriod:           10 * time.Minute,
+		TrialPeriod:           5 * time.Minute,
 		TrialGracePeriod:      2 * time.Minute,
 		TrialFailureThreshold: 6,
+		TrialNodeReady:        true,
+		TrialReadyGrace:       2 * time.Minute,
+		TrialPressure:         true,
+		TrialWatchPods:        true,
+		TrialPodsStopped:      true,
+		TrialAllocatable:      true,
+		TrialAllocatableGrace: 30 * time.Second,
 		ListenAddress:         "127.0.0.1:10266",
 		ResyncPeriod:          time.Minute,
 	}
+	for _, c := range trial.DefaultPressureConditions {
+		o.TrialPressureConditions = append(o.TrialPressureConditions, string(c))
+	}
+	o.TrialPodFailureReasons = append([]string(nil), trial.DefaultPodFailureReasons...)
+	return o
 }
 
 // AddFlags registers the options, and klog's, on fs.
@@ -101,9 +125,18 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HealthzURL, "kubelet-healthz-url", o.HealthzURL, "The kubelet's health endpoint (healthzBindAddress:healthzPort, kept node-local for this reason), probed during trials.")
 	fs.DurationVar(&o.ProbePeriod, "health-probe-period", o.ProbePeriod, "How often the kubelet is probed during a trial.")
 	fs.DurationVar(&o.ProbeTimeout, "health-probe-timeout", o.ProbeTimeout, "How long one probe may take; a slower answer counts as a failure (a hung kubelet). Must be shorter than --health-probe-period.")
-	fs.DurationVar(&o.TrialPeriod, "trial-period", o.TrialPeriod, "How long a newly applied configuration is on trial before it becomes last-known-good. Measured as time since boot on one boot; a reboot starts the trial over.")
+	fs.DurationVar(&o.TrialPeriod, "trial-period", o.TrialPeriod, "How long a newly applied configuration is on trial before it becomes last-known-good; five minutes, so that a trial and a kubelet restart fit in a rollout's default progress deadline (ten minutes). Measured as time since boot on one boot; a reboot starts the trial over.")
 	fs.DurationVar(&o.TrialGracePeriod, "trial-grace-period", o.TrialGracePeriod, "How long the kubelet has to answer /healthz after a restart (or after the agent starts during a trial) before the configuration is rolled back.")
 	fs.IntVar(&o.TrialFailureThreshold, "trial-failure-threshold", o.TrialFailureThreshold, "Failed probes, after the kubelet was first healthy, that roll a configuration on trial back. Only probes made by the running agent, on this boot, count.")
+	fs.BoolVar(&o.TrialNodeReady, "trial-node-ready", o.TrialNodeReady, "Fail a trial when the Node, Ready before the kubelet's restart, is not Ready again within --trial-ready-grace of it, or later stops being Ready for that long; a trial does not pass while the Node is not Ready. On by default: a runtime or network setting can leave the Node NotReady while the kubelet's /healthz answers.")
+	fs.DurationVar(&o.TrialReadyGrace, "trial-ready-grace", o.TrialReadyGrace, "How long the Node may be other than Ready at a time during a trial, the first time counted from the kubelet's restart. The default, like --trial-grace-period, leaves a slow node time to report after a restart (a kubelet reports NotReady for a few seconds at start) and stays below a 10m trial.")
+	fs.BoolVar(&o.TrialPressure, "trial-pressure", o.TrialPressure, "Fail a trial when the Node raises one of --trial-pressure-conditions that was not raised before the kubelet's restart. On by default: eviction thresholds beyond what the node has make the kubelet raise pressure and evict pods.")
+	fs.StringSliceVar(&o.TrialPressureConditions, "trial-pressure-conditions", o.TrialPressureConditions, "The pressure conditions --trial-pressure watches (MemoryPressure, DiskPressure, PIDPressure). By default all three, each of which follows from the kubelet's eviction thresholds.")
+	fs.BoolVar(&o.TrialWatchPods, "trial-watch-pods", o.TrialWatchPods, "Watch the pods bound to this node (fieldSelector spec.nodeName, the list the kubelet's identity is allowed) so that --trial-pod-failure-reasons, --trial-pods-stopped and --trial-allocatable can judge trials. On by default: maxPods, reservations and eviction thresholds hurt pods while the kubelet stays healthy. False reads no pods and turns the three off.")
+	fs.StringSliceVar(&o.TrialPodFailureReasons, "trial-pod-failure-reasons", o.TrialPodFailureReasons, "status.reason values of pods the kubelet failed (phase Failed) that fail a trial when a pod bound to this node got one after the kubelet's restart; X* matches every reason starting with X. The default lists the kubelet's own admission refusals and evictions, each of which its configuration can cause; an empty list turns this signal off.")
+	fs.BoolVar(&o.TrialPodsStopped, "trial-pods-stopped", o.TrialPodsStopped, "Fail a trial when a pod bound to this node with restartPolicy Always, not over before the kubelet's restart, is over (Succeeded or Failed) with no reason and not being deleted. On by default: only the kubelet ends such a pod, and a running pod it rejects at admission after a restart ends this way, its OutOf* reason replaced by the phase its killed containers left.")
+	fs.BoolVar(&o.TrialAllocatable, "trial-allocatable", o.TrialAllocatable, "Fail a trial when the Node's allocatable cpu, memory, ephemeral-storage or pods drops, after the kubelet's restart, below what its running pods request. On by default: it catches reservations and maxPods that leave running pods without room even when the kubelet admitted them against the Node's old status.")
+	fs.DurationVar(&o.TrialAllocatableGrace, "trial-allocatable-grace", o.TrialAllocatableGrace, "How long an allocatable below the running pods' requests may last before --trial-allocatable fails the trial (0: at once). The restarted kubelet rejects the pods it has no room for at once and reports it in the pods' status within about 10s (its status manager's periodic sync), naming the pods and its reason, which says more than a sum; a shortfall that outlasts 30s is pods it admitted against the Node status it read before reporting its own.")
 	fs.StringVar(&o.KubeletVersion, "kubelet-version", o.KubeletVersion, "The kubelet's version (e.g. 1.37.2) for the feature-gate check. Empty means the Node's status.nodeInfo.kubeletVersion.")
 
 	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "host:port for the agent's own /healthz, /readyz and /metrics (plain HTTP). Empty disables. Keep it on loopback unless a scraper needs it.")
@@ -161,6 +194,27 @@ func (o *Options) Validate() []error {
 	if o.ProbeTimeout >= o.ProbePeriod {
 		errs = append(errs, errors.New("--health-probe-timeout must be shorter than --health-probe-period"))
 	}
+	if o.TrialNodeReady && o.TrialReadyGrace <= 0 {
+		errs = append(errs, fmt.Errorf("--trial-ready-grace %v: must be positive", o.TrialReadyGrace))
+	}
+	// The lists are checked even where their signal is off, so that a
+	// typo does not wait for the day it is turned on; the Ready grace is
+	// checked above, under its flag's name.
+	var signals trial.NodeSignals
+	for _, r := range o.TrialPodFailureReasons {
+		if r = strings.TrimSpace(r); r != "" {
+			signals.PodFailureReasons = append(signals.PodFailureReasons, r)
+		}
+	}
+	for _, c := range o.TrialPressureConditions {
+		signals.PressureConditions = append(signals.PressureConditions, corev1.NodeConditionType(c))
+	}
+	if err := signals.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--trial-pressure-conditions, --trial-pod-failure-reasons: %w", err))
+	}
+	if o.TrialAllocatableGrace < 0 {
+		errs = append(errs, fmt.Errorf("--trial-allocatable-grace %v: must not be negative", o.TrialAllocatableGrace))
+	}
 	if o.TrialFailureThreshold < 1 {
 		errs = append(errs, fmt.Errorf("--trial-failure-threshold %d: must be at least 1", o.TrialFailureThreshold))
 	}
@@ -217,6 +271,27 @@ func (o *Options) restarter() kubelet.Restarter {
 	return kubelet.NewSystemdRestarter(o.SystemdBusAddress, o.KubeletUnit, o.RestartTimeout)
 }
 
+// nodeSignals are the trial's signals of the Node and its pods that the
+// options turn on.
+func (o *Options) nodeSignals() trial.NodeSignals {
+	s := trial.NodeSignals{Ready: o.TrialNodeReady, ReadyGrace: o.TrialReadyGrace,
+		PodsStopped: o.TrialWatchPods && o.TrialPodsStopped, Allocatable: o.TrialWatchPods && o.TrialAllocatable,
+		AllocatableGrace: o.TrialAllocatableGrace}
+	if o.TrialPressure {
+		for _, c := range o.TrialPressureConditions {
+			s.PressureConditions = append(s.PressureConditions, corev1.NodeConditionType(c))
+		}
+	}
+	if o.TrialWatchPods {
+		for _, r := range o.TrialPodFailureReasons {
+			if r = strings.TrimSpace(r); r != "" {
+				s.PodFailureReasons = append(s.PodFailureReasons, r)
+			}
+		}
+	}
+	return s
+}
+
 // Config turns validated options into the agent's configuration.
 func (o *Options) Config() nodeagent.Config {
 	var kubeletVersion *version.Version
@@ -240,9 +315,10 @@ func (o *Options) Config() nodeagent.Config {
 		HealthzURL:        o.HealthzURL,
 		ProbePeriod:       o.ProbePeriod,
 		ProbeTimeout:      o.ProbeTimeout,
-		Trial:             trial.Policy{Period: o.TrialPeriod, Grace: o.TrialGracePeriod, FailureThreshold: o.TrialFailureThreshold},
-		KubeletVersion:    kubeletVersion,
-		ListenAddress:     o.ListenAddress,
-		ResyncPeriod:      o.ResyncPeriod,
+		Trial: trial.Policy{Period: o.TrialPeriod, Grace: o.TrialGracePeriod, FailureThreshold: o.TrialFailureThreshold,
+			Node: o.nodeSignals()},
+		KubeletVersion: kubeletVersion,
+		ListenAddress:  o.ListenAddress,
+		ResyncPeriod:   o.ResyncPeriod,
 	}
 }

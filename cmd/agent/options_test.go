@@ -1,13 +1,17 @@
 package main
 
 import (
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/trial"
 )
 
 func parse(t *testing.T, args ...string) *Options {
@@ -123,4 +127,45 @@ func TestEveryFlagIsExplained(t *testing.T) {
 			t.Errorf("--%s has no real help text: %q", f.Name, f.Usage)
 		}
 	})
+}
+
+func TestTrialSignalFlags(t *testing.T) {
+	cfg := parse(t, "--node-name=n").Config()
+	want := trial.NodeSignals{Ready: true, ReadyGrace: 2 * time.Minute, PressureConditions: trial.DefaultPressureConditions,
+		PodFailureReasons: trial.DefaultPodFailureReasons, PodsStopped: true, Allocatable: true, AllocatableGrace: 30 * time.Second}
+	if !reflect.DeepEqual(cfg.Trial.Node, want) {
+		t.Errorf("default signals %+v, want every one on: %+v", cfg.Trial.Node, want)
+	}
+
+	o := parse(t, "--node-name=n", "--trial-node-ready=false", "--trial-pressure=false", "--trial-watch-pods=false")
+	if errs := o.Validate(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if got := o.Config().Trial.Node; !reflect.DeepEqual(got, trial.NodeSignals{ReadyGrace: 2 * time.Minute, AllocatableGrace: 30 * time.Second}) || got.WatchesPods() {
+		t.Errorf("every signal turned off gave %+v", got)
+	}
+
+	o = parse(t, "--node-name=n", "--trial-ready-grace=30s", "--trial-pressure-conditions=DiskPressure",
+		"--trial-pod-failure-reasons=", "--trial-pods-stopped=false", "--trial-allocatable=true")
+	if errs := o.Validate(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	got := o.Config().Trial.Node
+	if got.ReadyGrace != 30*time.Second || !reflect.DeepEqual(got.PressureConditions, []corev1.NodeConditionType{corev1.NodeDiskPressure}) ||
+		got.PodFailureReasons != nil || got.PodsStopped || !got.Allocatable || !got.WatchesPods() {
+		t.Errorf("tuned signals gave %+v", got)
+	}
+
+	errs := parse(t, "--node-name=n", "--trial-ready-grace=0", "--trial-pressure-conditions=Ready", "--trial-pod-failure-reasons=*",
+		"--trial-allocatable-grace=-1s").Validate()
+	joined := fmt.Sprint(errs)
+	for _, want := range []string{"--trial-ready-grace", `"Ready"`, `"*"`, "--trial-allocatable-grace"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("no error mentions %s: %s", want, joined)
+		}
+	}
+	// A Ready signal turned off needs no grace.
+	if errs := parse(t, "--node-name=n", "--trial-node-ready=false", "--trial-ready-grace=0").Validate(); len(errs) > 0 {
+		t.Errorf("grace refused with the Ready signal off: %v", errs)
+	}
 }

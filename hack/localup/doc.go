@@ -5,7 +5,8 @@
 // operator cares about, printing `kubectl nodeguard status` at each step:
 // a configuration assigned to a pool goes active, then last-known-good; a
 // bad one is rolled back with the reason; a node is refused another node's
-// ConfigMap and a too-old kubelet is refused. The cluster then stays up for
+// ConfigMap and labelling itself into a pool, and a too-old kubelet is
+// refused. The cluster then stays up for
 // poking at until Ctrl-C (or exits, with --demo-only). Every process and
 // temporary file goes away on exit, on Ctrl-C and on failure alike.
 package main

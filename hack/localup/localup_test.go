@@ -50,6 +50,7 @@ func TestDemo(t *testing.T) {
 		`(?m)^    node-2: never touched: still assigned kubelet-configs/pool-blue, its kubelet not restarted`,
 		`(?m)^    node-1 GET configmaps kubelet-configs/pool-blue: allowed`,
 		`(?m)^    node-3 GET configmaps kubelet-configs/pool-blue: Forbidden: .*system:node:node-3`,
+		`(?m)^    node-3 PATCH nodes node-3 nodeguard\.dev/pool=blue: refused: .*rule 2 \(node-restriction\).*nodeguard\.dev/pool`,
 		`(?m)^    node-old registration: refused: .*rule 4 \(min-kubelet-version\)`,
 		`(?m)^    node-old GET configmaps kubelet-configs/pool-blue: Forbidden: .*older than the minimum`,
 		`(?m)^    node-old GET nodes node-old: allowed`,

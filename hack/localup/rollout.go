@@ -19,8 +19,9 @@ const rolloutName = "pool-blue"
 
 var rolloutsResource = v1alpha1.SchemeGroupVersion.WithResource("kubeletconfigrollouts")
 
-// rolloutManifest is what an operator would `kubectl apply`: the blue pool,
-// one canary, one Node at a time, reverted on failure.
+// rolloutManifest is what an operator would `kubectl apply`: the blue pool
+// (nodeguard.dev/pool, which the administrator sets and no node may set on
+// itself), one canary, one Node at a time, reverted on failure.
 func rolloutManifest(configMap string) string {
 	return fmt.Sprintf(`apiVersion: nodeguard.dev/v1alpha1
 kind: KubeletConfigRollout
@@ -28,7 +29,7 @@ metadata:
   name: %s
 spec:
   nodeSelector:
-    matchLabels: {pool: blue}
+    matchLabels: {nodeguard.dev/pool: blue}
   configMapRef: {namespace: %s, name: %s}
   canary: 1
   maxUnavailable: 1

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -59,18 +60,19 @@ func demoNodes() []struct{ name, pool string } {
 func (s *story) startNodes(ctx context.Context, cleanups *[]func()) error {
 	what := fmt.Sprintf("starting %d nodes: each a real kubelet %s on the kubelet's own fake container runtime, run by a stand-in\n"+
 		"    systemd unit (Restart=always), registering its Node with its own client certificate (system:node:NAME), and the agent\n"+
-		"    beside it with the same credentials; trials last %s here (a real agent's default is 10m)", len(demoNodes()), framework.DefaultKubeletVersion, s.opts.trialPeriod)
+		"    beside it with the same credentials, then put in its pool by the administrator (label %s, which no node may set\n"+
+		"    on itself); trials last %s here (a real agent's default is 10m)", len(demoNodes()), framework.DefaultKubeletVersion, contract.PoolLabel, s.opts.trialPeriod)
 	err := s.c.slow(ctx, what, func(ctx context.Context) error {
 		for _, d := range demoNodes() {
 			n, err := framework.StartNode(ctx, s.env, framework.NodeOptions{
-				Name: d.name, Binaries: s.binaries, Labels: map[string]string{"pool": d.pool}, TrialPeriod: s.opts.trialPeriod,
+				Name: d.name, Binaries: s.binaries, AdminLabels: map[string]string{contract.PoolLabel: d.pool}, TrialPeriod: s.opts.trialPeriod,
 			})
 			if err != nil {
 				return err
 			}
 			*cleanups = append(*cleanups, n.Stop)
 			s.nodes = append(s.nodes, n)
-			s.c.detail("%s  pool=%s  kubelet %s  (kubelet /healthz on 127.0.0.1:%d, its API on 127.0.0.1:%d, agent on 127.0.0.1:%d)",
+			s.c.detail("%s  "+contract.PoolLabel+"=%s  kubelet %s  (kubelet /healthz on 127.0.0.1:%d, its API on 127.0.0.1:%d, agent on 127.0.0.1:%d)",
 				n.Name, d.pool, framework.DefaultKubeletVersion, n.KubeletHealthzPort, n.KubeletPort, n.AgentPort)
 		}
 		return nil
@@ -105,7 +107,7 @@ func (s *story) tell(ctx context.Context) error {
 }
 
 // rollOutToPool is part 1: a KubeletConfigRollout takes a configuration
-// across pool=blue, the canary first and alone through its trial, then
+// across nodeguard.dev/pool=blue, the canary first and alone through its trial, then
 // the rest one at a time.
 func (s *story) rollOutToPool(ctx context.Context) (*corev1.ConfigMap, error) {
 	s.c.chapter("1. Roll a kubelet configuration out across a pool")
@@ -139,7 +141,7 @@ func (s *story) rollOutToPool(ctx context.Context) (*corev1.ConfigMap, error) {
 	if err := s.showCapacity(ctx, blue, 150); err != nil {
 		return nil, err
 	}
-	s.c.detail("node-3 (pool=green) is not selected and keeps its local configuration")
+	s.c.detail("node-3 (%s=green) is not selected and keeps its local configuration", contract.PoolLabel)
 	return cm, nil
 }
 
@@ -278,10 +280,25 @@ func (s *story) refusals(ctx context.Context) error {
 		s.c.detail("%s GET configmaps %s/pool-blue: %s", reader.node, configNamespace, result)
 	}
 
+	s.c.step("node-3 labels itself into the blue pool (%s=blue) with its own client certificate, to be given pool-blue by the rollout", contract.PoolLabel)
+	node3, err := s.env.NodeClient("node-3")
+	if err != nil {
+		return err
+	}
+	joinBlue := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"blue"}}}`, contract.PoolLabel)
+	_, err = node3.CoreV1().Nodes().Patch(ctx, "node-3", types.MergePatchType, joinBlue, metav1.PatchOptions{})
+	if err == nil {
+		return fmt.Errorf("node-3 was allowed to label itself into the blue pool")
+	}
+	if !apierrors.IsForbidden(err) {
+		return err
+	}
+	s.c.detail("node-3 PATCH nodes node-3 %s=blue: refused: %s", contract.PoolLabel, apiMessage(err))
+
 	s.c.step("%s, whose kubelet reports %s (the policy's minimum is %s), registers with its own client certificate", oldNodeName, oldKubeletVersion, s.opts.minKubeletVersion)
 	// Only kubelet v1.37.2 is built here: the registration is made as an
 	// older kubelet would make it, with the node's own certificate.
-	err := framework.RegisterNode(ctx, s.env, oldNodeName, oldKubeletVersion, nil)
+	err = framework.RegisterNode(ctx, s.env, oldNodeName, oldKubeletVersion, nil)
 	if err == nil {
 		return fmt.Errorf("%s, with kubelet %s, was allowed to register", oldNodeName, oldKubeletVersion)
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/errors"
 	corelisters "k8s.io/client-go/listers/core/v1"
 
+	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/graph"
@@ -25,6 +26,10 @@ const (
 	RuleMinKubeletVersion Rule = "rule 4 (min-kubelet-version)"
 	RuleFeatureGates      Rule = "rule 5 (feature-gates)"
 	RuleConfigContent     Rule = "rule 6 (config-content)"
+	// RuleRolloutSelector refuses a KubeletConfigRollout whose nodeSelector
+	// a node can satisfy with labels it writes itself (rollouts.go). It is
+	// not one of the contract's rules for node writes: it judges everyone.
+	RuleRolloutSelector Rule = "rollout selector"
 	// RuleMalformed refuses a review that names a resource it cannot
 	// judge, such as an UPDATE without the old object.
 	RuleMalformed Rule = "malformed request"
@@ -40,12 +45,27 @@ type Result struct {
 	Rule     Rule
 	Message  string
 	Warnings []string
+	// NodeState marks a refusal that concerns the target Node's own
+	// reported state (rule 5 judging its kubelet version, a policy that
+	// declares its denial node-scoped) rather than what is assigned to it.
+	// The answer then carries a contract.CauseNodeState cause, so that
+	// the rollout controller skips that Node and goes on with the others:
+	// otherwise one node could fail a whole pool by what it reports.
+	NodeState bool
 }
 
 func allow(warnings ...string) Result { return Result{Allowed: true, Warnings: warnings} }
 
 func refuse(rule Rule, format string, args ...any) Result {
 	return Result{Rule: rule, Message: fmt.Sprintf(format, args...)}
+}
+
+// refuseForNodeState is refuse for a refusal that concerns the target
+// Node's own reported state (see Result.NodeState).
+func refuseForNodeState(rule Rule, format string, args ...any) Result {
+	r := refuse(rule, format, args...)
+	r.NodeState = true
+	return r
 }
 
 // Graph is what admission reads of the graph: which nodes a ConfigMap is
@@ -84,6 +104,13 @@ func (a *Admitter) Admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	policy := a.policy()
 	nodeName, isNode := contract.NodeIdentity(req.UserInfo.Username, req.UserInfo.Groups)
 	checkContent := isNode || !policy.IsExempt(req.UserInfo.Username)
+	if req.Resource.Group == v1alpha1.GroupName && req.Resource.Resource == rolloutsResource {
+		// Everyone, exempt users too: the rule guards against a slip.
+		if req.SubResource != "" {
+			return allow()
+		}
+		return admitRollout(req)
+	}
 	if req.Resource.Group != "" {
 		return allow()
 	}

@@ -36,17 +36,12 @@ func (a *Admitter) admitSelfAssignment(policy *config.Policy, nodeName string, n
 	return allow()
 }
 
-// rolloutBookkeeping are the annotations the rollout controller keeps on a
-// Node it moves (pkg/apis/nodeguard/v1alpha1): the rollout and the Node's
-// previous config source, which a revert assigns back.
-var rolloutBookkeeping = []string{v1alpha1.RolloutAnnotation, v1alpha1.PreviousConfigSourceAnnotation}
-
 // admitRolloutBookkeeping is rule 3 for a rollout's bookkeeping: a node may
 // not add, change or remove it on its own Node. A node that could write
 // previous-config-source would have the next revert assign it whatever
 // eligible ConfigMap it chose, which is self-assignment by another name.
 func admitRolloutBookkeeping(nodeName string, node, old *corev1.Node) Result {
-	for _, key := range rolloutBookkeeping {
+	for _, key := range v1alpha1.BookkeepingAnnotations {
 		value, has := node.Annotations[key]
 		var oldValue string
 		var oldHas bool

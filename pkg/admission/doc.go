@@ -3,8 +3,10 @@
 //
 //  1. own-node: a node writes only its own Node (nodes and nodes/status);
 //  2. node-restriction: no node-restriction.kubernetes.io labels, no
-//     kubernetes.io / k8s.io labels outside the kubelet's set, no change of
-//     taints, ownerReferences or the legacy spec.configSource;
+//     nodeguard.dev labels (pool membership is the administrator's word),
+//     no kubernetes.io / k8s.io labels outside the kubelet's set
+//     (contract.NodeMayWriteLabel), no change of taints, ownerReferences or
+//     the legacy spec.configSource;
 //  3. config-source: a node sets its config-source annotation only where the
 //     policy allows self-assignment, and only to an eligible ConfigMap;
 //     clearing it is always allowed;
@@ -16,13 +18,19 @@
 //     dynamically and breaks rule 5 for no node it is assigned to.
 //
 // Requests from non-nodes are judged by rules 5 and 6 only, and users the
-// policy exempts skip those two. A refusal is a value naming the rule; the
-// HTTP transport lives in pkg/server.
+// policy exempts skip those two. Beside the contract's rules, the rollout
+// selector rule judges everyone who creates a KubeletConfigRollout or
+// changes its nodeSelector: the selector must require a label no node can
+// set on itself. A refusal is a value naming the rule; one that concerns the
+// target Node's own reported state (rule 5 on its kubelet version, a
+// node-scoped policy denial) says so in its status causes
+// (contract.CauseNodeState), so that a rollout skips that Node rather than
+// fail its pool. The HTTP transport lives in pkg/server.
 //
 // A review goes: ReviewFunc (review.go) decodes it (decode.go), Admitter.Admit
 // (admitter.go) decides it with the built-in rules, Policies (policy.go) with
 // the Rego policies, and ReviewFunc answers. Each rule is in the file named
 // after it: ownnode.go, noderestriction.go, configsource.go,
-// minkubeletversion.go, featuregates.go, configcontent.go, and pods.go for
-// NodeRestriction's pod rules.
+// minkubeletversion.go, featuregates.go, configcontent.go, rollouts.go, and
+// pods.go for NodeRestriction's pod rules.
 package admission

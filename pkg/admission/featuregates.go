@@ -61,9 +61,11 @@ func (a *Admitter) admitAssignment(_ context.Context, node, old *corev1.Node) Re
 			node.Name, reported, ref, knownKubelets()))...)
 	}
 	// The node's own report decides its own assignment, even a lowered one:
-	// a refusal here concerns that node alone.
+	// a refusal here concerns that node alone, and says so, so that a
+	// rollout skips the node rather than fail its pool for it. (A
+	// configuration no kubelet can run, above, is refused for what it is.)
 	if errs := kubeletconfig.CheckFeatureGates(cfg, parsed); len(errs) > 0 {
-		return refuse(RuleFeatureGates, "cannot assign %s to node %q (kubelet %s): %v", ref, node.Name, reported, kubeletconfig.Summarize(errs))
+		return refuseForNodeState(RuleFeatureGates, "cannot assign %s to node %q (kubelet %s): %v", ref, node.Name, reported, kubeletconfig.Summarize(errs))
 	}
 	if why := a.versions.distrust(node.Name, reported, parsed); why != "" {
 		return allow(append(warnings, fmt.Sprintf("node %s %s; this assignment was judged by the version it reports now, but it no longer counts in rule 5 for edits of the ConfigMaps it shares with other nodes", node.Name, why))...)

@@ -6,21 +6,24 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/sets"
-	kubeletapis "k8s.io/kubelet/pkg/apis"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
 // admitNodeRestriction is rule 2, as the in-tree NodeRestriction plugin
-// has it, and stricter on one point: a node may not set ownerReferences at
-// registration either (CVE-2025-5187 showed what a node can do with them).
+// has it, and stricter on two points: a node may not set ownerReferences at
+// registration either (CVE-2025-5187 showed what a node can do with them),
+// and no nodeguard.dev label is a node's to write, at registration or
+// after, so that a pool selected on one cannot be joined by a node on its
+// own (a rollout would assign it the pool's configuration: self-assignment
+// by another name).
 func admitNodeRestriction(nodeName string, node, old *corev1.Node) Result {
 	var oldLabels map[string]string
 	if old != nil {
 		oldLabels = old.Labels
 	}
 	if forbidden := forbiddenLabels(modifiedLabels(node.Labels, oldLabels)); len(forbidden) > 0 {
-		return refuse(RuleNodeRestriction, "node %q may not set, change or remove the labels %s: they are reserved to the control plane (node-restriction.kubernetes.io, or kubernetes.io/k8s.io outside the kubelet's own labels)",
+		return refuse(RuleNodeRestriction, "node %q may not set, change or remove the labels %s: they are reserved to the control plane and the administrator (node-restriction.kubernetes.io, nodeguard.dev, or kubernetes.io/k8s.io outside the kubelet's own labels)",
 			nodeName, strings.Join(forbidden, ", "))
 	}
 	if old == nil {
@@ -60,20 +63,14 @@ func modifiedLabels(labels, old map[string]string) []string {
 	return sets.List(modified)
 }
 
+// forbiddenLabels are the keys a node may not write (contract.NodeMayWriteLabel,
+// which the rollout selector rule reads too).
 func forbiddenLabels(keys []string) []string {
 	var forbidden []string
 	for _, key := range keys {
-		domain, _, hasDomain := strings.Cut(key, "/")
-		if !hasDomain {
-			continue
-		}
-		if inDomain(domain, corev1.LabelNamespaceNodeRestriction) ||
-			((inDomain(domain, "kubernetes.io") || inDomain(domain, "k8s.io")) && !kubeletapis.IsKubeletLabel(key)) {
+		if !contract.NodeMayWriteLabel(key) {
 			forbidden = append(forbidden, key)
 		}
 	}
 	return forbidden
 }
-
-// inDomain reports whether domain is d or a subdomain of it.
-func inDomain(domain, d string) bool { return domain == d || strings.HasSuffix(domain, "."+d) }

@@ -67,7 +67,23 @@ func (p *Policies) admit(ctx context.Context, a *Admitter, req *admissionv1.Admi
 		builtin.Warnings = warnings
 		return builtin
 	}
-	return Result{Rule: Rule(policyName(res.Deny[0])), Message: denialMessage(res.Deny), Warnings: warnings}
+	return Result{Rule: Rule(policyName(res.Deny[0])), Message: denialMessage(res.Deny), Warnings: warnings,
+		NodeState: nodeScoped(req, res.Deny)}
+}
+
+// nodeScoped reports whether a policy refusal of a Node write concerns the
+// Node's own state: every denial says "scope": "node". One that does not
+// is about what is assigned, and decides for the refusal as a whole.
+func nodeScoped(req *admissionv1.AdmissionRequest, deny []policy.Violation) bool {
+	if req.Resource.Group != "" || req.Resource.Resource != "nodes" {
+		return false
+	}
+	for _, v := range deny {
+		if !v.NodeScoped {
+			return false
+		}
+	}
+	return len(deny) > 0
 }
 
 // policyName names the policy that produced a violation, as answers and

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/server"
 )
 
@@ -86,6 +87,20 @@ func response(req *admissionv1.AdmissionRequest, result Result) *admissionv1.Adm
 			Reason:  metav1.StatusReasonForbidden,
 			Message: fmt.Sprintf("nodeguard %s: %s", result.Rule, result.Message),
 		}
+		if result.NodeState {
+			// The apiserver hands this Status to the client as it is
+			// (k8s.io/apiserver's webhook/errors.ToStatusErr), where
+			// contract.IsNodeStateRefusal reads the cause.
+			resp.Result.Details = &metav1.StatusDetails{
+				Name:  req.Name,
+				Group: req.Resource.Group,
+				Kind:  req.Resource.Resource,
+				Causes: []metav1.StatusCause{{
+					Type:    contract.CauseNodeState,
+					Message: "the refusal concerns the Node's own reported state, not what is assigned to it",
+				}},
+			}
+		}
 	}
 	return resp
 }
@@ -126,7 +141,8 @@ func logDecision(ctx context.Context, req *admissionv1.AdmissionRequest, result 
 
 // logDecisionLine is the decision log's line (--decision-log): who asked
 // for what, the outcome, the rule that decided (built-in "rule N (...)" or
-// "policy <package>/<rule>"; empty when allowed), and how long deciding took.
+// "rollout selector", or "policy <package>/<rule>"; empty when allowed), and
+// how long deciding took.
 func logDecisionLine(ctx context.Context, req *admissionv1.AdmissionRequest, result Result, took time.Duration) {
 	outcome := "allowed"
 	if !result.Allowed {

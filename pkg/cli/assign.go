@@ -29,7 +29,7 @@ type changeOptions struct {
 }
 
 func addChangeFlags(cmd *cobra.Command, o *changeOptions) {
-	cmd.Flags().StringVarP(&o.selection.selector, "selector", "l", "", "Label selector of the nodes to change (e.g. -l pool=blue); not with node names")
+	cmd.Flags().StringVarP(&o.selection.selector, "selector", "l", "", "Label selector of the nodes to change (e.g. -l nodeguard.dev/pool=blue); not with node names")
 	cmd.Flags().StringVar(&o.dryRun, "dry-run", dryRunNone, `"none" writes; "client" runs the checks and prints what would change, sending nothing; "server" also sends the patches with dryRun=All, so the apiserver and nodeguard's admission webhook judge them without anything being written. --dry-run alone means "client"`)
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = dryRunClient
 }
@@ -72,9 +72,9 @@ is written.
 
 ` + changeHelpCommon,
 		Example: `  # See what would change, without writing
-  kubectl nodeguard assign kubelet-configs/pool-blue -l pool=blue --dry-run=client
+  kubectl nodeguard assign kubelet-configs/pool-blue -l nodeguard.dev/pool=blue --dry-run=client
   # Let the apiserver and the webhook judge it too, still without writing
-  kubectl nodeguard assign kubelet-configs/pool-blue -l pool=blue --dry-run=server
+  kubectl nodeguard assign kubelet-configs/pool-blue -l nodeguard.dev/pool=blue --dry-run=server
   # Assign
   kubectl nodeguard assign pool-blue -n kubelet-configs node-a node-b`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -112,7 +112,7 @@ legacy source apply. Clearing an assignment is never refused by nodeguard.
 
 ` + changeHelpCommon,
 		Example: `  kubectl nodeguard unassign node-a
-  kubectl nodeguard unassign -l pool=blue --dry-run=server`,
+  kubectl nodeguard unassign -l nodeguard.dev/pool=blue --dry-run=server`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.selection.names = args

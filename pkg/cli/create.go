@@ -53,10 +53,10 @@ FILE is decoded strictly and validated first, as the admission webhook will.
 Creating the same content under the same NAME again changes nothing.`,
 		Example: `  # Create, then assign the printed name
   kubectl nodeguard create pool-blue --from-file=pool-blue.yaml -n kubelet-configs
-  kubectl nodeguard assign kubelet-configs/pool-blue-7g5h2m9kbt -l pool=blue
+  kubectl nodeguard assign kubelet-configs/pool-blue-7g5h2m9kbt -l nodeguard.dev/pool=blue
   # In a script
   ref=$(kubectl nodeguard create pool-blue --from-file=pool-blue.yaml -n kubelet-configs -o name)
-  kubectl nodeguard assign "$ref" -l pool=blue`,
+  kubectl nodeguard assign "$ref" -l nodeguard.dev/pool=blue`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("give the ConfigMap's base NAME, and the configuration with --from-file")

@@ -94,10 +94,12 @@ func (e *env) rolloutStatus(ctx context.Context, kube kubernetes.Interface, dyn 
 	if readErr != nil {
 		out.NodesError = readErr.Error()
 	}
-	if out.Target, err = e.rolloutTarget(ctx, kube, r); err != nil {
+	var ineligible bool
+	if out.Target, ineligible, err = e.rolloutTarget(ctx, kube, r); err != nil {
 		return nil, err
 	}
-	decision, err := rollout.Decide(rollout.Input{Rollout: r, Target: out.Target, Nodes: observed, Now: metav1.NewTime(e.now())})
+	decision, err := rollout.Decide(rollout.Input{Rollout: r, Target: out.Target, TargetIneligible: ineligible, Nodes: observed,
+		Now: metav1.NewTime(e.now())})
 	if err != nil {
 		out.NodesError = err.Error()
 		return out, nil
@@ -123,24 +125,25 @@ func (e *env) rolloutStatus(ctx context.Context, kube kubernetes.Interface, dyn 
 
 // rolloutTarget is the version of the ConfigMap the rollout names, as the
 // controller reads it (rollout.TargetOf): nil when it does not exist or is
-// not eligible. A user who may not read
+// not eligible, which ineligible tells apart. A user who may not read
 // it gets status.target instead, which is the controller's last reading,
 // with a warning, rather than no verdicts at all.
-func (e *env) rolloutTarget(ctx context.Context, kube kubernetes.Interface, r *v1alpha1.KubeletConfigRollout) (*contract.ObjectRef, error) {
+func (e *env) rolloutTarget(ctx context.Context, kube kubernetes.Interface, r *v1alpha1.KubeletConfigRollout) (target *contract.ObjectRef, ineligible bool, err error) {
 	ref := r.Spec.ConfigMapRef
 	cm, err := kube.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	switch {
 	case err == nil:
-		return rollout.TargetOf(cm), nil
+		target, ineligible = rollout.TargetOf(cm)
+		return target, ineligible, nil
 	case apierrors.IsNotFound(err):
-		return nil, nil
+		return nil, false, nil
 	case apierrors.IsForbidden(err):
 		t := r.Status.Target
 		if t == nil || t.Namespace != ref.Namespace || t.Name != ref.Name || t.UID == "" {
 			t = nil
 		}
 		fmt.Fprintf(e.streams.ErrOut, "Warning: cannot read ConfigMap %s/%s (%v); judging the Nodes against status.target\n", ref.Namespace, ref.Name, err)
-		return t, nil
+		return t, false, nil
 	}
-	return nil, fmt.Errorf("getting ConfigMap %s/%s, the rollout's target: %w", ref.Namespace, ref.Name, err)
+	return nil, false, fmt.Errorf("getting ConfigMap %s/%s, the rollout's target: %w", ref.Namespace, ref.Name, err)
 }

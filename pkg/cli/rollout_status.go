@@ -48,21 +48,25 @@ message, as the rollout controller last wrote them; then a table of the Nodes
 its selector picks:
 
   NODE             the Node
-  STATE            Updated, InTrial, Failed, Pending, Unavailable, Reverting,
-                   Untouched or Conflicted (see docs/rollouts.md)
+  STATE            Updated, InTrial, Failed, Degraded, Pending, Unavailable,
+                   Reverting, Untouched, Conflicted or Skipped (see
+                   docs/rollouts.md)
   ASSIGNED         its nodeguard.dev/config-source, as in 'kubectl nodeguard status'
   ACTIVE           what its agent reports running
   LAST-KNOWN-GOOD  what its agent would roll back to
   READY            the Node's Ready condition
-  DETAIL           why it counts against maxUnavailable, or which other
-                   rollouts select it
+  DETAIL           why it counts against maxUnavailable, the failure a
+                   Degraded Node reports of its own, why admission skipped
+                   it, or which other rollouts select it
 
 STATE is judged here, now, from the Nodes by the controller's own rules
 (pkg/rollout), so it may be a step ahead of the counts in the status.
 
 With --watch the command follows the rollout, printing its state whenever it
 changes, until it is Complete or Failed for the current spec (then it prints
-the whole status, as without --watch), or until --timeout.
+the whole status, as without --watch), until it has stopped on its own
+(NodesSkipped, NodesInConflict, or ProgressDeadlineExceeded, as kubectl rollout
+status stops on a Deployment's), or until --timeout.
 
 -o json|yaml prints a ` + RolloutStatusKind + ` (apiVersion ` + RolloutStatusAPIVersion + `): rollout,
 generation, spec and status as read, target (the version judged against), and
@@ -72,7 +76,8 @@ With --watch the progress lines go to standard error and only the final
 document to standard output.
 
 The command exits with 3 when the rollout has failed (Failed=True), with or
-without --watch, and with 1 when --timeout passes first.
+without --watch, and with 1 when --timeout passes first or, with --watch, when
+the rollout exceeded its progress deadline.
 
 Needs: get and list on kubeletconfigrollouts.nodeguard.dev (list, to find the
 other rollouts sharing a Node), list on nodes, and get on the target
@@ -175,6 +180,15 @@ func waitRolloutDone(ctx context.Context, e *env, timeout time.Duration, name st
 			meta.IsStatusConditionTrue(r.Status.Conditions, v1alpha1.ConditionFailed))
 		if done {
 			return nil
+		}
+		if c := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionProgressing); c != nil && current {
+			switch c.Reason {
+			case v1alpha1.ReasonProgressDeadlineExceeded:
+				return fmt.Errorf("rollout %q exceeded its progress deadline: %s", name, c.Message)
+			case v1alpha1.ReasonNodesSkipped, v1alpha1.ReasonNodesInConflict:
+				// Nothing moves until an administrator acts.
+				return nil
+			}
 		}
 		if line != last {
 			fmt.Fprintln(progress, line)

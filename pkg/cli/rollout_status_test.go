@@ -150,6 +150,20 @@ func TestRolloutStatusWatch(t *testing.T) {
 		t.Errorf("failed: exit %d, stdout %q, stderr %q", r.code, r.out, r.errOut)
 	}
 
+	// A rollout past its progress deadline ends the watch with exit 1, as
+	// kubectl rollout status does for a Deployment.
+	stalled := func(r *v1alpha1.KubeletConfigRollout) {
+		r.Status = v1alpha1.KubeletConfigRolloutStatus{ObservedGeneration: r.Generation, Target: v3, Selected: 3, Updated: 1, InTrial: 1}
+		setConditions(r, "False/ProgressDeadlineExceeded/no Node was assigned or became updated for 10m0s; waiting on node-b", "False/ProgressDeadlineExceeded/1 of 3",
+			"False/NoFailure/no Node has failed", "False/NotPaused/spec.paused is false")
+	}
+	dyn = newRollouts(t, testRollout("pool-blue", rollingOut))
+	sequence(dyn, testRollout("pool-blue", rollingOut), testRollout("pool-blue", stalled))
+	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), dyn, "rollout", "status", "pool-blue", "-w")
+	if r.code != ExitError || !strings.Contains(r.errOut, "exceeded its progress deadline") || !strings.Contains(r.errOut, "waiting on node-b") {
+		t.Errorf("stalled: exit %d, stderr %q", r.code, r.errOut)
+	}
+
 	// --timeout gives up with exit 1.
 	dyn = newRollouts(t, testRollout("pool-blue", rollingOut))
 	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), dyn, "rollout", "status", "pool-blue", "-w", "--timeout=30ms")

@@ -85,7 +85,8 @@ kubeletconfigrollout.nodeguard.dev/pool-blue stays paused: resuming it rolls kub
 		md := patched[node]
 		annotations, _ := md["annotations"].(map[string]any)
 		if md["resourceVersion"] != "5" || annotations[contract.ConfigSourceAnnotation] != source ||
-			annotations[v1alpha1.RolloutAnnotation] != nil || annotations[v1alpha1.PreviousConfigSourceAnnotation] != nil || len(annotations) != 3 {
+			annotations[v1alpha1.RolloutAnnotation] != nil || annotations[v1alpha1.PreviousConfigSourceAnnotation] != nil ||
+			annotations[v1alpha1.TrialPassedAnnotation] != nil || len(annotations) != len(v1alpha1.BookkeepingAnnotations)+1 {
 			t.Errorf("%s: patch %v", node, md)
 		}
 	}

@@ -92,7 +92,7 @@ agent's status annotation as written, the condition and the trial.`,
 			return runStatus(cmd, e, o, printer)
 		},
 	}
-	cmd.Flags().StringVarP(&o.selection.selector, "selector", "l", "", "Label selector of the nodes to show (e.g. -l pool=blue); not with node names")
+	cmd.Flags().StringVarP(&o.selection.selector, "selector", "l", "", "Label selector of the nodes to show (e.g. -l nodeguard.dev/pool=blue); not with node names")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: one of "+strings.Join(formats, ", ")+"; a table when empty")
 	cmd.Flags().BoolVar(&o.noHeaders, "no-headers", false, "Print the table without its header line")
 	return cmd

@@ -1,9 +1,15 @@
 // Package contract holds the user-facing names of nodeguard, as fixed by
 // CONTRACT.md: the eligibility label, the ConfigMap data key, the Node
 // annotations that carry the assignment and the status, the Node condition,
-// and the rules that tell a node's identity from a request's user.
+// the rules that tell a node's identity from a request's user, which Node
+// labels a node may write itself (rule 2: NodeMayWriteLabel, which both the
+// webhook and the rollout selector check read), and the status cause that
+// marks a refusal concerning a Node's own reported state
+// (IsNodeStateRefusal).
 //
 // Everything that reads or writes those names (the webhook, the agent, the
-// kubectl plugin) goes through this package, so a name can only drift here.
-// It depends on nothing but the core API types.
+// kubectl plugin, the rollout controller) goes through this package, so a
+// name can only drift here. It depends on nothing but the core API types,
+// apimachinery's meta types and API errors, and the kubelet's list of its
+// own labels (k8s.io/kubelet/pkg/apis).
 package contract

@@ -27,8 +27,9 @@
 // Queries: data.nodeguard.admission.deny and .warn (sets of messages), and
 // data.nodeguard.authz.deny (a set) and .allow (a boolean). A missing
 // package or rule means "nothing to say". A message is a string or an
-// object {"msg": ..., "rule": ...}; Violation carries the package, the rule
-// and the message.
+// object {"msg": ..., "rule": ..., "scope": "node"}; Violation carries the
+// package, the rule, the message and whether the denial is node-scoped
+// (about the target Node's own state, which a rollout skips the Node for).
 //
 // Loading: a set that does not read, parse, compile, or pass nodeguard's
 // shape checks never replaces the set in service. Its problems (file, line,

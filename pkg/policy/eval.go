@@ -21,16 +21,25 @@ const (
 )
 
 // Violation is one message from a policy. A policy returns either a string
-// (Rule stays empty) or an object {"msg": string, "rule": string}; other
-// keys are ignored. Anything else is kept, rendered as JSON, so that a
-// malformed message still counts.
+// (Rule stays empty) or an object {"msg": string, "rule": string, "scope":
+// "node"}; other keys are ignored. Anything else is kept, rendered as JSON,
+// so that a malformed message still counts.
 type Violation struct {
 	// Package is PackageAdmission or PackageAuthz.
 	Package string
 	// Rule is the name the policy gave itself in "rule", if any.
 	Rule    string
 	Message string
+	// NodeScoped is set by "scope": "node": the denial concerns the
+	// target Node's own state (its labels, what it reports), not what is
+	// assigned to it, so a rollout skips that Node instead of failing its
+	// pool. Any other scope, or none, leaves it false: the denial then
+	// counts against the configuration, the safe reading.
+	NodeScoped bool
 }
+
+// ScopeNode is the "scope" of a node-scoped violation.
+const ScopeNode = "node"
 
 // String renders the violation for a review's message: "policy <rule>:
 // <msg>", or "policy <package>: <msg>" when the policy named no rule.
@@ -221,7 +230,8 @@ func violationOf(item any, pkg string) Violation {
 	case map[string]any:
 		if msg, ok := x["msg"].(string); ok {
 			rule, _ := x["rule"].(string)
-			return Violation{Package: pkg, Rule: rule, Message: msg}
+			scope, _ := x["scope"].(string)
+			return Violation{Package: pkg, Rule: rule, Message: msg, NodeScoped: scope == ScopeNode}
 		}
 	}
 	return Violation{Package: pkg, Message: jsonString(item)}

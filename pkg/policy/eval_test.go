@@ -57,6 +57,10 @@ deny contains {"no": "msg"}
 
 deny contains 42
 
+deny contains {"msg": "about the node", "rule": "r3", "scope": "node"}
+
+deny contains {"msg": "another scope", "rule": "r4", "scope": "cluster"}
+
 warn contains {"msg": "careful", "rule": "r2"}
 `
 	e, _ := newEngine(t, map[string]string{"p.rego": policy}, Options{})
@@ -70,6 +74,8 @@ warn contains {"msg": "careful", "rule": "r2"}
 		{Package: PackageAdmission, Message: "without rule"},
 		{Package: PackageAdmission, Message: `{"no":"msg"}`},
 		{Package: PackageAdmission, Rule: "r1", Message: "with rule"},
+		{Package: PackageAdmission, Rule: "r3", Message: "about the node", NodeScoped: true},
+		{Package: PackageAdmission, Rule: "r4", Message: "another scope"},
 	}
 	if !reflect.DeepEqual(res.Deny, wantDeny) {
 		t.Errorf("deny =\n%+v\nwant\n%+v", res.Deny, wantDeny)

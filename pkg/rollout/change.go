@@ -46,6 +46,8 @@ func assign(rollout string, node *NodeObservation, target contract.ConfigMapRef)
 			// nil when the Node had no config-source: a revert removes it
 			// again, and a stale previous source from an earlier move goes.
 			v1alpha1.PreviousConfigSourceAnnotation: node.ConfigSource,
+			// A Node moved anew has passed no trial of this rollout's.
+			v1alpha1.TrialPassedAnnotation: nil,
 		},
 	}
 }
@@ -60,6 +62,26 @@ func revert(node *NodeObservation) Change {
 			contract.ConfigSourceAnnotation:         node.PreviousConfigSource,
 			v1alpha1.RolloutAnnotation:              nil,
 			v1alpha1.PreviousConfigSourceAnnotation: nil,
+			v1alpha1.TrialPassedAnnotation:          nil,
 		},
 	}
+}
+
+// passed records that the Node passed its trial on the target: from then
+// on, a failure it reports is its own and fails the pool no more.
+func passed(node *NodeObservation, target contract.ObjectRef) Change {
+	value := TrialPassedValue(target)
+	return Change{
+		Node:            node.Name,
+		ResourceVersion: node.ResourceVersion,
+		Annotations:     map[string]*string{v1alpha1.TrialPassedAnnotation: &value},
+	}
+}
+
+// TrialPassedValue is the nodeguard.dev/trial-passed annotation for a Node
+// that passed its trial on target: "<namespace>/<name>@<resourceVersion>".
+// A resourceVersion is unique across the cluster's objects, so the value
+// names one version of one ConfigMap.
+func TrialPassedValue(target contract.ObjectRef) string {
+	return target.Namespace + "/" + target.Name + "@" + target.ResourceVersion
 }

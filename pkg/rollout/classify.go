@@ -24,6 +24,8 @@ const (
 	StateReverting   NodeState = "Reverting"
 	StateUntouched   NodeState = "Untouched"
 	StateConflicted  NodeState = "Conflicted"
+	StateDegraded    NodeState = "Degraded"
+	StateSkipped     NodeState = "Skipped"
 )
 
 // NodeResult is the verdict on one Node.
@@ -47,10 +49,12 @@ type judged struct {
 	failureMessage string
 }
 
-// judge classifies a Node against the target. It knows nothing of the
-// rollout's phase: Decide turns Pending into Untouched or Reverting when
-// the rollout has failed.
-func judge(obs *NodeObservation, target contract.ObjectRef) judged {
+// judge classifies a Node against the target, for the rollout named
+// rollout; skipped are the Nodes admission refused the target for their
+// own state, with the refusal. It knows nothing of the rollout's phase:
+// Decide turns Pending into Untouched or Reverting when the rollout has
+// failed.
+func judge(obs *NodeObservation, target contract.ObjectRef, rollout string, skipped map[string]string) judged {
 	j := judged{obs: obs, NodeResult: NodeResult{Name: obs.Name}}
 	if len(obs.OtherRollouts) > 0 {
 		j.State = StateConflicted
@@ -64,17 +68,25 @@ func judge(obs *NodeObservation, target contract.ObjectRef) judged {
 	case reportsUpdated(obs.Status, target):
 		j.State = StateUpdated
 	case reportsFailed(obs, target):
-		j.State = StateFailed
 		j.failure = failureReason(cond.Reason)
 		j.failureMessage = cond.Message
 		if j.failureMessage == "" {
 			j.failureMessage = obs.Status.Error
+		}
+		j.State = StateDegraded
+		if inTrialOf(obs, target, rollout) {
+			j.State = StateFailed
 		}
 	default:
 		j.State = StateInTrial
 	}
 
 	var why []string
+	if j.State == StateDegraded {
+		// The Node's word about itself, outside a trial this rollout
+		// started: shown for the Node, never failing the pool.
+		why = append(why, fmt.Sprintf("reports %s failed (%s: %s) outside a trial of this rollout's", versionOf(target), j.failure, j.failureMessage))
+	}
 	if !obs.Ready {
 		why = append(why, "not Ready")
 	}
@@ -88,8 +100,32 @@ func judge(obs *NodeObservation, target contract.ObjectRef) judged {
 	if j.State == StatePending && j.Unavailable {
 		j.State = StateUnavailable
 	}
+	if refusal, ok := skipped[obs.Name]; ok && (j.State == StatePending || j.State == StateUnavailable) {
+		// Refused the target for its own state: left as it is, and still
+		// counted against maxUnavailable while it is down, as any Node.
+		j.State = StateSkipped
+		why = append(why, "skipped: "+refusal)
+	}
 	j.Detail = strings.Join(why, ", ")
 	return j
+}
+
+// inTrialOf reports whether the Node is in a trial the rollout named
+// rollout started on target: the rollout moved it there (its bookkeeping
+// names the rollout and its config-source is still what the rollout
+// wrote) and has not recorded it passing a trial of that version. Only
+// such a Node can fail the pool: a Node speaks for itself alone, and a
+// failure it reports about a configuration someone else gave it, or after
+// it passed, says nothing about the configuration's effect on the others.
+func inTrialOf(obs *NodeObservation, target contract.ObjectRef, rollout string) bool {
+	ref := contract.ConfigMapRef{Namespace: target.Namespace, Name: target.Name}
+	return obs.Rollout == rollout && obs.ConfigSource != nil && *obs.ConfigSource == ref.String() &&
+		obs.TrialPassed != TrialPassedValue(target)
+}
+
+// versionOf names a target version in words.
+func versionOf(target contract.ObjectRef) string {
+	return fmt.Sprintf("%s/%s (resourceVersion %s)", target.Namespace, target.Name, target.ResourceVersion)
 }
 
 // assignedTo reports whether the Node is assigned the target's ConfigMap,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,8 +20,12 @@ type Input struct {
 	// does not modify it.
 	Rollout *v1alpha1.KubeletConfigRollout
 	// Target is the ConfigMap spec.configMapRef names, nil when it does not
-	// exist.
+	// exist or is not eligible.
 	Target *contract.ObjectRef
+	// TargetIneligible is true when the ConfigMap exists but lacks the
+	// eligibility label (Target is nil then): reported apart from a
+	// missing one, since the fix differs.
+	TargetIneligible bool
 	// Nodes are the Nodes the rollout's selector picks, in any order.
 	Nodes []NodeObservation
 	// Refusals are the assignments of the current target that admission
@@ -35,6 +40,10 @@ type Refusal struct {
 	Node string
 	// Message is the apiserver's, which says which rule and why.
 	Message string
+	// NodeState is true when the refusal concerns the Node's own reported
+	// state (contract.CauseNodeState): the Node is skipped, and the
+	// rollout goes on with the others.
+	NodeState bool
 }
 
 // Decision is what to do next.
@@ -45,6 +54,13 @@ type Decision struct {
 	Assign []Change
 	// Revert are the Nodes to point back at their previous sources.
 	Revert []Change
+	// Record are bookkeeping changes that move no Node: the trial-passed
+	// mark on Nodes seen updated. They may go out in any order, after the
+	// status or beside it.
+	Record []Change
+	// RecheckAfter, when positive, is when to decide again if nothing
+	// changes before: the progress deadline falls due then.
+	RecheckAfter time.Duration
 	// Status is the status to write, before applying Assign and Revert
 	// or beside them (StatusFirst).
 	Status v1alpha1.KubeletConfigRolloutStatus
@@ -60,6 +76,7 @@ func Decide(in Input) (Decision, error) {
 	}
 	d := &decider{in: in, spec: spec}
 	d.chooseTarget()
+	d.collectSkipped()
 	d.judgeNodes()
 	d.counts = d.count()
 	d.checkFailure()
@@ -70,6 +87,10 @@ func Decide(in Input) (Decision, error) {
 	default:
 		d.assign()
 	}
+	if d.failure == nil {
+		d.recordPassed()
+	}
+	d.progressTime = d.lastProgress()
 	return d.decision(), nil
 }
 
@@ -80,6 +101,7 @@ type spec struct {
 	maxUnavailable int
 	paused         bool
 	onFailure      v1alpha1.FailurePolicy
+	deadline       time.Duration
 }
 
 // effectiveSpec applies the defaults the apiserver would, for rollouts
@@ -91,6 +113,10 @@ func effectiveSpec(s *v1alpha1.KubeletConfigRolloutSpec, selected int) (spec, er
 		maxUnavailable: v1alpha1.DefaultMaxUnavailable,
 		paused:         s.Paused,
 		onFailure:      s.OnFailure,
+		deadline:       v1alpha1.DefaultProgressDeadlineSeconds * time.Second,
+	}
+	if s.ProgressDeadlineSeconds != nil {
+		out.deadline = time.Duration(max(*s.ProgressDeadlineSeconds, 1)) * time.Second
 	}
 	if out.onFailure == "" {
 		out.onFailure = v1alpha1.DefaultOnFailure
@@ -118,17 +144,23 @@ type decider struct {
 	spec spec
 
 	// target is the version the status is about; targetMissing is true
-	// when the ConfigMap does not exist.
-	target        contract.ObjectRef
-	targetMissing bool
+	// when the ConfigMap does not exist or is not eligible, and
+	// targetIneligible tells the second.
+	target                          contract.ObjectRef
+	targetMissing, targetIneligible bool
 
 	nodes []judged
+	// skipped are the Nodes admission refused the target for their own
+	// state, with the refusal, from the status and Input.Refusals.
+	skipped map[string]string
 	// counts are of the Nodes as observed, before any decision.
 	counts counts
 	// failure is set when the rollout has failed for the target.
 	failure *metav1.Condition
+	// progressTime is the status' lastProgressTime.
+	progressTime metav1.Time
 
-	assignments, reverts []Change
+	assignments, reverts, records []Change
 }
 
 // chooseTarget settles the version the rollout is about. A failed rollout
@@ -150,6 +182,7 @@ func (d *decider) chooseTarget() {
 	}
 	d.target = contract.ObjectRef{Namespace: d.spec.ref.Namespace, Name: d.spec.ref.Name}
 	d.targetMissing = true
+	d.targetIneligible = d.in.TargetIneligible
 }
 
 // moved reports whether this rollout pointed the Node at the target's
@@ -173,7 +206,7 @@ func (d *decider) movedAny(target contract.ObjectRef) bool {
 func (d *decider) judgeNodes() {
 	d.nodes = make([]judged, len(d.in.Nodes))
 	for i := range d.in.Nodes {
-		d.nodes[i] = judge(&d.in.Nodes[i], d.target)
+		d.nodes[i] = judge(&d.in.Nodes[i], d.target, d.in.Rollout.Name, d.skipped)
 	}
 	slices.SortFunc(d.nodes, func(a, b judged) int { return strings.Compare(a.Name, b.Name) })
 }
@@ -198,7 +231,9 @@ func (d *decider) checkFailure() {
 		}
 	}
 	for _, r := range d.in.Refusals {
-		failures = append(failures, failed{r.Node, v1alpha1.ReasonAssignmentRefused, r.Message})
+		if !r.NodeState {
+			failures = append(failures, failed{r.Node, v1alpha1.ReasonAssignmentRefused, r.Message})
+		}
 	}
 	if len(failures) == 0 {
 		return
@@ -239,7 +274,7 @@ func (d *decider) revert() {
 func (d *decider) assign() {
 	c := d.counts
 	room := d.spec.maxUnavailable - c.unavailable
-	if canary := min(d.spec.canary, c.managed); c.updated < canary {
+	if canary := min(d.spec.canary, c.managed-c.skipped); c.updated < canary {
 		room = min(room, canary-c.updated-c.inTrial)
 	}
 	for i := range d.nodes {
@@ -256,8 +291,10 @@ func (d *decider) assign() {
 }
 
 // counts are the Nodes by state; managed leaves out the Conflicted.
+// failed counts the Degraded too: every Node that reports the target
+// failed.
 type counts struct {
-	selected, managed, updated, inTrial, failed, unavailable, pending, conflicted int
+	selected, managed, updated, inTrial, failed, unavailable, pending, conflicted, skipped, degraded int
 }
 
 func (d *decider) count() counts {
@@ -278,6 +315,11 @@ func (d *decider) count() counts {
 			c.inTrial++
 		case StateFailed:
 			c.failed++
+		case StateDegraded:
+			c.failed++
+			c.degraded++
+		case StateSkipped:
+			c.skipped++
 		case StatePending, StateUnavailable:
 			c.pending++
 		}
@@ -286,7 +328,7 @@ func (d *decider) count() counts {
 }
 
 func (d *decider) decision() Decision {
-	out := Decision{Assign: d.assignments, Revert: d.reverts, Status: d.status()}
+	out := Decision{Assign: d.assignments, Revert: d.reverts, Record: d.records, Status: d.status(), RecheckAfter: d.recheckAfter()}
 	for _, n := range d.nodes {
 		out.Nodes = append(out.Nodes, n.NodeResult)
 	}

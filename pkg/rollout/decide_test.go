@@ -119,7 +119,7 @@ func TestDecide(t *testing.T) {
 				conditions: map[string]string{v1alpha1.ConditionFailed: "True/AssignmentRefused"},
 				messages:   map[string][]string{v1alpha1.ConditionFailed: {"Node n2: AssignmentRefused: rule 5"}}}},
 		{name: "the Failed condition names the first Node and the others", rollout: newRollout(maxUnavailable(intstr.FromInt32(3))),
-			nodes: nodes(newNode("n1", rolledBack(v3)), newNode("n2", invalid(v3)), newNode("n3", rolledBack(v3))),
+			nodes: nodes(newNode("n1", rolledBack(v3), movedFrom(nil)), newNode("n2", invalid(v3), movedFrom(nil)), newNode("n3", rolledBack(v3), movedFrom(nil))),
 			want: want{messages: map[string][]string{v1alpha1.ConditionFailed: {"Node n1: TrialFailed", "also failed: n2, n3"}},
 				counts: &[4]int32{3, 0, 0, 3}}},
 		{name: "onFailure Halt leaves every Node as it is", rollout: newRollout(halt()),

@@ -23,9 +23,13 @@
 //	             active and last-known-good
 //	InTrial      assigned the target and not yet updated (downloading,
 //	             trying it, retrying a failed write, or not reported yet)
-//	Failed       assigned the target, and its agent reports that the target
-//	             failed validation (ValidationFailed) or its trial
+//	Failed       moved to the target by this rollout, in its trial there
+//	             (not yet marked as passed), and its agent reports that the
+//	             target failed validation (ValidationFailed) or its trial
 //	             (RolledBack)
+//	Degraded     reports the target failed the same way outside such a
+//	             trial: a Node the rollout did not move, or one it saw pass
+//	Skipped      admission refused it the target for its own state
 //	Pending      not assigned the target; it gets it when its turn comes
 //	Unavailable  not assigned the target, and not Ready or its agent
 //	             reports a problem: it is not assigned until it recovers,
@@ -54,9 +58,19 @@
 // maxUnavailable Nodes are unavailable, Nodes that join the selection
 // later included. A pause stops new assignments and nothing else.
 //
-// A Failed Node, or an admission refusal the controller feeds back in
-// Input.Refusals, fails the rollout for its target: the Failed condition
-// names the Node and the reason, nothing more is assigned, and with
+// A Node speaks for itself only. A Failed Node, or an admission refusal
+// the controller feeds back in Input.Refusals that is not about the Node's
+// own state, fails the rollout for its target; a Degraded Node is shown
+// and counted unavailable, and a refusal about the Node's own state
+// (Refusal.NodeState) makes it Skipped, listed in the status for the
+// target and generation. Decision.Record marks each Node the rollout moved
+// that it sees Updated with the version it passed (TrialPassedValue). When
+// no Node is assigned or newly Updated for spec.progressDeadlineSeconds,
+// Progressing turns False with reason ProgressDeadlineExceeded, and nothing
+// else changes; Decision.RecheckAfter says when that falls due.
+//
+// A failure of the rollout names the Node and the reason in the Failed
+// condition, nothing more is assigned, and with
 // onFailure Revert every Node this rollout moved to the target goes back to
 // its previous source. The failure is kept in the status, and stays until
 // the target changes: a new resourceVersion of the ConfigMap or a new

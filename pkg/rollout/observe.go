@@ -42,6 +42,10 @@ type NodeObservation struct {
 	// PreviousConfigSource is the nodeguard.dev/previous-config-source
 	// annotation, nil when absent.
 	PreviousConfigSource *string
+	// TrialPassed is the nodeguard.dev/trial-passed annotation, "" when
+	// absent: the target version the Node passed its trial on, as the
+	// rollout that moved it recorded (TrialPassedValue).
+	TrialPassed string
 
 	// OtherRollouts names the other KubeletConfigRollouts whose selectors
 	// pick this Node.
@@ -73,6 +77,7 @@ func ObserveNode(node *corev1.Node, otherRollouts []string) (NodeObservation, er
 		Name:            node.Name,
 		ResourceVersion: node.ResourceVersion,
 		Rollout:         node.Annotations[v1alpha1.RolloutAnnotation],
+		TrialPassed:     node.Annotations[v1alpha1.TrialPassedAnnotation],
 		OtherRollouts:   otherRollouts,
 	}
 	if value, ok := node.Annotations[contract.ConfigSourceAnnotation]; ok {

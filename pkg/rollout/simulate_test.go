@@ -223,7 +223,7 @@ func TestChangeMergePatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"metadata":{"annotations":{"nodeguard.dev/config-source":"kubelet-configs/pool-blue-v3","nodeguard.dev/previous-config-source":"","nodeguard.dev/rollout":"pool-blue"},"resourceVersion":"7"}}`
+	want := `{"metadata":{"annotations":{"nodeguard.dev/config-source":"kubelet-configs/pool-blue-v3","nodeguard.dev/previous-config-source":"","nodeguard.dev/rollout":"pool-blue","nodeguard.dev/trial-passed":null},"resourceVersion":"7"}}`
 	if string(patch) != want {
 		t.Errorf("assigning over an explicit local configuration:\n got %s\nwant %s", patch, want)
 	}
@@ -232,7 +232,7 @@ func TestChangeMergePatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = `{"metadata":{"annotations":{"nodeguard.dev/config-source":"kubelet-configs/pool-blue-v3","nodeguard.dev/previous-config-source":null,"nodeguard.dev/rollout":"pool-blue"},"resourceVersion":"8"}}`
+	want = `{"metadata":{"annotations":{"nodeguard.dev/config-source":"kubelet-configs/pool-blue-v3","nodeguard.dev/previous-config-source":null,"nodeguard.dev/rollout":"pool-blue","nodeguard.dev/trial-passed":null},"resourceVersion":"8"}}`
 	if string(patch) != want {
 		t.Errorf("assigning a Node without config-source:\n got %s\nwant %s", patch, want)
 	}

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
 // status is the status to write: the counts as observed, the target, and
@@ -22,6 +23,12 @@ func (d *decider) status() v1alpha1.KubeletConfigRolloutStatus {
 		Updated:            int32(c.updated),
 		InTrial:            int32(c.inTrial),
 		Failed:             int32(c.failed),
+		LastProgressTime:   &d.progressTime,
+	}
+	for _, n := range d.nodes {
+		if n.State == StateSkipped {
+			st.SkippedNodes = append(st.SkippedNodes, v1alpha1.SkippedNode{Name: n.Name, Message: truncate(d.skipped[n.Name], maxSkipMessage)})
+		}
 	}
 	for _, cond := range r.Status.Conditions {
 		st.Conditions = append(st.Conditions, *cond.DeepCopy())
@@ -64,18 +71,26 @@ func (d *decider) state() (reason string, progressing bool, message string) {
 		}
 	case d.spec.paused:
 		return v1alpha1.ReasonPaused, false, "paused: " + d.progress() + conflicts
+	case d.targetIneligible:
+		return v1alpha1.ReasonTargetNotEligible, false, fmt.Sprintf("ConfigMap %s lacks the label %s=%s, so no Node may be assigned it",
+			target, contract.EligibleLabel, contract.EligibleLabelValue) + conflicts
 	case d.targetMissing:
 		return v1alpha1.ReasonTargetNotFound, false, fmt.Sprintf("ConfigMap %s does not exist", target) + conflicts
 	case c.selected == 0:
 		return v1alpha1.ReasonNoNodesSelected, false, "the node selector picks no Node"
 	case c.updated == c.selected:
 		return v1alpha1.ReasonComplete, false, fmt.Sprintf("all %d selected Nodes run %s", c.selected, d.targetVersion())
+	case c.updated+c.skipped == c.managed && c.skipped > 0:
+		return v1alpha1.ReasonNodesSkipped, false, fmt.Sprintf("every Node this rollout may move runs %s", d.targetVersion()) + d.skipNote() + conflicts
 	case c.updated == c.managed:
 		return v1alpha1.ReasonNodesInConflict, false, fmt.Sprintf("every Node this rollout may move runs %s", d.targetVersion()) + conflicts
-	case c.updated < min(d.spec.canary, c.managed):
-		return v1alpha1.ReasonCanary, true, fmt.Sprintf("canary of %d: ", min(d.spec.canary, c.managed)) + d.progress() + d.moveNote() + conflicts
+	case d.deadlineExceeded():
+		return v1alpha1.ReasonProgressDeadlineExceeded, false, fmt.Sprintf("no Node was assigned %s or became updated for %s (spec.progressDeadlineSeconds): ",
+			d.targetName(), d.spec.deadline) + d.progress() + d.moveNote() + d.skipNote() + conflicts
+	case c.updated < min(d.spec.canary, c.managed-c.skipped):
+		return v1alpha1.ReasonCanary, true, fmt.Sprintf("canary of %d: ", min(d.spec.canary, c.managed-c.skipped)) + d.progress() + d.moveNote() + d.skipNote() + conflicts
 	default:
-		return v1alpha1.ReasonRollingOut, true, d.progress() + d.moveNote() + conflicts
+		return v1alpha1.ReasonRollingOut, true, d.progress() + d.moveNote() + d.skipNote() + conflicts
 	}
 }
 
@@ -119,7 +134,7 @@ func (d *decider) moveNote() string {
 	}
 	var waiting []string
 	for _, n := range d.nodes {
-		if n.Unavailable && n.State != StateConflicted {
+		if n.Unavailable && n.State != StateConflicted && n.State != StateDegraded {
 			entry := n.Name
 			if n.Detail != "" {
 				entry += " (" + n.Detail + ")"
@@ -133,6 +148,42 @@ func (d *decider) moveNote() string {
 		return ""
 	}
 	return "; waiting on " + names(waiting)
+}
+
+// skipNote names the Nodes skipped for their own state, and the Nodes
+// that report the target failed outside a trial of this rollout's.
+func (d *decider) skipNote() string {
+	var degraded []string
+	for _, n := range d.nodes {
+		if n.State == StateDegraded {
+			degraded = append(degraded, n.Name+" ("+n.Detail+")")
+		}
+	}
+	note := ""
+	if len(degraded) > 0 {
+		note = fmt.Sprintf("; %d Nodes report a failure of their own, which fails no other Node: %s", len(degraded), names(degraded))
+	}
+	var skipped []string
+	for _, n := range d.nodes {
+		if n.State == StateSkipped {
+			skipped = append(skipped, n.Name)
+		}
+	}
+	if len(skipped) == 0 {
+		return note
+	}
+	return note + fmt.Sprintf("; %d Nodes skipped, refused the target by admission for their own state: %s", len(skipped), names(skipped))
+}
+
+// maxSkipMessage bounds each refusal kept in the status, which holds one
+// per skipped Node.
+const maxSkipMessage = 512
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
 }
 
 // conflictNote names the Nodes left alone because another rollout selects

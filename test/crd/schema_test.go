@@ -120,7 +120,7 @@ func TestSchema(t *testing.T) {
 		{"paused", func(s map[string]any) { s["paused"] = true }},
 		{"match-expressions", func(s map[string]any) {
 			s["nodeSelector"] = map[string]any{"matchExpressions": []any{
-				map[string]any{"key": "pool", "operator": "In", "values": []any{"blue", "green"}},
+				map[string]any{"key": "nodeguard.dev/pool", "operator": "In", "values": []any{"blue", "green"}},
 				map[string]any{"key": "gpu", "operator": "DoesNotExist"},
 			}}
 		}},
@@ -230,7 +230,7 @@ func TestSchema(t *testing.T) {
 
 func goodSpec() map[string]any {
 	return map[string]any{
-		"nodeSelector": map[string]any{"matchLabels": map[string]any{"pool": "blue"}},
+		"nodeSelector": map[string]any{"matchLabels": map[string]any{"nodeguard.dev/pool": "blue"}},
 		"configMapRef": map[string]any{"namespace": "kubelet-configs", "name": "pool-blue-v3"},
 	}
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -232,7 +233,7 @@ type nodeWrite struct {
 }
 
 func nodeWith(annotation string) *corev1.Node {
-	node := &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"pool": "blue"}}}
+	node := &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{contract.PoolLabel: "blue"}}}
 	if annotation != "" {
 		node.Annotations = map[string]string{contract.ConfigSourceAnnotation: annotation}
 	}
@@ -241,7 +242,7 @@ func nodeWith(annotation string) *corev1.Node {
 
 func relabelled(node *corev1.Node) *corev1.Node {
 	node = node.DeepCopy()
-	node.Labels["pool"] = "green"
+	node.Labels[contract.PoolLabel] = "green"
 	return node
 }
 
@@ -302,6 +303,10 @@ var nodeWrites = []struct {
 		object: annotated(nodeWith(""), v1alpha1.PreviousConfigSourceAnnotation, "cfg/a"), wantMatch: true}, true},
 	{nodeWrite{name: "a node empties its previous config source", user: kubelet, operation: admission.Update, oldObject: nodeWith(""),
 		object: annotated(nodeWith(""), v1alpha1.PreviousConfigSourceAnnotation, ""), wantMatch: true}, true},
+	{nodeWrite{name: "a node forges a passed trial", user: kubelet, operation: admission.Update, subresource: "status", oldObject: nodeWith("cfg/a"),
+		object: annotated(nodeWith("cfg/a"), v1alpha1.TrialPassedAnnotation, "cfg/a@1"), wantMatch: true}, true},
+	{nodeWrite{name: "a node labels itself into a pool", user: kubelet, operation: admission.Update, oldObject: changed(nodeWith(""), func(n *corev1.Node) { delete(n.Labels, contract.PoolLabel) }),
+		object: nodeWith(""), wantMatch: true}, true},
 	{nodeWrite{name: "a node drops its rollout", user: kubelet, operation: admission.Update, subresource: "status",
 		oldObject: annotated(nodeWith("cfg/a"), v1alpha1.RolloutAnnotation, "pool"), object: nodeWith("cfg/a"), wantMatch: true}, true},
 	{nodeWrite{name: "a node's routine write of a Node a rollout moved", user: kubelet, operation: admission.Update, subresource: "status",
@@ -387,4 +392,86 @@ func ptrString[T any](p *T) string {
 		return "<unset>"
 	}
 	return fmt.Sprint(*p)
+}
+
+// rolloutsWebhook is the webhook whose rules name kubeletconfigrollouts.
+func rolloutsWebhook(o objects) (*admissionregistrationv1.ValidatingWebhook, error) {
+	cfg, err := webhookConfiguration(o)
+	if err != nil {
+		return nil, err
+	}
+	for i, hook := range cfg.Webhooks {
+		for _, rule := range hook.Rules {
+			if slices.Contains(rule.APIGroups, v1alpha1.GroupName) && slices.Contains(rule.Resources, "kubeletconfigrollouts") {
+				return &cfg.Webhooks[i], nil
+			}
+		}
+	}
+	return nil, errors.New("no webhook for kubeletconfigrollouts: the rollout selector rule would never run")
+}
+
+// rolloutObject is a KubeletConfigRollout as the apiserver hands a custom
+// resource to admission: unstructured.
+func rolloutObject(selector map[string]any, paused bool) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "KubeletConfigRollout",
+		"metadata": map[string]any{"name": "pool-blue"},
+		"spec": map[string]any{"nodeSelector": selector, "paused": paused,
+			"configMapRef": map[string]any{"namespace": "kubelet-configs", "name": "pool-blue"}},
+	}}
+}
+
+// checkRolloutSelectorWebhook: every creation of a rollout and every change
+// of its nodeSelector reaches the webhook, for everyone, and fails closed;
+// nothing else of a rollout's life waits on it.
+func checkRolloutSelectorWebhook(o objects) error {
+	hook, err := rolloutsWebhook(o)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i, rule := range hook.Rules {
+		if !slices.Contains(rule.Operations, admissionregistrationv1.Create) || !slices.Contains(rule.Operations, admissionregistrationv1.Update) {
+			errs = append(errs, fmt.Errorf("rules[%d] operations %v: want CREATE and UPDATE", i, rule.Operations))
+		}
+	}
+	matcher, err := compileMatchConditions(hook)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	pool := map[string]any{"matchLabels": map[string]any{contract.PoolLabel: "blue"}}
+	writable := map[string]any{"matchLabels": map[string]any{"pool": "blue"}}
+	gvk := v1alpha1.SchemeGroupVersion.WithKind("KubeletConfigRollout")
+	for _, w := range []struct {
+		name              string
+		user              user.Info
+		operation         admission.Operation
+		subresource       string
+		object, oldObject *unstructured.Unstructured
+		want              bool
+	}{
+		{"an administrator creates a rollout", admin, admission.Create, "", rolloutObject(writable, false), nil, true},
+		{"an administrator changes the selector", admin, admission.Update, "", rolloutObject(writable, false), rolloutObject(pool, false), true},
+		{"an administrator pauses a rollout", admin, admission.Update, "", rolloutObject(writable, true), rolloutObject(writable, false), false},
+		{"the controller writes the status", admin, admission.Update, "status", rolloutObject(pool, false), rolloutObject(pool, false), false},
+	} {
+		var object, oldObject runtime.Object
+		if w.object != nil {
+			object = w.object
+		}
+		if w.oldObject != nil {
+			oldObject = w.oldObject
+		}
+		attrs := admission.NewAttributesRecord(object, oldObject, gvk, "", "pool-blue",
+			v1alpha1.SchemeGroupVersion.WithResource("kubeletconfigrollouts"), w.subresource, w.operation, nil, false, w.user)
+		result := matcher.Match(context.Background(), &admission.VersionedAttributes{Attributes: attrs, VersionedKind: gvk,
+			VersionedObject: admission.NewLazyObject(object), VersionedOldObject: admission.NewLazyObject(oldObject)}, nil, nil)
+		switch {
+		case result.Error != nil:
+			errs = append(errs, fmt.Errorf("%s: matchConditions failed: %w", w.name, result.Error))
+		case result.Matches != w.want:
+			errs = append(errs, fmt.Errorf("%s: reaches the webhook %v, want %v", w.name, result.Matches, w.want))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -236,7 +236,8 @@ func checkNamespaced(o objects) error {
 			errs = append(errs, err)
 		}
 	}
-	clusterScoped := []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "CustomResourceDefinition"}
+	clusterScoped := []string{"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "CustomResourceDefinition",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 	for _, obj := range o {
 		if isRolloutControllerEventsGrant(obj) {
 			continue

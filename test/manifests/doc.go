@@ -10,5 +10,8 @@
 // control plane's AuthorizationConfiguration. Every invariant comes with
 // ways to break it, and the test shows the check failing on each, so that no
 // check passes vacuously. TestOverlaysApply applies the overlays to a real
-// kube-apiserver; TestStandaloneOverlay checks what the standalone one adds.
+// kube-apiserver; TestRolloutControllerTokenIsConfined tries, on one, every
+// Node write the rollout controller's own token could make against the
+// shipped ValidatingAdmissionPolicy; TestStandaloneOverlay checks what the
+// standalone one adds.
 package manifests

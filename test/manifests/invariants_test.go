@@ -254,6 +254,32 @@ func admissionInvariants() []invariant {
 			},
 		},
 		{
+			name:  "every rollout's selector reaches the webhook",
+			check: plain(checkRolloutSelectorWebhook),
+			breaks: []breakage{
+				{name: "no rollouts webhook", apply: func(t *testing.T, o objects) {
+					editVWC(t, o, func(cfg *admissionregistrationv1.ValidatingWebhookConfiguration) {
+						cfg.Webhooks = slices.DeleteFunc(cfg.Webhooks, func(h admissionregistrationv1.ValidatingWebhook) bool {
+							return strings.HasPrefix(h.Name, "rollouts.")
+						})
+					})
+				}},
+				{name: "creation only", apply: func(t *testing.T, o objects) {
+					editWebhook(t, o, "rollouts.", func(h *admissionregistrationv1.ValidatingWebhook) {
+						h.Rules[0].Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.Create}
+					})
+				}},
+				{name: "every update goes to the webhook", apply: func(t *testing.T, o objects) {
+					editWebhook(t, o, "rollouts.", func(h *admissionregistrationv1.ValidatingWebhook) { h.MatchConditions[0].Expression = "true" })
+				}},
+				{name: "a changed selector does not", apply: func(t *testing.T, o objects) {
+					editWebhook(t, o, "rollouts.", func(h *admissionregistrationv1.ValidatingWebhook) {
+						h.MatchConditions[0].Expression = "request.operation == 'CREATE'"
+					})
+				}},
+			},
+		},
+		{
 			name:  "the nodes webhook's matchConditions compile and pick the right writes",
 			check: plain(checkNodeMatchConditions),
 			breaks: []breakage{

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -45,6 +47,7 @@ var rolloutControllerGrants = []string{
 	"ClusterRole nodeguard-rollout-controller: /nodes list",
 	"ClusterRole nodeguard-rollout-controller: /nodes watch",
 	"ClusterRole nodeguard-rollout-controller: /nodes patch",
+	"ClusterRole nodeguard-rollout-controller: /configmaps get",
 	"ClusterRole nodeguard-rollout-controller: /configmaps list",
 	"ClusterRole nodeguard-rollout-controller: /configmaps watch",
 	"Role nodeguard/nodeguard-rollout-controller-leader-election: coordination.k8s.io/leases create",
@@ -170,6 +173,61 @@ func rolloutControllerDeployment(o objects) (*appsv1.Deployment, *corev1.Contain
 	return deploy, c, nil
 }
 
+// checkRolloutControllerPolicy: the ValidatingAdmissionPolicy that confines
+// the controller's token to nodeguard.dev/ annotations judges every Node
+// write (nodes and nodes/status) of the ServiceAccount its Deployment runs
+// as, fails closed, and is bound to deny. TestRolloutControllerTokenIsConfined
+// shows what it refuses on a real apiserver.
+func checkRolloutControllerPolicy(o objects) error {
+	policy, err := typed[admissionregistrationv1.ValidatingAdmissionPolicy](o, "ValidatingAdmissionPolicy", rolloutControllerPolicy)
+	if err != nil {
+		return err
+	}
+	deploy, _, err := rolloutControllerDeployment(o)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if policy.Spec.FailurePolicy == nil || *policy.Spec.FailurePolicy != admissionregistrationv1.Fail {
+		errs = append(errs, errors.New("failurePolicy: want Fail, or an expression that cannot be evaluated lets the write through"))
+	}
+	covered := map[string]bool{}
+	if mc := policy.Spec.MatchConstraints; mc != nil {
+		for _, rule := range mc.ResourceRules {
+			if slices.Contains(rule.APIGroups, "") && slices.Contains(rule.Operations, admissionregistrationv1.Update) {
+				for _, r := range rule.Resources {
+					covered[r] = true
+				}
+			}
+		}
+	}
+	for _, r := range []string{nodesResource, nodesStatus} {
+		if !covered[r] {
+			errs = append(errs, fmt.Errorf("UPDATE of %s is not judged", r))
+		}
+	}
+	user := "'system:serviceaccount:" + deploy.Namespace + ":" + deploy.Spec.Template.Spec.ServiceAccountName + "'"
+	if !slices.ContainsFunc(policy.Spec.MatchConditions, func(c admissionregistrationv1.MatchCondition) bool {
+		return strings.Contains(c.Expression, "request.userInfo.username == "+user)
+	}) {
+		errs = append(errs, fmt.Errorf("no matchCondition selects the controller's user %s", user))
+	}
+	bound := false
+	for _, obj := range o.ofKind("ValidatingAdmissionPolicyBinding") {
+		b, err := typed[admissionregistrationv1.ValidatingAdmissionPolicyBinding](o, obj.GetKind(), obj.GetName())
+		if err != nil {
+			return err
+		}
+		if b.Spec.PolicyName == policy.Name && slices.Contains(b.Spec.ValidationActions, admissionregistrationv1.Deny) && b.Spec.ParamRef == nil && b.Spec.MatchResources == nil {
+			bound = true
+		}
+	}
+	if !bound {
+		errs = append(errs, fmt.Errorf("no binding makes %s deny", policy.Name))
+	}
+	return errors.Join(errs...)
+}
+
 // checkRolloutControllerWorkload: two leader-elected replicas under the
 // restricted Pod Security profile, with flags the binary knows, probes on
 // its health endpoints, and its symbolic image.
@@ -260,6 +318,38 @@ func rolloutControllerInvariants() []invariant {
 				}},
 				{name: "runs as the webhook", apply: func(t *testing.T, o objects) {
 					editController(t, o, func(d *appsv1.Deployment, _ *corev1.Container) { d.Spec.Template.Spec.ServiceAccountName = webhookName })
+				}},
+			},
+		},
+		{
+			name:  "the rollout controller's token changes only nodeguard.dev/ annotations on Nodes",
+			check: plain(checkRolloutControllerPolicy),
+			breaks: []breakage{
+				{name: "no policy", apply: func(t *testing.T, o objects) {
+					edit(t, o, "ValidatingAdmissionPolicy", rolloutControllerPolicy, func(p *admissionregistrationv1.ValidatingAdmissionPolicy) { p.Name = "other" })
+				}},
+				{name: "warns only", apply: func(t *testing.T, o objects) {
+					edit(t, o, "ValidatingAdmissionPolicyBinding", rolloutControllerPolicy, func(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+						b.Spec.ValidationActions = []admissionregistrationv1.ValidationAction{admissionregistrationv1.Warn}
+					})
+				}},
+				{name: "fails open", apply: func(t *testing.T, o objects) {
+					edit(t, o, "ValidatingAdmissionPolicy", rolloutControllerPolicy, func(p *admissionregistrationv1.ValidatingAdmissionPolicy) {
+						p.Spec.FailurePolicy = ptr(admissionregistrationv1.Ignore)
+					})
+				}},
+				{name: "nodes/status not judged", apply: func(t *testing.T, o objects) {
+					edit(t, o, "ValidatingAdmissionPolicy", rolloutControllerPolicy, func(p *admissionregistrationv1.ValidatingAdmissionPolicy) {
+						p.Spec.MatchConstraints.ResourceRules[0].Resources = []string{nodesResource}
+					})
+				}},
+				{name: "another account", apply: func(t *testing.T, o objects) {
+					edit(t, o, "ValidatingAdmissionPolicy", rolloutControllerPolicy, func(p *admissionregistrationv1.ValidatingAdmissionPolicy) {
+						p.Spec.MatchConditions[0].Expression = "request.userInfo.username == 'system:serviceaccount:nodeguard:nodeguard-webhook'"
+					})
+				}},
+				{name: "the controller runs as another account", apply: func(t *testing.T, o objects) {
+					editController(t, o, func(d *appsv1.Deployment, _ *corev1.Container) { d.Spec.Template.Spec.ServiceAccountName = "other" })
 				}},
 			},
 		},

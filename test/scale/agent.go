@@ -32,6 +32,9 @@ func (c agentClient) ConfigMaps(namespace string) kubeclient.ConfigMapClient {
 func (c agentClient) Events(namespace string) kubeclient.EventClient {
 	return c.a.k.core.Events(namespace)
 }
+func (c agentClient) Pods(namespace string) kubeclient.PodClient {
+	return c.a.k.core.Pods(namespace)
+}
 
 // timedNodes notes when the agent last sent a patch of its Node, so that
 // the harness can time that write to its arrival in its own Node watch.

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
 const (
@@ -137,6 +139,19 @@ func (f *fleet) assign(ctx context.Context, admin kubernetes.Interface, fraction
 		}
 		k.config = &types.NamespacedName{Namespace: configNamespace, Name: configName}
 		f.readers++
+	}
+	return nil
+}
+
+// pool puts every node in the pool name (contract.PoolLabel), as an
+// administrator does: a label no node may write itself, which is what a
+// rollout must select on.
+func (f *fleet) pool(ctx context.Context, admin kubernetes.Interface, name string) error {
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, contract.PoolLabel, name)
+	for _, k := range f.kubelets {
+		if _, err := admin.CoreV1().Nodes().Patch(ctx, k.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("putting %s in pool %s: %w", k.name, name, err)
+		}
 	}
 	return nil
 }

@@ -195,6 +195,9 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 		}
 	}
 	logf(o.Progress, "rollout: %d kubelets and agents report the local configuration", o.Nodes)
+	if err := f.pool(ctx, c.admin, rolloutPool); err != nil {
+		return r, err
+	}
 
 	proxy, ctrl, ctrlPID, err := startController(ctx, c, o.WorkDir, o.ControllerArgs)
 	if err != nil {
@@ -362,6 +365,10 @@ func startController(ctx context.Context, c *cluster, dir string, extra []string
 	return proxy, ctrl, pid, nil
 }
 
+// rolloutPool is the pool the administrator puts every node of the fleet in,
+// and the rollout selects.
+const rolloutPool = "scale"
+
 func createRollout(ctx context.Context, dyn dynamic.Interface, o RolloutOptions) error {
 	mu := intstr.FromString(fmt.Sprintf("%d%%", o.MaxUnavailablePercent))
 	canary := o.Canary
@@ -369,7 +376,7 @@ func createRollout(ctx context.Context, dyn dynamic.Interface, o RolloutOptions)
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "KubeletConfigRollout"},
 		ObjectMeta: metav1.ObjectMeta{Name: rolloutName},
 		Spec: v1alpha1.KubeletConfigRolloutSpec{
-			NodeSelector:   metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/os": "linux"}},
+			NodeSelector:   metav1.LabelSelector{MatchLabels: map[string]string{contract.PoolLabel: rolloutPool}},
 			ConfigMapRef:   v1alpha1.ConfigMapReference{Namespace: configNamespace, Name: rolloutConfigMap},
 			Canary:         &canary,
 			MaxUnavailable: &mu,

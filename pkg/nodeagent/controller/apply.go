@@ -56,6 +56,13 @@ func (c *Controller) apply(ctx context.Context, ch chosen, out kubelet.Rendered,
 		if err := c.deps.File.Write(out); err != nil {
 			return false, err
 		}
+		// What the Node and its pods look like before the restart is what
+		// the trial's signals compare with: only a change after it is the
+		// new configuration's doing.
+		c.baseline = nil
+		if ch.onTrial {
+			c.baseline = nodeSnapshot(p.obs)
+		}
 		if err := c.deps.Restarter.Restart(ctx); err != nil {
 			return false, err
 		}
@@ -116,6 +123,10 @@ func (c *Controller) judgeTrial(ctx context.Context, ch chosen, justRestarted bo
 	if c.tracker == nil || c.trackedRef != t.Ref || c.trackedBoot != t.BootID {
 		c.tracker = trial.NewTracker(c.cfg.Policy, now)
 		c.trackedRef, c.trackedBoot = t.Ref, t.BootID
+		if c.baseline != nil && justRestarted {
+			c.tracker.SetBaseline(*c.baseline)
+		}
+		c.baseline = nil
 		c.nextProbe = now
 		if justRestarted {
 			c.nextProbe = now + c.cfg.ProbePeriod
@@ -124,6 +135,12 @@ func (c *Controller) judgeTrial(ctx context.Context, ch chosen, justRestarted bo
 	if now >= c.nextProbe {
 		c.tracker.Observe(c.deps.Prober.Probe(ctx))
 		c.nextProbe = now + c.cfg.ProbePeriod
+	}
+	// The Node and its pods as last seen; every pass looks (they are
+	// already in memory), and a trial's passes come at least a probe
+	// period apart. Offline, only the kubelet's health judges.
+	if s := nodeSnapshot(p.obs); s != nil {
+		c.tracker.ObserveNode(now, *s)
 	}
 	verdict := c.tracker.Verdict(t.StartedSinceBoot, now)
 

@@ -89,6 +89,12 @@ type Observation struct {
 	// KubeletVersion is the Node's status.nodeInfo.kubeletVersion, if it
 	// parses.
 	KubeletVersion *version.Version
+	// Node is the agent's Node as last seen, for the trial's signals.
+	Node *corev1.Node
+	// Pods are the pods bound to the Node, complete when PodsSynced
+	// (false too when they are not watched).
+	Pods       []*corev1.Pod
+	PodsSynced bool
 }
 
 // Result is the outcome of one Sync.
@@ -114,6 +120,10 @@ type Controller struct {
 	tracker     *trial.Tracker
 	trackedRef  contract.ObjectRef
 	trackedBoot string
+	// baseline is what the Node and its pods looked like just before the
+	// kubelet's last restart, for the next tracker (nil: none taken, the
+	// tracker takes its first look instead).
+	baseline *trial.Snapshot
 	// nextProbe is when (time since boot) the kubelet is probed next.
 	// Probes are ProbePeriod apart however often Sync runs (every watch
 	// event runs it), so that the failure threshold counts probe periods,
@@ -178,6 +188,8 @@ func (p *problem) String() string { return p.reason + ": " + p.message }
 
 // pass accumulates what one Sync decides.
 type pass struct {
+	// obs is what the apiserver said for this pass.
+	obs      Observation
 	events   []status.Event
 	problems []*problem
 	// shownAssigned is the assigned reference to report.
@@ -210,7 +222,7 @@ const maxRounds = 3
 // meaningful even then.
 func (c *Controller) Sync(ctx context.Context, obs Observation) (Result, error) {
 	logger := klog.FromContext(ctx)
-	p := &pass{}
+	p := &pass{obs: obs}
 	if !c.loaded {
 		c.load(p)
 		c.loaded = true
@@ -290,6 +302,16 @@ func (c *Controller) load(p *pass) {
 	if v, err := version.ParseGeneric(recorded); err == nil { // the store refuses what does not parse
 		c.lastKubeletVersion, c.recordedKubeletVersion = v, recorded
 	}
+}
+
+// nodeSnapshot is what the trial's signals see of the Node in obs; nil when the
+// agent does not know its Node.
+func nodeSnapshot(obs Observation) *trial.Snapshot {
+	if !obs.Online || obs.Node == nil {
+		return nil
+	}
+	s := trial.NewSnapshot(obs.Node, obs.Pods, obs.PodsSynced)
+	return &s
 }
 
 func (c *Controller) kubeletVersion() *version.Version {

@@ -28,9 +28,11 @@
 //     restart, it never skips it.
 //  4. Trial. The kubelet is probed, at most once a probe period however
 //     often Sync runs, and not before a period has passed since a restart
-//     (the old kubelet may still answer); a pass moves last-known-good, a failure
-//     records the configuration bad (by UID and resourceVersion) and goes
-//     back to 2, which now picks last-known-good.
+//     (the old kubelet may still answer). The Node and its pods, as the
+//     Observation shows them, are judged on every pass against the snapshot
+//     taken just before the restart (pkg/nodeagent/trial). A pass moves
+//     last-known-good, a failure records the configuration bad (by UID and
+//     resourceVersion) and goes back to 2, which now picks last-known-good.
 //
 // On a fresh state directory whose kubelet file already holds the chosen
 // configuration, the agent adopts it without restarting the kubelet.

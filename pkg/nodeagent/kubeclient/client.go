@@ -33,6 +33,15 @@ type ConfigMapClient interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
+// PodClient is what the agent reads of Pods: a list and watch of the pods
+// bound to its Node (fieldSelector spec.nodeName=NODE), the one the node
+// authorizer allows a node, to judge trials by their workloads. client-go's
+// typed PodInterface satisfies it.
+type PodClient interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
 // EventClient writes the Events the agent records about its Node.
 // client-go's typed EventInterface satisfies it.
 type EventClient interface {
@@ -41,11 +50,13 @@ type EventClient interface {
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Event, error)
 }
 
-// Interface is the agent's whole use of the API: core/v1 Nodes, ConfigMaps
-// and Events. Tests back it with a fake clientset (kubeclienttest).
+// Interface is the agent's whole use of the API: core/v1 Nodes, ConfigMaps,
+// Pods (read only) and Events. Tests back it with a fake clientset
+// (kubeclienttest).
 type Interface interface {
 	Nodes() NodeClient
 	ConfigMaps(namespace string) ConfigMapClient
+	Pods(namespace string) PodClient
 	Events(namespace string) EventClient
 }
 
@@ -107,6 +118,11 @@ func (c *Client) Nodes() NodeClient { return nodes{resource{c.rest, c.params, ""
 // ConfigMaps implements Interface.
 func (c *Client) ConfigMaps(namespace string) ConfigMapClient {
 	return configMaps{resource{c.rest, c.params, namespace, "configmaps"}}
+}
+
+// Pods implements Interface.
+func (c *Client) Pods(namespace string) PodClient {
+	return pods{resource{c.rest, c.params, namespace, "pods"}}
 }
 
 // Events implements Interface.
@@ -173,6 +189,17 @@ func (c configMaps) List(ctx context.Context, opts metav1.ListOptions) (*corev1.
 
 func (c configMaps) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	return c.watch(ctx, opts)
+}
+
+type pods struct{ resource }
+
+func (p pods) List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
+	list := &corev1.PodList{}
+	return list, p.list(ctx, opts, list)
+}
+
+func (p pods) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return p.watch(ctx, opts)
 }
 
 type events struct{ resource }

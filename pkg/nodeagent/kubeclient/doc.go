@@ -27,7 +27,7 @@
 //
 // # A small client
 //
-// Client speaks core/v1 only (Nodes, ConfigMaps, Events) through a REST
+// Client speaks core/v1 only (Nodes, ConfigMaps, Pods, Events) through a REST
 // client with a scheme that knows nothing else. client-go's kubernetes
 // clientset, even one typed client of it, links and registers every API
 // group of Kubernetes: about a third of the agent's memory at rest.

@@ -21,13 +21,15 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient"
 )
 
-// Source holds the agent's two watches.
+// Source holds the agent's watches.
 type Source struct {
 	client   kubeclient.Interface
 	nodeName string
 	onChange func()
 
 	node cache.SharedIndexInformer
+	// pods watches the pods bound to the Node; nil unless asked for.
+	pods cache.SharedIndexInformer
 
 	// mu guards cm, which Observe replaces and Stop ends.
 	mu      sync.Mutex
@@ -37,9 +39,19 @@ type Source struct {
 	wg sync.WaitGroup
 }
 
+// Options say what else to watch than the Node and its ConfigMap.
+type Options struct {
+	// WatchPods watches the pods bound to the Node, for the trial's
+	// signals.
+	WatchPods bool
+}
+
 // New prepares the watches; Run starts them. onChange is called on every
-// event and must not block.
-func New(client kubeclient.Interface, nodeName string, onChange func()) (*Source, error) {
+// event of the Node and the ConfigMap and must not block. Pod events call
+// nothing: a pass during a trial comes at least every probe period and
+// reads the pods then, and outside a trial nobody needs them, so a busy
+// node's pod churn costs no passes.
+func New(client kubeclient.Interface, nodeName string, opts Options, onChange func()) (*Source, error) {
 	if nodeName == "" {
 		return nil, errors.New("source: no node name")
 	}
@@ -47,6 +59,9 @@ func New(client kubeclient.Interface, nodeName string, onChange func()) (*Source
 	s.node = namedInformer(nodeLister(client), nodeName, &corev1.Node{})
 	if _, err := s.node.AddEventHandler(s.handler()); err != nil {
 		return nil, fmt.Errorf("watching Node %s: %w", nodeName, err)
+	}
+	if opts.WatchPods {
+		s.pods = podInformer(client, nodeName)
 	}
 	return s, nil
 }
@@ -84,10 +99,26 @@ func configMapLister(client kubeclient.Interface, namespace string) namedLister 
 	}
 }
 
+func podLister(client kubeclient.Interface) namedLister {
+	return namedLister{
+		client: client,
+		list: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return client.Pods(metav1.NamespaceAll).List(ctx, opts)
+		},
+		watch: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return client.Pods(metav1.NamespaceAll).Watch(ctx, opts)
+		},
+	}
+}
+
 // namedInformer lists and watches one object by name: the only list and
-// watch a node is authorized for.
+// watch of Nodes and ConfigMaps a node is authorized for.
 func namedInformer(lister namedLister, name string, example runtime.Object) cache.SharedIndexInformer {
-	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	return selectedInformer(lister, fields.OneTermEqualSelector("metadata.name", name).String(), example)
+}
+
+// selectedInformer lists and watches the objects selector picks.
+func selectedInformer(lister namedLister, selector string, example runtime.Object) cache.SharedIndexInformer {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.FieldSelector = selector
@@ -125,6 +156,13 @@ func (s *Source) Run(ctx context.Context) {
 		defer s.wg.Done()
 		s.node.RunWithContext(ctx)
 	}()
+	if s.pods != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.pods.RunWithContext(ctx)
+		}()
+	}
 	<-ctx.Done()
 	s.mu.Lock()
 	s.stopped = true
@@ -155,7 +193,8 @@ func (s *Source) Observe(ctx context.Context) controller.Observation {
 		s.follow(ctx, nil)
 		return controller.Observation{}
 	}
-	obs := controller.Observation{Online: true, KubeletVersion: KubeletVersion(node)}
+	obs := controller.Observation{Online: true, KubeletVersion: KubeletVersion(node), Node: node}
+	obs.Pods, obs.PodsSynced = s.boundPods()
 	assignment, ok, err := contract.AssignmentOf(node)
 	switch {
 	case err != nil:

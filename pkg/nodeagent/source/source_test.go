@@ -74,7 +74,7 @@ func hasConfigMap(name string) func(controller.Observation) bool {
 func TestSourceFollowsTheAssignment(t *testing.T) {
 	client := fake.NewClientset(node("ns-a/kubelet-a"), configMap("ns-a", "kubelet-a"), configMap("ns-b", "kubelet-b"))
 	var changes atomic.Int64
-	s, err := New(kubeclienttest.Wrap(client), "node-1", func() { changes.Add(1) })
+	s, err := New(kubeclienttest.Wrap(client), "node-1", Options{}, func() { changes.Add(1) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestSourceFollowsTheAssignment(t *testing.T) {
 
 func TestRapidReassignmentsLeakNothing(t *testing.T) {
 	client := fake.NewClientset(node(""), configMap("ns-a", "kubelet-a"), configMap("ns-b", "kubelet-b"))
-	s, err := New(kubeclienttest.Wrap(client), "node-1", func() {})
+	s, err := New(kubeclienttest.Wrap(client), "node-1", Options{}, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ type Policy struct {
 	// FailureThreshold is how many failed probes, after the kubelet was first
 	// healthy, fail the trial.
 	FailureThreshold int
+	// Node says what of the Node and its pods judges the trial too.
+	Node NodeSignals
 }
 
 // Validate reports a policy that could never pass or never fail.
@@ -28,6 +30,9 @@ func (p Policy) Validate() error {
 	}
 	if p.FailureThreshold < 1 {
 		errs = append(errs, fmt.Errorf("failure threshold %d: must be at least 1", p.FailureThreshold))
+	}
+	if err := p.Node.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -75,11 +80,14 @@ type Tracker struct {
 	probes         int
 	lastHealthy    bool
 	lastErr        error
+
+	// node is what the Node and its pods said; see node.go.
+	node nodeTracker
 }
 
 // NewTracker starts tracking at since (time since boot).
 func NewTracker(policy Policy, since time.Duration) *Tracker {
-	return &Tracker{policy: policy, observingSince: since}
+	return &Tracker{policy: policy, observingSince: since, node: nodeTracker{notReady: true, notReadySince: since}}
 }
 
 // ObservingSince is when tracking started.
@@ -113,6 +121,10 @@ func (t *Tracker) Verdict(trialStart, now time.Duration) Verdict {
 	case !t.everHealthy && now-t.observingSince >= t.policy.Grace:
 		return Verdict{Outcome: Fail, Remaining: remaining, Message: fmt.Sprintf(
 			"the kubelet did not become healthy within %v of its restart; last: %v", t.policy.Grace, t.describeLast())}
+	case t.node.failure != "":
+		return Verdict{Outcome: Fail, Remaining: remaining, Message: t.node.failure}
+	case remaining == 0 && t.probes > 0 && t.lastHealthy && t.node.waitingFor != "":
+		return Verdict{Outcome: Continue, Message: "trial period over, waiting for " + t.node.waitingFor}
 	case remaining == 0 && t.probes > 0 && t.lastHealthy:
 		return Verdict{Outcome: Pass}
 	case remaining == 0:

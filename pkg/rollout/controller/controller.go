@@ -61,6 +61,7 @@ type Config struct {
 // Controller is the KubeletConfigRollout controller.
 type Controller struct {
 	kube     kubernetes.Interface
+	metadata metadata.Interface
 	rollouts RolloutInterface
 	recorder events.EventRecorder
 	metrics  *Metrics
@@ -85,10 +86,10 @@ type Controller struct {
 	slotsMu sync.Mutex
 	slots   map[string]chan struct{}
 
-	// states are each rollout's last Progressing reason and Failed
-	// status, to record Events on changes only.
+	// states are each rollout's last Progressing reason and the Nodes it
+	// last saw Degraded or Skipped, to record Events on changes only.
 	statesMu sync.Mutex
-	states   map[string]string
+	states   map[string]*noted
 }
 
 var configMapsResource = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
@@ -106,7 +107,8 @@ func New(cfg Config) (*Controller, error) {
 		clock:    cfg.Clock,
 		refusals: newRefusals(),
 		slots:    map[string]chan struct{}{},
-		states:   map[string]string{},
+		states:   map[string]*noted{},
+		metadata: cfg.Metadata,
 	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}

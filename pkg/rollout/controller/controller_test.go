@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -147,6 +148,29 @@ func start(t *testing.T, r *v1alpha1.KubeletConfigRollout, setup func(*fake.Clie
 // its own call.
 func startWrapped(t *testing.T, r *v1alpha1.KubeletConfigRollout, setup func(*fake.Clientset, *fakeRollouts), wrap func(kubernetes.Interface) kubernetes.Interface, nodes ...*corev1.Node) *harness {
 	t.Helper()
+	eligible := map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}
+	return startAll(t, r, setup, wrap, []*metav1.PartialObjectMetadata{configMapMeta("v2", eligible)}, nodes...)
+}
+
+// startWithConfigMaps is start with these ConfigMaps instead of the
+// eligible kubelet-configs/v2.
+func startWithConfigMaps(t *testing.T, r *v1alpha1.KubeletConfigRollout, cms []*metav1.PartialObjectMetadata, nodes ...*corev1.Node) *harness {
+	t.Helper()
+	return startAll(t, r, nil, nil, cms, nodes...)
+}
+
+// configMapMeta is the metadata of the ConfigMap kubelet-configs/name, at
+// uid-<name> and resourceVersion 7.
+func configMapMeta(name string, labels map[string]string) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kubelet-configs", Name: name, UID: types.UID("uid-" + name), ResourceVersion: "7",
+			Labels: labels},
+	}
+}
+
+func startAll(t *testing.T, r *v1alpha1.KubeletConfigRollout, setup func(*fake.Clientset, *fakeRollouts), wrap func(kubernetes.Interface) kubernetes.Interface, cms []*metav1.PartialObjectMetadata, nodes ...*corev1.Node) *harness {
+	t.Helper()
 	var objs []runtime.Object
 	for _, n := range nodes {
 		objs = append(objs, n)
@@ -156,12 +180,11 @@ func startWrapped(t *testing.T, r *v1alpha1.KubeletConfigRollout, setup func(*fa
 	if err := metav1.AddMetaToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	cm := &metav1.PartialObjectMetadata{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: "kubelet-configs", Name: "v2", UID: "uid-v2", ResourceVersion: "7",
-			Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}},
+	var mdObjs []runtime.Object
+	for _, cm := range cms {
+		mdObjs = append(mdObjs, cm)
 	}
-	md := metadatafake.NewSimpleMetadataClient(scheme, cm)
+	md := metadatafake.NewSimpleMetadataClient(scheme, mdObjs...)
 	rollouts := newFakeRollouts(t, r)
 	if setup != nil {
 		setup(kube, rollouts)

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
 func sourceName(source *string) string {
@@ -36,15 +38,61 @@ func (c *Controller) stateEvents(r *v1alpha1.KubeletConfigRollout, st *v1alpha1.
 	}
 	key := progressing.Reason
 	c.statesMu.Lock()
-	changed := c.states[r.Name] != key
-	c.states[r.Name] = key
+	n := c.notedLocked(r.Name)
+	changed := n.reason != key
+	n.reason = key
 	c.statesMu.Unlock()
 	if oldP := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionProgressing); changed && (oldP == nil || oldP.Reason != key) {
 		eventType := corev1.EventTypeNormal
-		if progressing.Reason == v1alpha1.ReasonTargetNotFound {
+		switch progressing.Reason {
+		case v1alpha1.ReasonTargetNotFound, v1alpha1.ReasonTargetNotEligible, v1alpha1.ReasonProgressDeadlineExceeded, v1alpha1.ReasonNodesSkipped:
 			eventType = corev1.EventTypeWarning
 		}
 		c.event(r, nil, eventType, progressing.Reason, "Sync", progressing.Message)
+	}
+}
+
+// noted is what the controller last recorded Events for, per rollout.
+type noted struct {
+	reason string
+	nodes  map[string]rollout.NodeState
+}
+
+func (c *Controller) notedLocked(name string) *noted {
+	n, ok := c.states[name]
+	if !ok {
+		n = &noted{nodes: map[string]rollout.NodeState{}}
+		c.states[name] = n
+	}
+	return n
+}
+
+// nodeEvents records a Warning on each Node that became Degraded (it
+// reports the target failed outside a trial of this rollout's: shown for
+// that Node, failing nothing) or Skipped (admission refused it the target
+// for its own state) since the last sync.
+func (c *Controller) nodeEvents(r *v1alpha1.KubeletConfigRollout, results []rollout.NodeResult, nodes map[string]*corev1.Node) {
+	c.statesMu.Lock()
+	n := c.notedLocked(r.Name)
+	var fresh []rollout.NodeResult
+	current := map[string]rollout.NodeState{}
+	for _, res := range results {
+		if res.State != rollout.StateDegraded && res.State != rollout.StateSkipped {
+			continue
+		}
+		current[res.Name] = res.State
+		if n.nodes[res.Name] != res.State {
+			fresh = append(fresh, res)
+		}
+	}
+	n.nodes = current
+	c.statesMu.Unlock()
+	for _, res := range fresh {
+		reason := "NodeFailedOutsideTrial"
+		if res.State == rollout.StateSkipped {
+			reason = "NodeSkipped"
+		}
+		c.event(nodes[res.Name], r, corev1.EventTypeWarning, reason, "Sync", fmt.Sprintf("rollout %s: %s", r.Name, res.Detail))
 	}
 }
 

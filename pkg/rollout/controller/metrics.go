@@ -16,6 +16,7 @@ import (
 var allStates = []rollout.NodeState{
 	rollout.StateUpdated, rollout.StateInTrial, rollout.StateFailed, rollout.StatePending,
 	rollout.StateUnavailable, rollout.StateReverting, rollout.StateUntouched, rollout.StateConflicted,
+	rollout.StateDegraded, rollout.StateSkipped,
 }
 
 // Metrics are the controller's Prometheus metrics.
@@ -25,6 +26,7 @@ type Metrics struct {
 	changes     *prometheus.CounterVec
 	batch       *prometheus.HistogramVec
 	syncs       *prometheus.CounterVec
+	stalled     *prometheus.GaugeVec
 	// queue is the workqueue's metrics.
 	queue *queueMetrics
 
@@ -55,22 +57,26 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"rollout", "from", "to"}),
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "nodeguard", Subsystem: "rollout", Name: "node_changes_total",
-			Help: "Node patches the controller made, by action (assign, revert) and result (ok; conflict: the Node changed in what the decision read, which is made again; retried: a conflict over a write the decision did not read, patched again at once; refused; error).",
+			Help: "Node patches the controller made, by action (assign, revert, record: the trial-passed mark) and result (ok; conflict: the Node changed in what the decision read, which is made again; retried: a conflict over a write the decision did not read, patched again at once; refused: admission refused it, failing the rollout; skipped: admission refused it for the Node's own state, skipping the Node; error).",
 		}, []string{"rollout", "action", "result"}),
 		batch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "nodeguard", Subsystem: "rollout", Name: "batch_duration_seconds",
 			Help: "Time from assigning a batch of Nodes (the Nodes one sync assigned) until none of them is in trial any more, by outcome (updated: all updated; failed: at least one failed or was reverted; other: they left the selection or the rollout).",
-			// Trials last minutes on real nodes (the agent's default is 10m).
+			// Trials last minutes on real nodes (the agent's default is 5m).
 			Buckets: prometheus.ExponentialBuckets(5, 2, 10),
 		}, []string{"result"}),
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "nodeguard", Subsystem: "rollout", Name: "syncs_total",
 			Help: "Syncs of a rollout, by result (ok; waiting, on the controller's last status write or on its assignments in flight; error).",
 		}, []string{"result"}),
+		stalled: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "nodeguard", Subsystem: "rollout", Name: "progress_deadline_exceeded",
+			Help: "1 while a KubeletConfigRollout has gone without progress for longer than its spec.progressDeadlineSeconds (Progressing=False, reason ProgressDeadlineExceeded), 0 otherwise, as of its last sync.",
+		}, []string{"rollout"}),
 		last:    map[string]map[string]rollout.NodeState{},
 		batches: map[string][]batch{},
 	}
-	for _, c := range []prometheus.Collector{m.nodes, m.transitions, m.changes, m.batch, m.syncs} {
+	for _, c := range []prometheus.Collector{m.nodes, m.transitions, m.changes, m.batch, m.syncs, m.stalled} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering rollout metrics: %w", err)
 		}
@@ -171,6 +177,18 @@ func (m *Metrics) queueProvider() workqueue.MetricsProvider {
 	return m.queue
 }
 
+// progressing records whether the rollout's progress deadline is exceeded.
+func (m *Metrics) progressing(name string, exceeded bool) {
+	if m == nil {
+		return
+	}
+	value := 0.0
+	if exceeded {
+		value = 1
+	}
+	m.stalled.WithLabelValues(name).Set(value)
+}
+
 func (m *Metrics) sync(result string) {
 	if m != nil {
 		m.syncs.WithLabelValues(result).Inc()
@@ -187,6 +205,7 @@ func (m *Metrics) forget(name string) {
 	delete(m.last, name)
 	delete(m.batches, name)
 	m.nodes.DeletePartialMatch(prometheus.Labels{"rollout": name})
+	m.stalled.DeletePartialMatch(prometheus.Labels{"rollout": name})
 	m.transitions.DeletePartialMatch(prometheus.Labels{"rollout": name})
 	m.changes.DeletePartialMatch(prometheus.Labels{"rollout": name})
 }

@@ -50,6 +50,10 @@ func TestRoutineAssignmentsDoNotWaitForTheStatus(t *testing.T) {
 		moved("c", trying, status.ReasonTrialInProgress),
 		readyNode("d", blue), readyNode("e", blue),
 	}
+	// a and b passed their trials as the rollout recorded: no mark to write.
+	for _, n := range nodes[:2] {
+		n.Annotations[v1alpha1.TrialPassedAnnotation] = rollout.TrialPassedValue(target)
+	}
 	r := newRollout("r")
 	two := intstr.FromInt32(2)
 	r.Spec.MaxUnavailable = &two

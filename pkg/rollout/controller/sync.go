@@ -68,23 +68,24 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return err
 	}
 	nodes = c.unseen.overlay(name, nodes, now)
+	byName := make(map[string]*corev1.Node, len(nodes))
+	for _, node := range nodes {
+		byName[node.Name] = node
+	}
 	rollouts := c.rolloutsCached()
 	observations, err := rollout.ObserveSelected(selector, name, rollouts, nodes)
 	if err != nil {
 		// Usable all the same; the agents report the same problems.
 		logger.V(2).Info("Nodes partly unreadable", "err", err)
 	}
-	byName := make(map[string]*corev1.Node, len(nodes))
-	for _, node := range nodes {
-		byName[node.Name] = node
-	}
-	target := c.target(r.Spec.ConfigMapRef)
+	target, ineligible := c.target(ctx, r.Spec.ConfigMapRef)
 	decision, err := rollout.Decide(rollout.Input{
-		Rollout:  r,
-		Target:   target,
-		Nodes:    observations,
-		Refusals: c.refusals.of(name, target),
-		Now:      metav1.NewTime(now),
+		Rollout:          r,
+		Target:           target,
+		TargetIneligible: ineligible,
+		Nodes:            observations,
+		Refusals:         c.refusals.of(name, target),
+		Now:              metav1.NewTime(now),
 	})
 	if err != nil {
 		c.event(r, nil, corev1.EventTypeWarning, "InvalidSpec", "Sync", err.Error())
@@ -92,6 +93,13 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return nil
 	}
 	c.metrics.observe(name, decision.Nodes, now)
+	progressing := meta.FindStatusCondition(decision.Status.Conditions, v1alpha1.ConditionProgressing)
+	c.metrics.progressing(name, progressing != nil && progressing.Reason == v1alpha1.ReasonProgressDeadlineExceeded)
+	c.nodeEvents(r, decision.Nodes, byName)
+	if decision.RecheckAfter > 0 {
+		// Nothing may change before the progress deadline falls due.
+		c.queue.AddAfter(name, decision.RecheckAfter)
+	}
 
 	// The status goes first when the decision reverts or changes the
 	// rollout's state (rollout.Decision.StatusFirst): a revert must not run
@@ -146,12 +154,15 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		c.metrics.sync("ok")
 		return nil
 	}
-	if len(decision.Assign) > 0 {
+	if len(decision.Assign) > 0 || len(decision.Record) > 0 {
 		// The assignments go out in the background and the next decision
 		// reads them as applied (unseen), so it need not wait for their
 		// round trips: a Node that passes its trial meanwhile frees its
 		// slot for the next Node at once. Their answers wake the rollout.
+		// The trial-passed marks follow them, off the path to the next
+		// Node.
 		c.unseen.sending(name, decision.Assign)
+		c.unseen.sending(name, decision.Record)
 		c.sending.Go(func() {
 			if err := c.apply(ctx, r, decision, byName, basis); err != nil {
 				utilruntime.HandleErrorWithContext(ctx, err, "Assigning failed; requeued", "rollout", name)
@@ -184,16 +195,27 @@ func (c *Controller) selectedNodes(selector labels.Selector) ([]*corev1.Node, er
 }
 
 // target is the eligible ConfigMap ref names, nil when there is none
-// (rollout.TargetOf: a ConfigMap without the eligibility label reads as
-// absent).
-func (c *Controller) target(ref v1alpha1.ConfigMapReference) *contract.ObjectRef {
+// (rollout.TargetOf). The informer holds only eligible ConfigMaps; one it
+// does not hold is read once more, its metadata alone, to tell a
+// ConfigMap that lacks the label (ineligible) from a missing one. A failed
+// read reports it missing, the safe answer: nothing is assigned.
+func (c *Controller) target(ctx context.Context, ref v1alpha1.ConfigMapReference) (target *contract.ObjectRef, ineligible bool) {
 	obj, exists, err := c.cmInformer.GetStore().GetByKey(ref.Namespace + "/" + ref.Name)
-	if err != nil || !exists {
-		return nil
+	if err == nil && exists {
+		if m, ok := obj.(metav1.Object); ok {
+			return rollout.TargetOf(m)
+		}
 	}
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return nil
+	m, err := c.metadata.Resource(configMapsResource).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			klog.FromContext(ctx).V(2).Info("Reading the target's metadata failed", "configMap", ref.Namespace+"/"+ref.Name, "err", err)
+		}
+		return nil, false
+	}
+	if contract.IsEligible(m.GetLabels()) {
+		// Eligible but not cached yet: its add event brings it.
+		return nil, false
 	}
 	return rollout.TargetOf(m)
 }
@@ -251,9 +273,12 @@ func (c *Controller) writeStatus(ctx context.Context, r *v1alpha1.KubeletConfigR
 }
 
 // apply patches the Nodes of a decision whose status is written: reverts
-// first, then assignments, each several in flight (patchAll). Every revert
-// is tried; a conflict or a failure requeues the rollout, a refusal of an
-// assignment stops the assignments and is fed to the next decision.
+// first, then assignments, then the trial-passed marks, each several in
+// flight (patchAll). Every revert is tried; a conflict or a failure
+// requeues the rollout, a refusal of an assignment stops the assignments
+// and is fed to the next decision, which fails the rollout, unless it
+// concerns the Node's own state: that Node is skipped and the others go
+// on.
 func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout, d rollout.Decision, nodes map[string]*corev1.Node, basis decisionBasis) error {
 	logger := klog.FromContext(ctx)
 	var errs []error
@@ -297,11 +322,30 @@ func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout
 				fmt.Sprintf("assigning Node %s was refused: %v", p.change.Node, p.err))
 			logger.Info("Assignment refused by admission", "node", p.change.Node, "err", p.err)
 			requeue = true
+		case resultSkipped:
+			// The Node's own state is refused, not the target: the Node is
+			// skipped (its Event comes with the decision that shows it).
+			if target != nil {
+				c.refusals.add(r.Name, *target, rollout.Refusal{Node: p.change.Node, Message: p.err.Error(), NodeState: true})
+			}
+			logger.Info("Assignment refused for the Node's own state; skipping the Node", "node", p.change.Node, "err", p.err)
+			requeue = true
 		default:
 			errs = append(errs, p.err)
 		}
 	}
 	c.metrics.assigned(r.Name, assigned, c.clock.Now())
+	for _, p := range patchAll(ctx, d.Record, maxPatchesInFlight, false, send("record")) {
+		c.metrics.change(r.Name, "record", p.result)
+		switch p.result {
+		case resultOK:
+			logger.V(2).Info("Recorded the Node's passed trial", "node", p.change.Node, "target", target)
+		case resultConflict:
+			requeue = true
+		default:
+			errs = append(errs, p.err)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -330,6 +374,7 @@ const (
 	resultConflict = "conflict"
 	resultRetried  = "retried"
 	resultRefused  = "refused"
+	resultSkipped  = "skipped"
 	resultError    = "error"
 )
 
@@ -412,6 +457,8 @@ func (c *Controller) patch(ctx context.Context, rolloutName, action string, chan
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err), errors.Is(err, errNodeMoved):
 		// The Node moved (or went) since the decision: decide again.
 		return resultConflict, err
+	case isAdmissionRefusal(err) && contract.IsNodeStateRefusal(err):
+		return resultSkipped, err
 	case isAdmissionRefusal(err):
 		return resultRefused, err
 	default:

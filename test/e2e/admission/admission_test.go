@@ -224,6 +224,28 @@ func TestNodeRestrictions(t *testing.T) {
 		allowed(t, "admin labelling", err)
 		_, err = nodes.Patch(h.ctx, n1, types.MergePatchType, []byte(`{"metadata":{"labels":{"node-restriction.kubernetes.io/pool":"silver"}}}`), metav1.PatchOptions{})
 		refused(t, "changing a node-restriction label", err, want("node-restriction.kubernetes.io/pool")...)
+
+		// nodeguard.dev labels (pool membership) are the administrator's
+		// word: the in-tree plugin lets a node write them, nodeguard refuses
+		// it with and without that plugin, at registration and after.
+		ownRule := []string{"nodeguard rule 2 (node-restriction)", contract.PoolLabel}
+		_, err = nodes.Patch(h.ctx, n1, types.MergePatchType, []byte(`{"metadata":{"labels":{"nodeguard.dev/pool":"blue"}}}`), metav1.PatchOptions{})
+		refused(t, "labelling itself into a pool", err, ownRule...)
+		_, err = h.admin.CoreV1().Nodes().Patch(h.ctx, n1, types.MergePatchType, []byte(`{"metadata":{"labels":{"nodeguard.dev/pool":"blue"}}}`), metav1.PatchOptions{})
+		allowed(t, "admin putting a node in a pool", err)
+		_, err = nodes.Patch(h.ctx, n1, types.MergePatchType, []byte(`{"metadata":{"labels":{"nodeguard.dev/pool":"gpu"}}}`), metav1.PatchOptions{})
+		refused(t, "moving itself to another pool", err, ownRule...)
+		_, err = nodes.Patch(h.ctx, n1, types.MergePatchType, []byte(`{"metadata":{"labels":{"nodeguard.dev/pool":null}}}`), metav1.PatchOptions{})
+		refused(t, "leaving its pool", err, ownRule...)
+		_, err = nodes.Patch(h.ctx, n1, types.MergePatchType, []byte(`{"metadata":{"labels":{"example.com/x":"z"}}}`), metav1.PatchOptions{})
+		allowed(t, "a node in a pool changing another label", err)
+		n3 := h.pfx + "n3"
+		_, err = h.nodeClient(n3).CoreV1().Nodes().Create(h.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n3,
+			Labels: map[string]string{contract.PoolLabel: "blue"}}}, metav1.CreateOptions{})
+		if err == nil {
+			t.Cleanup(func() { _ = h.admin.CoreV1().Nodes().Delete(context.Background(), n3, metav1.DeleteOptions{}) })
+		}
+		refused(t, "registering in a pool (kubelet --node-labels)", err, ownRule...)
 	}
 }
 
@@ -301,6 +323,25 @@ func TestAssignmentsAndContent(t *testing.T) {
 	allowed(t, "admin setting status", err)
 	err = h.assignOnceSeen(old, gated)
 	refused(t, "assigning a gate the kubelet does not know", err, "nodeguard rule 5 (feature-gates)", "APIServerWebhookAuthenticationToken")
+	// The refusal is about what the Node reports, and says so through the
+	// apiserver, so that a rollout skips the Node instead of failing.
+	if !contract.IsNodeStateRefusal(err) {
+		t.Errorf("a refusal for the node's kubelet version carries no %s cause: %#v", contract.CauseNodeState, err)
+	}
+	// A configuration no kubelet can run is refused for what it is, even
+	// to a node whose version says nothing.
+	odd := h.pfx + "odd"
+	oddNode, err := h.admin.CoreV1().Nodes().Create(h.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: odd}}, metav1.CreateOptions{})
+	allowed(t, "admin creating a node", err)
+	t.Cleanup(func() { _ = h.admin.CoreV1().Nodes().Delete(context.Background(), odd, metav1.DeleteOptions{}) })
+	oddNode.Status.NodeInfo.KubeletVersion = "garbage"
+	_, err = h.admin.CoreV1().Nodes().UpdateStatus(h.ctx, oddNode, metav1.UpdateOptions{})
+	allowed(t, "admin setting status", err)
+	err = h.assignOnceSeen(odd, h.mustConfigMap("no-such-gate", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfeatureGates:\n  NoSuchGate: true\n", true))
+	refused(t, "assigning a gate no kubelet knows", err, "nodeguard rule 5 (feature-gates)", "NoSuchGate")
+	if contract.IsNodeStateRefusal(err) {
+		t.Errorf("a refusal for the configuration itself carries the %s cause: %#v", contract.CauseNodeState, err)
+	}
 	_, err = h.admin.CoreV1().Nodes().Patch(h.ctx, n1, types.MergePatchType, annotationPatch(gated), metav1.PatchOptions{})
 	allowed(t, "assigning the same gate to a kubelet that knows it", err)
 

@@ -48,12 +48,17 @@ func newScenario(t *testing.T) *scenario {
 	return s
 }
 
+// scenarioLabel, on a scenario's Nodes, is its namespace. It is a label no
+// node may write itself, as a rollout's selector must be (the webhook
+// refuses one a node could satisfy on its own); the administrator sets it.
+const scenarioLabel = contract.Domain + "/e2e-scenario"
+
 // node registers a Node labelled with the scenario's namespace and reports
 // its kubelet version, as a kubelet would.
 func (s *scenario) node(name, kubeletVersion string) string {
 	s.t.Helper()
 	name = s.ns + "-" + name
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"scenario": s.ns}}}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{scenarioLabel: s.ns}}}
 	created, err := s.admin.CoreV1().Nodes().Create(s.ctx, n, metav1.CreateOptions{})
 	if err != nil {
 		s.t.Fatal(err)
@@ -200,7 +205,7 @@ func TestStatus(t *testing.T) {
 	s.report(rolledBack, contract.ConfigStatus{Assigned: pinned(b), Active: pinned(a), LastKnownGood: pinned(a), Error: "the kubelet failed 3 health checks during its trial"},
 		corev1.ConditionFalse, status.ReasonRolledBack, "the kubelet failed 3 health checks during its trial")
 
-	r := plugin(t, "status", "-l", "scenario="+s.ns)
+	r := plugin(t, "status", "-l", scenarioLabel+"="+s.ns)
 	expect(t, "status", r, cli.ExitOK, "NODE ", "KUBELET ", "ASSIGNED ", "ACTIVE ", "LAST-KNOWN-GOOD ", "TRIAL ", "ERROR")
 	rows := map[string][]string{}
 	for _, line := range strings.Split(strings.TrimSpace(r.out), "\n")[1:] {
@@ -269,7 +274,7 @@ func TestAssignAndUnassign(t *testing.T) {
 		"dry run (client): nothing was sent")
 	unwritten("client dry run")
 
-	r = plugin(t, "assign", newgate, "-l", "scenario="+s.ns, "--dry-run=server")
+	r = plugin(t, "assign", newgate, "-l", scenarioLabel+"="+s.ns, "--dry-run=server")
 	expect(t, "server dry run", r, cli.ExitRefused,
 		"node/"+current+": local -> "+newgate+": accepted by the server (dry run)\n",
 		"node/"+old+": local -> "+newgate+": refused by the server (dry run)\n",
@@ -301,7 +306,7 @@ func TestAssignAndUnassign(t *testing.T) {
 	r = plugin(t, "assign", good, current)
 	expect(t, "assign again", r, cli.ExitOK, "node/"+current+": "+good+": unchanged\n")
 
-	r = plugin(t, "unassign", "-l", "scenario="+s.ns, "--dry-run=server")
+	r = plugin(t, "unassign", "-l", scenarioLabel+"="+s.ns, "--dry-run=server")
 	expect(t, "unassign dry run", r, cli.ExitOK, "node/"+old+": "+good+" -> local: accepted by the server (dry run)\n")
 	if v, _ := s.assignment(old); v != good {
 		t.Fatalf("unassign --dry-run=server changed the assignment to %q", v)

@@ -69,7 +69,7 @@ func TestRolloutUndoWithTheController(t *testing.T) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "KubeletConfigRollout"},
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1alpha1.KubeletConfigRolloutSpec{
-			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"scenario": s.ns}},
+			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{scenarioLabel: s.ns}},
 			ConfigMapRef: v1alpha1.ConfigMapReference{Namespace: s.ns, Name: "v3"},
 		},
 	})

@@ -165,7 +165,7 @@ func TestRollout(t *testing.T) {
 	}
 
 	spec := v1alpha1.KubeletConfigRolloutSpec{
-		NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"scenario": s.ns}},
+		NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{scenarioLabel: s.ns}},
 		ConfigMapRef: v1alpha1.ConfigMapReference{Namespace: s.ns, Name: "v3"},
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1alpha1.KubeletConfigRollout{

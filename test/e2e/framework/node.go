@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
@@ -48,8 +50,14 @@ type NodeOptions struct {
 	// Empty means nodes/<Name> in the environment's work directory.
 	Dir string
 	// Labels are the labels the node registers with (kubelet
-	// --node-labels).
+	// --node-labels). Labels under nodeguard.dev are not a node's to set
+	// (rule 2 refuses the registration): use AdminLabels for those.
 	Labels map[string]string
+	// AdminLabels are set on the Node by the administrator once it has
+	// registered, before the agent starts, as an operator puts a node in a
+	// pool (nodeguard.dev/pool). Not with WithoutCertificate, where the
+	// Node does not exist yet when StartNode returns.
+	AdminLabels map[string]string
 	// TrialPeriod is the agent's --trial-period; zero means
 	// DefaultTrialPeriod.
 	TrialPeriod time.Duration
@@ -163,6 +171,9 @@ func StartNode(ctx context.Context, env *Env, opts NodeOptions) (node *Node, err
 	if opts.Stub != nil && opts.Stub.Reason == "" {
 		return nil, errors.New("a stub kubelet needs a Reason: the fault no real kubelet produces")
 	}
+	if len(opts.AdminLabels) > 0 && opts.WithoutCertificate {
+		return nil, errors.New("AdminLabels need the Node registered when StartNode returns, which WithoutCertificate does not")
+	}
 	n := &Node{Name: opts.Name, Dir: opts.Dir, TrialPeriod: opts.TrialPeriod, env: env, binaries: opts.Binaries}
 	if n.Dir == "" {
 		n.Dir = filepath.Join(env.dir, "nodes", opts.Name)
@@ -220,6 +231,9 @@ func StartNode(ctx context.Context, env *Env, opts NodeOptions) (node *Node, err
 			return nil, err
 		}
 	}
+	if err := LabelNode(ctx, env, n.Name, opts.AdminLabels); err != nil {
+		return nil, err
+	}
 	if err := n.StartAgent(ctx); err != nil {
 		return nil, err
 	}
@@ -246,6 +260,27 @@ func RegisterNode(ctx context.Context, env *Env, name, kubeletVersion string, la
 	}
 	if _, err := client.CoreV1().Nodes().Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("registering node %s (kubelet %s): %w", name, kubeletVersion, err)
+	}
+	return nil
+}
+
+// LabelNode sets labels on a Node with the administrator's credentials, as
+// `kubectl label node` does: how a Node gets labels a node may not write
+// itself, such as contract.PoolLabel.
+func LabelNode(ctx context.Context, env *Env, name string, labels map[string]string) error {
+	if len(labels) == 0 {
+		return nil
+	}
+	values := map[string]any{}
+	for k, v := range labels {
+		values[k] = v
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": values}})
+	if err != nil {
+		return fmt.Errorf("labelling node %s: %w", name, err)
+	}
+	if _, err := env.Admin.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("labelling node %s as the administrator: %w", name, err)
 	}
 	return nil
 }

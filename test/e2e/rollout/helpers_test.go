@@ -46,8 +46,11 @@ type rolloutSpec struct {
 	onFailure      v1alpha1.FailurePolicy
 }
 
+// pool selects the Nodes the administrator put in a pool: a label no node
+// may write itself, so the webhook admits the rollout and no node joins it
+// on its own.
 func pool(name string) metav1.LabelSelector {
-	return metav1.LabelSelector{MatchLabels: map[string]string{"pool": name}}
+	return metav1.LabelSelector{MatchLabels: map[string]string{contract.PoolLabel: name}}
 }
 
 // createRollout creates a rollout, deleted when the test ends.

@@ -159,7 +159,7 @@ func TestNewResourceVersionStartsOverFromTheCanary(t *testing.T) {
 // completed rollout's selection is assigned its target.
 func TestNodeJoiningTheSelectionGetsTheTarget(t *testing.T) {
 	settle(t, green...)
-	const key = "rollout-e2e-join"
+	const key = contract.Domain + "/e2e-join"
 	label(t, key, ptr("yes"), "green-a")
 	t.Cleanup(func() { label(t, key, nil, green...) })
 	cm := configMap(t, "join-68", "maxPods: 68\n")
@@ -178,7 +178,7 @@ func TestNodeJoiningTheSelectionGetsTheTarget(t *testing.T) {
 // both, and both say so.
 func TestTwoRolloutsOverOneNode(t *testing.T) {
 	settle(t, green...)
-	const key = "rollout-e2e-overlap"
+	const key = contract.Domain + "/e2e-overlap"
 	label(t, key, ptr("yes"), "green-b")
 	t.Cleanup(func() { label(t, key, nil, "green-b") })
 	before := source(t, "green-b")
@@ -292,24 +292,29 @@ func TestDeletedRolloutLeavesAssignments(t *testing.T) {
 	}
 }
 
-// TestAssignmentRefusedFailsTheRollout: admission refuses assigning a
-// feature gate the canary's kubelet version does not know; the rollout
-// fails with AssignmentRefused naming it, and the other Node is untouched.
+// TestAssignmentRefusedFailsTheRollout: admission refuses assigning the
+// canary a configuration for what the configuration is, not for what the
+// Node reports (a feature gate no kubelet nodeguard knows; the canary's
+// version is unparseable, so rule 5 judges it against every kubelet, and the
+// refusal carries no node-state cause); the rollout fails with
+// AssignmentRefused naming it, and the other Node is untouched. (A refusal
+// for the Node's own state skips that Node instead:
+// TestANodeRefusedForItsOwnStateIsSkipped.)
 func TestAssignmentRefusedFailsTheRollout(t *testing.T) {
 	settle(t, "green-a")
-	const key, old = "rollout-e2e-refused", "aaa-old"
+	const key, old = contract.Domain + "/e2e-refused", "aaa-old"
 	if _, err := env.Admin.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: old, Labels: map[string]string{key: "yes"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Admin.CoreV1().Nodes().Delete(context.Background(), old, metav1.DeleteOptions{}) })
-	// What an older kubelet would report: its version, and Ready. The node
-	// lifecycle controller writes the new Node too, hence the retries.
+	// A version nodeguard cannot parse, and Ready. The node lifecycle
+	// controller writes the new Node too, hence the retries.
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := env.Admin.CoreV1().Nodes().Get(t.Context(), old, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		n.Status.NodeInfo.KubeletVersion = "v1.35.0"
+		n.Status.NodeInfo.KubeletVersion = "garbage"
 		now := metav1.NewTime(time.Now())
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}}
 		_, err = env.Admin.CoreV1().Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{})
@@ -321,7 +326,7 @@ func TestAssignmentRefusedFailsTheRollout(t *testing.T) {
 	label(t, key, ptr("yes"), "green-a")
 	t.Cleanup(func() { label(t, key, nil, "green-a") })
 	before := source(t, "green-a")
-	cm := configMap(t, "new-gate", "featureGates:\n  APIServerWebhookAuthenticationToken: true\n")
+	cm := configMap(t, "no-such-gate", "featureGates:\n  NoSuchGate: true\n")
 	createRollout(t, "refused", rolloutSpec{selector: metav1.LabelSelector{MatchLabels: map[string]string{key: "yes"}}, configMap: cm.Name, maxUnavailable: 2})
 	r := waitRollout(t, "refused", "Failed with AssignmentRefused", func(r *v1alpha1.KubeletConfigRollout) bool {
 		return isTrue(r, v1alpha1.ConditionFailed, v1alpha1.ReasonAssignmentRefused)

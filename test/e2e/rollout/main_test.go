@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/client-go/dynamic"
 
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
@@ -80,12 +81,12 @@ func startNodes(ctx context.Context) error {
 	}
 	var specs []spec
 	for _, n := range blue {
-		specs = append(specs, spec{n, framework.NodeOptions{Labels: map[string]string{"pool": "blue"}, TrialPeriod: trialPeriod}})
+		specs = append(specs, spec{n, framework.NodeOptions{AdminLabels: map[string]string{contract.PoolLabel: "blue"}, TrialPeriod: trialPeriod}})
 	}
 	for _, n := range green {
-		specs = append(specs, spec{n, framework.NodeOptions{Labels: map[string]string{"pool": "green"}, TrialPeriod: trialPeriod}})
+		specs = append(specs, spec{n, framework.NodeOptions{AdminLabels: map[string]string{contract.PoolLabel: "green"}, TrialPeriod: trialPeriod}})
 	}
-	specs = append(specs, spec{slowNode, framework.NodeOptions{Labels: map[string]string{"pool": "slow"}, TrialPeriod: slowTrialPeriod}})
+	specs = append(specs, spec{slowNode, framework.NodeOptions{AdminLabels: map[string]string{contract.PoolLabel: "slow"}, TrialPeriod: slowTrialPeriod}})
 	var mu sync.Mutex
 	var errs []error
 	sem := make(chan struct{}, 3)

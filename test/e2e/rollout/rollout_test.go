@@ -111,7 +111,7 @@ func laterBatch(t *testing.T, name string, policy v1alpha1.FailurePolicy) (*v1al
 	before := sources(t, names)
 	cm := configMap(t, name, fmt.Sprintf("maxPods: %d\n", 63+len(policy)))
 	createRollout(t, name, rolloutSpec{
-		selector:  metav1LabelIn("pool", "green", "slow"),
+		selector:  metav1LabelIn(contract.PoolLabel, "green", "slow"),
 		configMap: cm.Name, maxUnavailable: 1, onFailure: policy,
 	})
 	waitRuns(t, green, cm)

@@ -21,7 +21,10 @@ import (
 // it was before (absent when it was absent). A Node whose config-source
 // names the target and whose nodeguard.dev/rollout names this rollout was
 // moved by it; a revert writes its previous source back and removes both
-// annotations. A controller resumes from these and the status alone.
+// annotations, and nodeguard.dev/trial-passed, which the rollout sets on a
+// Node it moved once it sees it updated, records the version the Node
+// passed: only a Node in its trial on the target can fail the rollout. A
+// controller resumes from these and the status alone.
 // Deleting a rollout leaves every assignment and annotation as it is.
 //
 // +kubebuilder:object:root=true
@@ -84,6 +87,17 @@ type KubeletConfigRolloutSpec struct {
 	// +optional
 	// +kubebuilder:default=Revert
 	OnFailure FailurePolicy `json:"onFailure,omitempty"`
+
+	// progressDeadlineSeconds is how long the rollout may go without
+	// progress, a selected Node assigned the target or becoming updated,
+	// before Progressing turns False with reason ProgressDeadlineExceeded.
+	// Nothing is reverted and the rollout goes on as it can; the condition
+	// says that it stopped moving and on which Nodes it waits. It should
+	// exceed the agents' trial period plus a kubelet restart.
+	// +optional
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=1
+	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
 }
 
 // ConfigMapReference names a ConfigMap.
@@ -142,9 +156,26 @@ type KubeletConfigRolloutStatus struct {
 	// +optional
 	InTrial int32 `json:"inTrial"`
 	// failed is how many selected Nodes report that the target failed
-	// validation or its trial.
+	// validation or its trial, whether or not that failed the rollout (see
+	// the Failed condition).
 	// +optional
 	Failed int32 `json:"failed"`
+	// skippedNodes are the selected Nodes admission refused the target for
+	// their own reported state (their kubelet version, a policy on their
+	// labels), with the refusal: the rollout leaves them as they are and
+	// goes on with the others. The list is for status.target and the
+	// rollout's generation: a new target or an edit of the spec tries them
+	// again.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	SkippedNodes []SkippedNode `json:"skippedNodes,omitempty"`
+
+	// lastProgressTime is when the rollout last made progress on its
+	// target: it started on it, a selected Node was assigned it, or one
+	// became updated. spec.progressDeadlineSeconds counts from it.
+	// +optional
+	LastProgressTime *metav1.Time `json:"lastProgressTime,omitempty"`
 
 	// conditions are Progressing, Complete, Failed and Paused. The reason
 	// of Progressing is the rollout's state at a glance.
@@ -154,6 +185,17 @@ type KubeletConfigRolloutStatus struct {
 	// +patchStrategy=merge
 	// +patchMergeKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// SkippedNode is a Node a rollout leaves alone because admission refused
+// it the target for the Node's own reported state.
+type SkippedNode struct {
+	// name of the Node.
+	// +required
+	Name string `json:"name"`
+	// message is admission's refusal, which names the rule and why.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // KubeletConfigRolloutList is a list of KubeletConfigRollouts.

@@ -6,6 +6,10 @@ const (
 	DefaultCanary         = 1
 	DefaultMaxUnavailable = 1
 	DefaultOnFailure      = FailureRevert
+	// DefaultProgressDeadlineSeconds is ten minutes, as a Deployment's: a
+	// Node's trial (the agents' --trial-period, five minutes by default)
+	// and its kubelet's restart fit in it.
+	DefaultProgressDeadlineSeconds = 600
 )
 
 // The rollout's bookkeeping on Nodes; see KubeletConfigRollout.
@@ -19,7 +23,18 @@ const (
 	// annotation was absent, so that a revert removes it again and a legacy
 	// spec.configSource is read as before.
 	PreviousConfigSourceAnnotation = "nodeguard.dev/previous-config-source"
+	// TrialPassedAnnotation is set by the rollout that moved the Node,
+	// once the Node reports its target updated, to the target's version as
+	// "<namespace>/<name>@<resourceVersion>". Only a Node this rollout
+	// moved to the target and that has not passed its trial on that
+	// version can fail the pool: a failure reported afterwards is the
+	// Node's own, shown but never reverting the others.
+	TrialPassedAnnotation = "nodeguard.dev/trial-passed"
 )
+
+// BookkeepingAnnotations are the annotations only the rollout controller
+// writes on Nodes; no node may add, change or remove them.
+var BookkeepingAnnotations = []string{RolloutAnnotation, PreviousConfigSourceAnnotation, TrialPassedAnnotation}
 
 // Condition types of a KubeletConfigRollout. The rollout always carries
 // all four; the reason of Progressing says where it stands.
@@ -60,6 +75,17 @@ const (
 	ReasonHalted = "Halted"
 	// ReasonTargetNotFound: the ConfigMap does not exist (False).
 	ReasonTargetNotFound = "TargetNotFound"
+	// ReasonTargetNotEligible: the ConfigMap exists but lacks the label
+	// nodeguard.dev/kubelet-config=true, so no Node may be assigned it
+	// (False).
+	ReasonTargetNotEligible = "TargetNotEligible"
+	// ReasonNodesSkipped: every Node left to update was skipped, refused
+	// the target by admission for its own reported state (False).
+	ReasonNodesSkipped = "NodesSkipped"
+	// ReasonProgressDeadlineExceeded: no selected Node was assigned the
+	// target or became updated for spec.progressDeadlineSeconds (False).
+	// Nothing is reverted; the rollout moves on when it can.
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 	// ReasonNodesInConflict: every Node left to update is also selected by
 	// another rollout, so both leave it alone (False).
 	ReasonNodesInConflict = "NodesInConflict"

@@ -26,6 +26,9 @@ func (c Client) ConfigMaps(namespace string) kubeclient.ConfigMapClient {
 	return c.CoreV1().ConfigMaps(namespace)
 }
 
+// Pods implements kubeclient.Interface.
+func (c Client) Pods(namespace string) kubeclient.PodClient { return c.CoreV1().Pods(namespace) }
+
 // Events implements kubeclient.Interface.
 func (c Client) Events(namespace string) kubeclient.EventClient { return c.CoreV1().Events(namespace) }
 
