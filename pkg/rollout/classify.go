@@ -111,16 +111,13 @@ func judge(obs *NodeObservation, target contract.ObjectRef, rollout string, skip
 }
 
 // inTrialOf reports whether the Node is in a trial the rollout named
-// rollout started on target: the rollout moved it there (its bookkeeping
-// names the rollout and its config-source is still what the rollout
-// wrote) and has not recorded it passing a trial of that version. Only
+// rollout started on target: the rollout moved it there (movedBy) and has
+// not recorded it passing a trial of that version. Only
 // such a Node can fail the pool: a Node speaks for itself alone, and a
 // failure it reports about a configuration someone else gave it, or after
 // it passed, says nothing about the configuration's effect on the others.
 func inTrialOf(obs *NodeObservation, target contract.ObjectRef, rollout string) bool {
-	ref := contract.ConfigMapRef{Namespace: target.Namespace, Name: target.Name}
-	return obs.Rollout == rollout && obs.ConfigSource != nil && *obs.ConfigSource == ref.String() &&
-		obs.TrialPassed != TrialPassedValue(target)
+	return movedBy(obs, target, rollout) && obs.TrialPassed != TrialPassedValue(target)
 }
 
 // versionOf names a target version in words.

@@ -190,8 +190,13 @@ func (d *decider) chooseTarget() {
 // still what the rollout wrote. A Node someone re-pointed since is not
 // this rollout's to revert.
 func (d *decider) moved(obs *NodeObservation, target contract.ObjectRef) bool {
+	return movedBy(obs, target, d.in.Rollout.Name)
+}
+
+// movedBy is moved for the rollout named rollout.
+func movedBy(obs *NodeObservation, target contract.ObjectRef, rollout string) bool {
 	ref := contract.ConfigMapRef{Namespace: target.Namespace, Name: target.Name}
-	return obs.Rollout == d.in.Rollout.Name && obs.ConfigSource != nil && *obs.ConfigSource == ref.String()
+	return obs.Rollout == rollout && obs.ConfigSource != nil && *obs.ConfigSource == ref.String()
 }
 
 func (d *decider) movedAny(target contract.ObjectRef) bool {
