@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
 )
 
 // Snapshot is what the agent sees of its Node and the pods bound to it at
@@ -87,55 +88,13 @@ func (s Snapshot) clone() Snapshot {
 	return s
 }
 
-// podRequests is what a pod requests, the way the kubelet's admission and
-// the scheduler count it: pod-level requests where the pod sets them,
-// else the sum of its containers and restartable (sidecar) init
-// containers, or the largest regular init container (with the sidecars
-// started before it) when that is more; plus the pod's overhead. Written
-// out rather than imported from k8s.io/component-helpers to keep the
-// agent's dependencies small; resize in progress is not considered (the
-// spec is what a restarted kubelet admits against).
+// podRequests is what a pod requests, as the kubelet's admission and the
+// scheduler count it (k8s.io/component-helpers, which both use): pod-level
+// requests where set, else its containers with sidecar and init rules,
+// plus its overhead. The spec is what a restarted kubelet admits against,
+// so resizes reported in the status are not considered.
 func podRequests(pod *corev1.Pod) corev1.ResourceList {
-	reqs := corev1.ResourceList{}
-	for _, c := range pod.Spec.Containers {
-		addTo(reqs, c.Resources.Requests)
-	}
-	sidecars := corev1.ResourceList{}
-	for _, c := range pod.Spec.InitContainers {
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			addTo(reqs, c.Resources.Requests)
-			addTo(sidecars, c.Resources.Requests)
-			continue
-		}
-		init := sidecars.DeepCopy()
-		addTo(init, c.Resources.Requests)
-		maxInto(reqs, init)
-	}
-	if r := pod.Spec.Resources; r != nil {
-		// Pod-level resources replace the containers' sum for the
-		// resources they name.
-		for name, q := range r.Requests {
-			reqs[name] = q.DeepCopy()
-		}
-	}
-	addTo(reqs, pod.Spec.Overhead)
-	return reqs
-}
-
-func addTo(into, add corev1.ResourceList) {
-	for name, q := range add {
-		sum := into[name]
-		sum.Add(q)
-		into[name] = sum
-	}
-}
-
-func maxInto(into, other corev1.ResourceList) {
-	for name, q := range other {
-		if cur, ok := into[name]; !ok || q.Cmp(cur) > 0 {
-			into[name] = q.DeepCopy()
-		}
-	}
+	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 }
 
 // requested sums what the pods that still hold resources request; for
