@@ -54,7 +54,7 @@ type Options struct {
 	TrialReadyGrace         time.Duration
 	TrialPressure           bool
 	TrialPressureConditions []string
-	TrialWatchPods          bool
+	TrialReadPods          bool
 	TrialPodFailureReasons  []string
 	TrialPodsStopped        bool
 	TrialAllocatable        bool
@@ -89,7 +89,7 @@ func NewOptions() *Options {
 		TrialNodeReady:        true,
 		TrialReadyGrace:       2 * time.Minute,
 		TrialPressure:         true,
-		TrialWatchPods:        true,
+		TrialReadPods:        true,
 		TrialPodsStopped:      true,
 		TrialAllocatable:      true,
 		TrialAllocatableGrace: 30 * time.Second,
@@ -132,7 +132,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.TrialReadyGrace, "trial-ready-grace", o.TrialReadyGrace, "How long the Node may be other than Ready at a time during a trial, the first time counted from the kubelet's restart. The default, like --trial-grace-period, leaves a slow node time to report after a restart (a kubelet reports NotReady for a few seconds at start) and stays below a 10m trial.")
 	fs.BoolVar(&o.TrialPressure, "trial-pressure", o.TrialPressure, "Fail a trial when the Node raises one of --trial-pressure-conditions that was not raised before the kubelet's restart. On by default: eviction thresholds beyond what the node has make the kubelet raise pressure and evict pods.")
 	fs.StringSliceVar(&o.TrialPressureConditions, "trial-pressure-conditions", o.TrialPressureConditions, "The pressure conditions --trial-pressure watches (MemoryPressure, DiskPressure, PIDPressure). By default all three, each of which follows from the kubelet's eviction thresholds.")
-	fs.BoolVar(&o.TrialWatchPods, "trial-watch-pods", o.TrialWatchPods, "Watch the pods bound to this node (fieldSelector spec.nodeName, the list the kubelet's identity is allowed) so that --trial-pod-failure-reasons, --trial-pods-stopped and --trial-allocatable can judge trials. On by default: maxPods, reservations and eviction thresholds hurt pods while the kubelet stays healthy. False reads no pods and turns the three off.")
+	fs.BoolVar(&o.TrialReadPods, "trial-read-pods", o.TrialReadPods, "List the pods bound to this node during trials (just before the restart and once a --health-probe-period; fieldSelector spec.nodeName, the list the kubelet's identity is allowed) so that --trial-pod-failure-reasons, --trial-pods-stopped and --trial-allocatable can judge trials. On by default: maxPods, reservations and eviction thresholds hurt pods while the kubelet stays healthy. False reads no pods and turns the three off.")
 	fs.StringSliceVar(&o.TrialPodFailureReasons, "trial-pod-failure-reasons", o.TrialPodFailureReasons, "status.reason values of pods the kubelet failed (phase Failed) that fail a trial when a pod bound to this node got one after the kubelet's restart; X* matches every reason starting with X. The default lists the kubelet's own admission refusals and evictions, each of which its configuration can cause; an empty list turns this signal off.")
 	fs.BoolVar(&o.TrialPodsStopped, "trial-pods-stopped", o.TrialPodsStopped, "Fail a trial when a pod bound to this node with restartPolicy Always, not over before the kubelet's restart, is over (Succeeded or Failed) with no reason and not being deleted. On by default: only the kubelet ends such a pod, and a running pod it rejects at admission after a restart ends this way, its OutOf* reason replaced by the phase its killed containers left.")
 	fs.BoolVar(&o.TrialAllocatable, "trial-allocatable", o.TrialAllocatable, "Fail a trial when the Node's allocatable cpu, memory, ephemeral-storage or pods drops, after the kubelet's restart, below what its running pods request. On by default: it catches reservations and maxPods that leave running pods without room even when the kubelet admitted them against the Node's old status.")
@@ -275,14 +275,14 @@ func (o *Options) restarter() kubelet.Restarter {
 // options turn on.
 func (o *Options) nodeSignals() trial.NodeSignals {
 	s := trial.NodeSignals{Ready: o.TrialNodeReady, ReadyGrace: o.TrialReadyGrace,
-		PodsStopped: o.TrialWatchPods && o.TrialPodsStopped, Allocatable: o.TrialWatchPods && o.TrialAllocatable,
+		PodsStopped: o.TrialReadPods && o.TrialPodsStopped, Allocatable: o.TrialReadPods && o.TrialAllocatable,
 		AllocatableGrace: o.TrialAllocatableGrace}
 	if o.TrialPressure {
 		for _, c := range o.TrialPressureConditions {
 			s.PressureConditions = append(s.PressureConditions, corev1.NodeConditionType(c))
 		}
 	}
-	if o.TrialWatchPods {
+	if o.TrialReadPods {
 		for _, r := range o.TrialPodFailureReasons {
 			if r = strings.TrimSpace(r); r != "" {
 				s.PodFailureReasons = append(s.PodFailureReasons, r)

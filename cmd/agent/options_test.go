@@ -137,11 +137,11 @@ func TestTrialSignalFlags(t *testing.T) {
 		t.Errorf("default signals %+v, want every one on: %+v", cfg.Trial.Node, want)
 	}
 
-	o := parse(t, "--node-name=n", "--trial-node-ready=false", "--trial-pressure=false", "--trial-watch-pods=false")
+	o := parse(t, "--node-name=n", "--trial-node-ready=false", "--trial-pressure=false", "--trial-read-pods=false")
 	if errs := o.Validate(); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	if got := o.Config().Trial.Node; !reflect.DeepEqual(got, trial.NodeSignals{ReadyGrace: 2 * time.Minute, AllocatableGrace: 30 * time.Second}) || got.WatchesPods() {
+	if got := o.Config().Trial.Node; !reflect.DeepEqual(got, trial.NodeSignals{ReadyGrace: 2 * time.Minute, AllocatableGrace: 30 * time.Second}) || got.ReadsPods() {
 		t.Errorf("every signal turned off gave %+v", got)
 	}
 
@@ -152,7 +152,7 @@ func TestTrialSignalFlags(t *testing.T) {
 	}
 	got := o.Config().Trial.Node
 	if got.ReadyGrace != 30*time.Second || !reflect.DeepEqual(got.PressureConditions, []corev1.NodeConditionType{corev1.NodeDiskPressure}) ||
-		got.PodFailureReasons != nil || got.PodsStopped || !got.Allocatable || !got.WatchesPods() {
+		got.PodFailureReasons != nil || got.PodsStopped || !got.Allocatable || !got.ReadsPods() {
 		t.Errorf("tuned signals gave %+v", got)
 	}
 

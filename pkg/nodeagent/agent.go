@@ -230,7 +230,7 @@ func (a *agent) connect(ctx context.Context) error {
 		}
 		return err
 	}
-	src, err := source.New(client, a.cfg.NodeName, source.Options{WatchPods: a.cfg.Trial.Node.WatchesPods()}, func() { a.queue.Add(queueKey) })
+	src, err := source.New(client, a.cfg.NodeName, source.Options{ReadPods: a.cfg.Trial.Node.ReadsPods()}, func() { a.queue.Add(queueKey) })
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ func (c *Controller) apply(ctx context.Context, ch chosen, out kubelet.Rendered,
 		// new configuration's doing.
 		c.baseline = nil
 		if ch.onTrial {
-			c.baseline = nodeSnapshot(p.obs)
+			c.baseline = c.nodeSnapshot(ctx, p.obs, true)
 		}
 		if err := c.deps.Restarter.Restart(ctx); err != nil {
 			return false, err
@@ -132,14 +132,16 @@ func (c *Controller) judgeTrial(ctx context.Context, ch chosen, justRestarted bo
 			c.nextProbe = now + c.cfg.ProbePeriod
 		}
 	}
-	if now >= c.nextProbe {
+	probing := now >= c.nextProbe
+	if probing {
 		c.tracker.Observe(c.deps.Prober.Probe(ctx))
 		c.nextProbe = now + c.cfg.ProbePeriod
 	}
-	// The Node and its pods as last seen; every pass looks (they are
-	// already in memory), and a trial's passes come at least a probe
-	// period apart. Offline, only the kubelet's health judges.
-	if s := nodeSnapshot(p.obs); s != nil {
+	// Every pass looks at the Node as last seen (it is in memory); the
+	// pods are listed anew once a probe period, with the probe, so that a
+	// trial costs the apiserver one small list per period and the rest of
+	// the time none. Offline, only the kubelet's health judges.
+	if s := c.nodeSnapshot(ctx, p.obs, probing); s != nil {
 		c.tracker.ObserveNode(now, *s)
 	}
 	verdict := c.tracker.Verdict(t.StartedSinceBoot, now)

@@ -91,10 +91,11 @@ type Observation struct {
 	KubeletVersion *version.Version
 	// Node is the agent's Node as last seen, for the trial's signals.
 	Node *corev1.Node
-	// Pods are the pods bound to the Node, complete when PodsSynced
-	// (false too when they are not watched).
-	Pods       []*corev1.Pod
-	PodsSynced bool
+	// Pods lists the pods bound to the Node, for the trial's pod signals;
+	// nil when they are not read (offline, or no pod signal is on). It is
+	// called just before a restart and once a probe period during a
+	// trial, never outside one.
+	Pods func(ctx context.Context) ([]*corev1.Pod, error)
 }
 
 // Result is the outcome of one Sync.
@@ -129,6 +130,11 @@ type Controller struct {
 	// event runs it), so that the failure threshold counts probe periods,
 	// not passes.
 	nextProbe time.Duration
+
+	// pods are the pods bound to the Node as last listed for a trial;
+	// podsKnown is false when they were not (nodeSnapshot).
+	pods      []*corev1.Pod
+	podsKnown bool
 
 	// lastKubeletVersion remembers the Node's version for offline passes;
 	// it is recorded in the state directory, so that a restart while the
@@ -304,13 +310,27 @@ func (c *Controller) load(p *pass) {
 	}
 }
 
-// nodeSnapshot is what the trial's signals see of the Node in obs; nil when the
-// agent does not know its Node.
-func nodeSnapshot(obs Observation) *trial.Snapshot {
+// nodeSnapshot is what the trial's signals see of the Node in obs, nil
+// when the agent does not know its Node. With refresh the pods bound to
+// the Node are listed anew; otherwise the last list stands. A list that
+// fails leaves the pods unknown for that look (only the Node's conditions
+// judge), and is tried again at the next refresh.
+func (c *Controller) nodeSnapshot(ctx context.Context, obs Observation, refresh bool) *trial.Snapshot {
 	if !obs.Online || obs.Node == nil {
 		return nil
 	}
-	s := trial.NewSnapshot(obs.Node, obs.Pods, obs.PodsSynced)
+	if refresh {
+		c.pods, c.podsKnown = nil, false
+		if obs.Pods != nil {
+			pods, err := obs.Pods(ctx)
+			if err != nil {
+				klog.FromContext(ctx).V(2).Info("Listing the Node's pods failed; judging this look without them", "err", err)
+			} else {
+				c.pods, c.podsKnown = pods, true
+			}
+		}
+	}
+	s := trial.NewSnapshot(obs.Node, c.pods, c.podsKnown)
 	return &s
 }
 

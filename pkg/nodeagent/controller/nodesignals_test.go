@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -42,7 +44,8 @@ func pod(name string, phase corev1.PodPhase, reason string) *corev1.Pod {
 
 // withNode adds the Node and its pods to an observation.
 func withNode(obs Observation, node *corev1.Node, pods ...*corev1.Pod) Observation {
-	obs.Node, obs.Pods, obs.PodsSynced = node, pods, true
+	obs.Node = node
+	obs.Pods = func(context.Context) ([]*corev1.Pod, error) { return pods, nil }
 	return obs
 }
 
@@ -78,8 +81,9 @@ func TestRejectedPodRollsBack(t *testing.T) {
 func TestWhatWasThereBeforeDoesNotCount(t *testing.T) {
 	e := newSignalsEnv(t)
 	pressure := corev1.NodeCondition{Type: corev1.NodeDiskPressure, Status: corev1.ConditionTrue, Reason: "KubeletHasDiskPressure"}
-	before := withNode(assigned(cmA), readyNode(pressure), pod("a", corev1.PodRunning, ""), pod("old", corev1.PodFailed, "OutOfpods"))
-	e.sync(withNode(unassigned, before.Node, before.Pods...))
+	pods := []*corev1.Pod{pod("a", corev1.PodRunning, ""), pod("old", corev1.PodFailed, "OutOfpods")}
+	before := withNode(assigned(cmA), readyNode(pressure), pods...)
+	e.sync(withNode(unassigned, before.Node, pods...))
 	e.sync(before)
 	e.clock.Step(testProbePeriod)
 	e.sync(before)
@@ -171,5 +175,63 @@ func TestRunningPodEndedByTheKubeletRollsBack(t *testing.T) {
 	r := e.sync(withNode(assigned(cmA), readyNode(), ended))
 	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonRolledBack,
 		errorHas: "pod default/a stopped by the kubelet (Succeeded, restartPolicy Always, not deleted)",
+		assigned: refA, active: nil, restarts: 3, fileHas: localConfig})
+}
+
+// TestPodsAreListedOnlyForTrials: the agent lists the Node's pods just
+// before a restart on trial and then once a probe period, with the probe;
+// passes in between reuse the last list, and outside a trial none is made.
+func TestPodsAreListedOnlyForTrials(t *testing.T) {
+	e := newSignalsEnv(t)
+	lists := 0
+	counted := func(obs Observation) Observation {
+		pods := []*corev1.Pod{pod("a", corev1.PodRunning, "")}
+		obs.Node = readyNode()
+		obs.Pods = func(context.Context) ([]*corev1.Pod, error) { lists++; return pods, nil }
+		return obs
+	}
+	e.sync(counted(unassigned))
+	e.sync(counted(unassigned))
+	if lists != 0 {
+		t.Fatalf("%d pod lists outside a trial", lists)
+	}
+	e.sync(counted(assigned(cmA)))
+	if lists != 1 {
+		t.Fatalf("%d pod lists for the restart, want 1 (the baseline)", lists)
+	}
+	e.sync(counted(assigned(cmA)))
+	if lists != 1 {
+		t.Errorf("%d pod lists after a pass within the probe period, want still 1", lists)
+	}
+	e.clock.Step(testProbePeriod)
+	e.sync(counted(assigned(cmA)))
+	if lists != 2 {
+		t.Errorf("%d pod lists after a probe period, want 2", lists)
+	}
+	r := e.passTrial(counted(assigned(cmA)))
+	e.check(r, expect{ready: corev1.ConditionTrue, reason: status.ReasonConfigActive, assigned: refA, active: refA, lkg: refA, restarts: 2})
+	after := lists
+	e.clock.Step(testProbePeriod)
+	e.sync(counted(assigned(cmA)))
+	if lists != after {
+		t.Errorf("%d pod lists after the trial ended", lists-after)
+	}
+}
+
+// TestAFailedPodListLeavesThePodsUnknown: a list that fails neither fails
+// the trial nor stops the Node's conditions from judging it.
+func TestAFailedPodListLeavesThePodsUnknown(t *testing.T) {
+	e := newSignalsEnv(t)
+	failing := func(obs Observation, node *corev1.Node) Observation {
+		obs.Node = node
+		obs.Pods = func(context.Context) ([]*corev1.Pod, error) { return nil, errors.New("the apiserver is away") }
+		return obs
+	}
+	e.sync(failing(unassigned, readyNode()))
+	e.sync(failing(assigned(cmA), readyNode()))
+	e.clock.Step(testProbePeriod)
+	memory := corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionTrue, Reason: "KubeletHasInsufficientMemory"}
+	r := e.sync(failing(assigned(cmA), readyNode(memory)))
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonRolledBack, errorHas: "MemoryPressure",
 		assigned: refA, active: nil, restarts: 3, fileHas: localConfig})
 }

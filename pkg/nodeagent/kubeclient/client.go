@@ -33,13 +33,12 @@ type ConfigMapClient interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
-// PodClient is what the agent reads of Pods: a list and watch of the pods
-// bound to its Node (fieldSelector spec.nodeName=NODE), the one the node
-// authorizer allows a node, to judge trials by their workloads. client-go's
-// typed PodInterface satisfies it.
+// PodClient is what the agent reads of Pods: a list of the pods bound to
+// its Node (fieldSelector spec.nodeName=NODE), the one the node authorizer
+// allows a node, to judge trials by their workloads. client-go's typed
+// PodInterface satisfies it.
 type PodClient interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
-	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
 // EventClient writes the Events the agent records about its Node.
@@ -196,10 +195,6 @@ type pods struct{ resource }
 func (p pods) List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
 	list := &corev1.PodList{}
 	return list, p.list(ctx, opts, list)
-}
-
-func (p pods) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return p.watch(ctx, opts)
 }
 
 type events struct{ resource }

@@ -28,8 +28,8 @@ type Source struct {
 	onChange func()
 
 	node cache.SharedIndexInformer
-	// pods watches the pods bound to the Node; nil unless asked for.
-	pods cache.SharedIndexInformer
+	// readPods says whether observations offer the pods bound to the Node.
+	readPods bool
 
 	// mu guards cm, which Observe replaces and Stop ends.
 	mu      sync.Mutex
@@ -39,18 +39,15 @@ type Source struct {
 	wg sync.WaitGroup
 }
 
-// Options say what else to watch than the Node and its ConfigMap.
+// Options say what else to read than the Node and its ConfigMap.
 type Options struct {
-	// WatchPods watches the pods bound to the Node, for the trial's
-	// signals.
-	WatchPods bool
+	// ReadPods offers, in each online observation, a list of the pods
+	// bound to the Node, for the trial's signals.
+	ReadPods bool
 }
 
 // New prepares the watches; Run starts them. onChange is called on every
-// event of the Node and the ConfigMap and must not block. Pod events call
-// nothing: a pass during a trial comes at least every probe period and
-// reads the pods then, and outside a trial nobody needs them, so a busy
-// node's pod churn costs no passes.
+// event and must not block.
 func New(client kubeclient.Interface, nodeName string, opts Options, onChange func()) (*Source, error) {
 	if nodeName == "" {
 		return nil, errors.New("source: no node name")
@@ -60,9 +57,7 @@ func New(client kubeclient.Interface, nodeName string, opts Options, onChange fu
 	if _, err := s.node.AddEventHandler(s.handler()); err != nil {
 		return nil, fmt.Errorf("watching Node %s: %w", nodeName, err)
 	}
-	if opts.WatchPods {
-		s.pods = podInformer(client, nodeName)
-	}
+	s.readPods = opts.ReadPods
 	return s, nil
 }
 
@@ -99,26 +94,10 @@ func configMapLister(client kubeclient.Interface, namespace string) namedLister 
 	}
 }
 
-func podLister(client kubeclient.Interface) namedLister {
-	return namedLister{
-		client: client,
-		list: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return client.Pods(metav1.NamespaceAll).List(ctx, opts)
-		},
-		watch: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return client.Pods(metav1.NamespaceAll).Watch(ctx, opts)
-		},
-	}
-}
-
 // namedInformer lists and watches one object by name: the only list and
-// watch of Nodes and ConfigMaps a node is authorized for.
+// watch a node is authorized for.
 func namedInformer(lister namedLister, name string, example runtime.Object) cache.SharedIndexInformer {
-	return selectedInformer(lister, fields.OneTermEqualSelector("metadata.name", name).String(), example)
-}
-
-// selectedInformer lists and watches the objects selector picks.
-func selectedInformer(lister namedLister, selector string, example runtime.Object) cache.SharedIndexInformer {
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.FieldSelector = selector
@@ -156,13 +135,6 @@ func (s *Source) Run(ctx context.Context) {
 		defer s.wg.Done()
 		s.node.RunWithContext(ctx)
 	}()
-	if s.pods != nil {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.pods.RunWithContext(ctx)
-		}()
-	}
 	<-ctx.Done()
 	s.mu.Lock()
 	s.stopped = true
@@ -194,7 +166,9 @@ func (s *Source) Observe(ctx context.Context) controller.Observation {
 		return controller.Observation{}
 	}
 	obs := controller.Observation{Online: true, KubeletVersion: KubeletVersion(node), Node: node}
-	obs.Pods, obs.PodsSynced = s.boundPods()
+	if s.readPods {
+		obs.Pods = s.listPods
+	}
 	assignment, ok, err := contract.AssignmentOf(node)
 	switch {
 	case err != nil:

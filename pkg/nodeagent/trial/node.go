@@ -61,8 +61,9 @@ func (t *Tracker) ObserveNode(now time.Duration, s Snapshot) {
 		t.SetBaseline(s)
 	}
 	if !n.baseline.PodsKnown && s.PodsKnown {
-		// The pods were not known before the restart (the watch had
-		// not listed them yet): judge from the first time they are.
+		// The pods were not known before the restart (their list
+		// failed, or the agent restarted mid-trial): judge from the
+		// first time they are.
 		n.baseline.PodsKnown, n.baseline.Pods = true, s.Pods
 	}
 	n.waitingFor = ""

@@ -81,8 +81,8 @@ var allocatableResources = []corev1.ResourceName{
 	corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage, corev1.ResourcePods,
 }
 
-// WatchesPods reports whether a signal needs the pods bound to the Node.
-func (s NodeSignals) WatchesPods() bool {
+// ReadsPods reports whether a signal needs the pods bound to the Node.
+func (s NodeSignals) ReadsPods() bool {
 	return len(s.PodFailureReasons) > 0 || s.PodsStopped || s.Allocatable
 }
 

@@ -22,7 +22,7 @@ var workloadArgs = []string{"--trial-period=12s"}
 
 // healthOnly turns off every signal of the Node and its pods: the trial is
 // judged by the kubelet's /healthz alone, as before they existed.
-var healthOnly = []string{"--trial-node-ready=false", "--trial-pressure=false", "--trial-watch-pods=false"}
+var healthOnly = []string{"--trial-node-ready=false", "--trial-pressure=false", "--trial-read-pods=false"}
 
 // runPods binds count pods to the node (spec.nodeName set by the admin, as
 // the scheduler would), each requesting cpu (empty: nothing, BestEffort),
