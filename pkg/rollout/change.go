@@ -68,13 +68,18 @@ func revert(node *NodeObservation) Change {
 }
 
 // passed records that the Node passed its trial on the target: from then
-// on, a failure it reports is its own and fails the pool no more.
+// on, a failure it reports is its own and fails the pool no more. Unlike
+// an assignment it carries no resourceVersion: the agent writes its Node
+// as it passes (the very writes that show it Updated), so a precondition
+// would mostly meet a conflict, and nothing needs one. The mark names the
+// target's version and counts only while the Node is on that version by
+// this rollout's move; an assignment and a revert remove it in the patch
+// that moves the Node, so a mark landing after either is inert.
 func passed(node *NodeObservation, target contract.ObjectRef) Change {
 	value := TrialPassedValue(target)
 	return Change{
-		Node:            node.Name,
-		ResourceVersion: node.ResourceVersion,
-		Annotations:     map[string]*string{v1alpha1.TrialPassedAnnotation: &value},
+		Node:        node.Name,
+		Annotations: map[string]*string{v1alpha1.TrialPassedAnnotation: &value},
 	}
 }
 

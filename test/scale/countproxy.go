@@ -1,7 +1,9 @@
 package scale
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
 // countingProxy sits between the rollout controller and the apiserver and
@@ -60,6 +64,12 @@ func startCountingProxy(upstream *rest.Config) (*countingProxy, error) {
 	p.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sent := time.Now()
 		node := p.count(r)
+		if node != "" && !assigns(r) {
+			// Only an assignment (or a revert) is what a reaction waits
+			// for; the controller's other Node patches (its trial-passed
+			// mark) are counted, not timed.
+			node = ""
+		}
 		rp.ServeHTTP(w, r)
 		if node != "" {
 			p.timePatch(node, wireTiming{sent: sent, answered: time.Now()})
@@ -114,6 +124,15 @@ func (p *countingProxy) count(r *http.Request) string {
 		return parts[1]
 	}
 	return ""
+}
+
+// assigns reports whether the request's body sets a Node's config-source;
+// it puts the body back for the proxy to send.
+func assigns(r *http.Request) bool {
+	body, err := io.ReadAll(r.Body)
+	_ = r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return err == nil && bytes.Contains(body, []byte(`"`+contract.ConfigSourceAnnotation+`"`))
 }
 
 func (p *countingProxy) timePatch(node string, t wireTiming) {
