@@ -22,11 +22,11 @@ pool_naming_label := "nodeguard.dev/pool"
 
 default pool_naming_pool := ""
 
-pool_naming_pool := input.request.object.metadata.labels["nodeguard.dev/pool"]
+pool_naming_pool := input.request.object.metadata.labels[pool_naming_label]
 
 default pool_naming_old_pool := ""
 
-pool_naming_old_pool := input.request.oldObject.metadata.labels["nodeguard.dev/pool"]
+pool_naming_old_pool := input.request.oldObject.metadata.labels[pool_naming_label]
 
 deny contains {"rule": "pool_naming", "scope": "node", "msg": msg} if {
 	input.request.resource.resource == "nodes"

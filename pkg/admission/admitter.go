@@ -101,9 +101,6 @@ func (a *Admitter) KubeletVersions() *KubeletVersions { return a.versions }
 
 // Admit decides one request.
 func (a *Admitter) Admit(ctx context.Context, req *admissionv1.AdmissionRequest) Result {
-	policy := a.policy()
-	nodeName, isNode := contract.NodeIdentity(req.UserInfo.Username, req.UserInfo.Groups)
-	checkContent := isNode || !policy.IsExempt(req.UserInfo.Username)
 	if req.Resource.Group == v1alpha1.GroupName && req.Resource.Resource == rolloutsResource {
 		// Everyone, exempt users too: the rule guards against a slip.
 		if req.SubResource != "" {
@@ -111,6 +108,9 @@ func (a *Admitter) Admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 		}
 		return admitRollout(req)
 	}
+	policy := a.policy()
+	nodeName, isNode := contract.NodeIdentity(req.UserInfo.Username, req.UserInfo.Groups)
+	checkContent := isNode || !policy.IsExempt(req.UserInfo.Username)
 	if req.Resource.Group != "" {
 		return allow()
 	}

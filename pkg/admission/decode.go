@@ -47,13 +47,14 @@ func decodeReview(body []byte) (review *admissionv1.AdmissionReview, repeated er
 }
 
 // decodeObject decodes an object of the review into its API type, as
-// decodeReview decodes the review; nil raw gives nil.
-func decodeObject[T any](raw runtime.RawExtension, which, kind string) (*T, error) {
+// decodeReview decodes the review, with any stricter options on top; nil
+// raw gives nil.
+func decodeObject[T any](raw runtime.RawExtension, which, kind string, stricter ...json.StrictOption) (*T, error) {
 	if len(raw.Raw) == 0 {
 		return nil, nil
 	}
 	obj := new(T)
-	strict, err := json.UnmarshalStrict(raw.Raw, obj, json.DisallowDuplicateFields)
+	strict, err := json.UnmarshalStrict(raw.Raw, obj, append([]json.StrictOption{json.DisallowDuplicateFields}, stricter...)...)
 	if err == nil {
 		err = errors.Join(strict...)
 	}

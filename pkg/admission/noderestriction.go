@@ -23,8 +23,8 @@ func admitNodeRestriction(nodeName string, node, old *corev1.Node) Result {
 		oldLabels = old.Labels
 	}
 	if forbidden := forbiddenLabels(modifiedLabels(node.Labels, oldLabels)); len(forbidden) > 0 {
-		return refuse(RuleNodeRestriction, "node %q may not set, change or remove the labels %s: they are reserved to the control plane and the administrator (node-restriction.kubernetes.io, nodeguard.dev, or kubernetes.io/k8s.io outside the kubelet's own labels)",
-			nodeName, strings.Join(forbidden, ", "))
+		return refuse(RuleNodeRestriction, "node %q may not set, change or remove the labels %s: they are reserved to the control plane and the administrator (%s)",
+			nodeName, strings.Join(forbidden, ", "), contract.NodeReservedLabels)
 	}
 	if old == nil {
 		if len(node.OwnerReferences) > 0 {

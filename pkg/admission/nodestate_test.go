@@ -64,7 +64,7 @@ func checkNodeStateCause(t *testing.T, req *admissionv1.AdmissionRequest, result
 	if got := contract.IsNodeStateRefusal(err); got != want {
 		t.Errorf("the client reads a node-state refusal: %v, want %v (status %+v)", got, want, resp.Result)
 	}
-	if want && (resp.Result.Details.Name != req.Name || resp.Result.Details.Kind != req.Resource.Resource) {
+	if d := resp.Result.Details; want && (d == nil || d.Name != req.Name || d.Kind != req.Resource.Resource) {
 		t.Errorf("details %+v: want the request's %s %s", resp.Result.Details, req.Resource.Resource, req.Name)
 	}
 }

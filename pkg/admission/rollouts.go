@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -30,8 +29,8 @@ const rolloutsResource = "kubeletconfigrollouts"
 // matchExpressions In or Exists, on a label contract.NodeMayWriteLabel
 // refuses to nodes (rule 2). NotIn and DoesNotExist do not count: a node
 // satisfies them by not carrying the label, and joins through the other
-// keys. A rollout whose selector does not change is not judged again, so
-// pausing or retargeting one made before this rule is never refused.
+// keys. An update that leaves the selector as it is is not judged, so an
+// existing rollout can always be paused or retargeted, whatever it selects.
 func admitRollout(req *admissionv1.AdmissionRequest) Result {
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return allow()
@@ -76,20 +75,20 @@ func admitRollout(req *admissionv1.AdmissionRequest) Result {
 			negated.Insert(r.Key)
 		}
 	}
-	why := []string{"it requires no label at all"}
-	if writable.Len()+negated.Len() > 0 {
-		why = nil
-	}
+	var why []string
 	if writable.Len() > 0 {
 		why = append(why, fmt.Sprintf("nodes may write %s themselves", quoteKeys(writable)))
 	}
 	if negated.Len() > 0 {
 		why = append(why, fmt.Sprintf("%s appear only under NotIn or DoesNotExist, which a node satisfies by not carrying them", quoteKeys(negated)))
 	}
+	if len(why) == 0 {
+		why = append(why, "it requires no label at all")
+	}
 	return refuse(RuleRolloutSelector, "KubeletConfigRollout %q: spec.nodeSelector must require, with matchLabels or an In or Exists expression, a label no node can set on itself "+
-		"(under %s or %s, or kubernetes.io/k8s.io outside the kubelet's own labels), or any node could label itself into the rollout and be assigned its configuration; %s. "+
+		"(under %s), or any node could label itself into the rollout and be assigned its configuration; %s. "+
 		"Select on %s, which only an administrator sets (kubectl label node NAME %s=blue)",
-		rollout.Name, contract.Domain, "node-restriction.kubernetes.io", strings.Join(why, "; "), contract.PoolLabel, contract.PoolLabel)
+		rollout.Name, contract.NodeReservedLabels, strings.Join(why, "; "), contract.PoolLabel, contract.PoolLabel)
 }
 
 // quoteKeys lists label keys in order, quoted.
@@ -106,16 +105,5 @@ func quoteKeys(keys sets.Set[string]) string {
 // field this build does not know is a typo (or a rollout it would misjudge),
 // never a newer apiserver's addition.
 func decodeRollout(raw runtime.RawExtension, which string) (*v1alpha1.KubeletConfigRollout, error) {
-	if len(raw.Raw) == 0 {
-		return nil, nil
-	}
-	rollout := &v1alpha1.KubeletConfigRollout{}
-	strict, err := json.UnmarshalStrict(raw.Raw, rollout, json.DisallowDuplicateFields, json.DisallowUnknownFields)
-	if err == nil {
-		err = errors.Join(strict...)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("decoding the %s as a KubeletConfigRollout: %w", which, err)
-	}
-	return rollout, nil
+	return decodeObject[v1alpha1.KubeletConfigRollout](raw, which, "KubeletConfigRollout", json.DisallowUnknownFields)
 }

@@ -27,6 +27,10 @@ const (
 	CauseNodeState metav1.CauseType = Domain + "/NodeState"
 )
 
+// NodeReservedLabels names, for messages, the labels NodeMayWriteLabel
+// refuses to nodes.
+const NodeReservedLabels = "node-restriction.kubernetes.io, " + Domain + ", or kubernetes.io/k8s.io outside the kubelet's own labels"
+
 // NodeMayWriteLabel reports whether a node may add, change or remove the
 // label key on its own Node (rule 2): not under
 // node-restriction.kubernetes.io, nor kubernetes.io or k8s.io outside the
@@ -37,13 +41,13 @@ func NodeMayWriteLabel(key string) bool {
 		return true
 	}
 	switch {
-	case InDomain(domain, corev1.LabelNamespaceNodeRestriction), InDomain(domain, Domain):
+	case inDomain(domain, corev1.LabelNamespaceNodeRestriction), inDomain(domain, Domain):
 		return false
-	case InDomain(domain, "kubernetes.io"), InDomain(domain, "k8s.io"):
+	case inDomain(domain, "kubernetes.io"), inDomain(domain, "k8s.io"):
 		return kubeletapis.IsKubeletLabel(key)
 	}
 	return true
 }
 
-// InDomain reports whether domain is d or a subdomain of it.
-func InDomain(domain, d string) bool { return domain == d || strings.HasSuffix(domain, "."+d) }
+// inDomain reports whether domain is d or a subdomain of it.
+func inDomain(domain, d string) bool { return domain == d || strings.HasSuffix(domain, "."+d) }

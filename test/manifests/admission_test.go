@@ -347,9 +347,17 @@ func (w nodeWrite) attributes() *admission.VersionedAttributes {
 	if w.oldObject != nil {
 		oldObject = w.oldObject
 	}
-	attrs := admission.NewAttributesRecord(object, oldObject, gvk, "", "node-a",
-		schema.GroupVersionResource{Version: "v1", Resource: nodesResource}, w.subresource, w.operation, nil, false, w.user)
-	return &admission.VersionedAttributes{Attributes: attrs, VersionedKind: gvk, VersionedObject: admission.NewLazyObject(object), VersionedOldObject: admission.NewLazyObject(oldObject)}
+	return writeAttributes(object, oldObject, gvk, schema.GroupVersionResource{Version: "v1", Resource: nodesResource}, "node-a", w.subresource, w.operation, w.user)
+}
+
+// writeAttributes is a cluster-scoped write as kube-apiserver hands it to a
+// webhook's matchConditions. A missing object must be a nil interface, not a
+// typed nil.
+func writeAttributes(object, oldObject runtime.Object, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource,
+	name, subresource string, operation admission.Operation, u user.Info) *admission.VersionedAttributes {
+	attrs := admission.NewAttributesRecord(object, oldObject, gvk, "", name, gvr, subresource, operation, nil, false, u)
+	return &admission.VersionedAttributes{Attributes: attrs, VersionedKind: gvk,
+		VersionedObject: admission.NewLazyObject(object), VersionedOldObject: admission.NewLazyObject(oldObject)}
 }
 
 // checkNodeMatchConditions: the nodes webhook has matchConditions, they
@@ -447,7 +455,7 @@ func checkRolloutSelectorWebhook(o objects) error {
 		user              user.Info
 		operation         admission.Operation
 		subresource       string
-		object, oldObject *unstructured.Unstructured
+		object, oldObject runtime.Object
 		want              bool
 	}{
 		{"an administrator creates a rollout", admin, admission.Create, "", rolloutObject(writable, false), nil, true},
@@ -455,17 +463,8 @@ func checkRolloutSelectorWebhook(o objects) error {
 		{"an administrator pauses a rollout", admin, admission.Update, "", rolloutObject(writable, true), rolloutObject(writable, false), false},
 		{"the controller writes the status", admin, admission.Update, "status", rolloutObject(pool, false), rolloutObject(pool, false), false},
 	} {
-		var object, oldObject runtime.Object
-		if w.object != nil {
-			object = w.object
-		}
-		if w.oldObject != nil {
-			oldObject = w.oldObject
-		}
-		attrs := admission.NewAttributesRecord(object, oldObject, gvk, "", "pool-blue",
-			v1alpha1.SchemeGroupVersion.WithResource("kubeletconfigrollouts"), w.subresource, w.operation, nil, false, w.user)
-		result := matcher.Match(context.Background(), &admission.VersionedAttributes{Attributes: attrs, VersionedKind: gvk,
-			VersionedObject: admission.NewLazyObject(object), VersionedOldObject: admission.NewLazyObject(oldObject)}, nil, nil)
+		result := matcher.Match(context.Background(), writeAttributes(w.object, w.oldObject, gvk,
+			v1alpha1.SchemeGroupVersion.WithResource("kubeletconfigrollouts"), "pool-blue", w.subresource, w.operation, w.user), nil, nil)
 		switch {
 		case result.Error != nil:
 			errs = append(errs, fmt.Errorf("%s: matchConditions failed: %w", w.name, result.Error))

@@ -97,10 +97,9 @@ func TestRolloutControllerTokenIsConfined(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
-		name        string
-		body        map[string]any
-		subresource string
-		refused     string // in the refusal; empty: allowed
+		name    string
+		body    map[string]any
+		refused string // in the refusal; empty: allowed
 	}{
 		{name: "assign (a nodeguard.dev/ annotation)", body: annotations(map[string]any{"nodeguard.dev/config-source": "kubelet-configs/pool-blue-v2",
 			"nodeguard.dev/rollout": "pool-blue", "nodeguard.dev/previous-config-source": "kubelet-configs/pool-blue-v1"})},
@@ -123,7 +122,7 @@ func TestRolloutControllerTokenIsConfined(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			refusal := patch(controller, tc.body, subresourcesOf(tc.subresource)...)
+			refusal := patch(controller, tc.body)
 			if tc.refused == "" {
 				if refusal != nil {
 					t.Fatalf("refused: %v", refusal)
@@ -165,13 +164,6 @@ func TestRolloutControllerTokenIsConfined(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-}
-
-func subresourcesOf(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return []string{s}
 }
 
 // isPolicyRefusal reports whether err is a refusal by the shipped policy

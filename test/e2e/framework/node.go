@@ -271,11 +271,7 @@ func LabelNode(ctx context.Context, env *Env, name string, labels map[string]str
 	if len(labels) == 0 {
 		return nil
 	}
-	values := map[string]any{}
-	for k, v := range labels {
-		values[k] = v
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": values}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
 	if err != nil {
 		return fmt.Errorf("labelling node %s: %w", name, err)
 	}
