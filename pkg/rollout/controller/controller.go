@@ -251,15 +251,21 @@ func (c *Controller) updateNode(oldObj, newObj any) {
 }
 
 // decidedAlike reports whether no decision can tell the two versions of a
-// Node apart: the same labels (so the same rollouts select it) and the same
-// observation but for the resourceVersion. What made a part unreadable is
-// only logged, never decided on.
+// Node apart, or none needs to wake for the difference: the same labels
+// (so the same rollouts select it) and the same observation but for the
+// resourceVersion and the trial-passed mark. What made a part unreadable
+// is only logged, never decided on. The mark is the controller's own
+// record, which the decisions after the one that sent it already read
+// (unseen); its arrival frees no slot and changes no state, and waking
+// every rollout for each Node's mark would have it decide once more per
+// Node moved.
 func decidedAlike(a, b *corev1.Node) bool {
 	if !maps.Equal(a.Labels, b.Labels) {
 		return false
 	}
 	obsA, _ := rollout.ObserveNode(a, nil)
 	obsB, _ := rollout.ObserveNode(b, nil)
+	obsA.TrialPassed, obsB.TrialPassed = "", ""
 	return rollout.SameButVersion(obsA, obsB)
 }
 

@@ -47,6 +47,9 @@ func TestDecidedAlike(t *testing.T) {
 		}},
 		{name: "assignment", change: func(n *corev1.Node) { n.Annotations[contract.ConfigSourceAnnotation] = "kubelet-configs/v2" }},
 		{name: "rollout bookkeeping", change: func(n *corev1.Node) { n.Annotations[v1alpha1.RolloutAnnotation] = "r" }},
+		{name: "the controller's trial-passed mark", change: func(n *corev1.Node) {
+			n.Annotations[v1alpha1.TrialPassedAnnotation] = "kubelet-configs/v1@3"
+		}, alike: true},
 		{name: "previous source", change: func(n *corev1.Node) { n.Annotations[v1alpha1.PreviousConfigSourceAnnotation] = "" }},
 	}
 	for _, tc := range cases {
