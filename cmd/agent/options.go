@@ -54,7 +54,7 @@ type Options struct {
 	TrialReadyGrace         time.Duration
 	TrialPressure           bool
 	TrialPressureConditions []string
-	TrialReadPods          bool
+	TrialReadPods           bool
 	TrialPodFailureReasons  []string
 	TrialPodsStopped        bool
 	TrialAllocatable        bool
@@ -89,7 +89,7 @@ func NewOptions() *Options {
 		TrialNodeReady:        true,
 		TrialReadyGrace:       2 * time.Minute,
 		TrialPressure:         true,
-		TrialReadPods:        true,
+		TrialReadPods:         true,
 		TrialPodsStopped:      true,
 		TrialAllocatable:      true,
 		TrialAllocatableGrace: 30 * time.Second,
