@@ -78,8 +78,12 @@ bench:
 
 ## soak: the long versions of the reliability tests (NODEGUARD_SOAK=1, docs/reliability.md): 10
 ## minutes of traffic and cluster churn with heap and goroutines bounded, 1000 SIGKILLs of the
-## agent, 20 rolling restarts, a long overload and certificate rotations. About 30 minutes.
+## agent, 20 rolling restarts, a long overload and certificate rotations; first, 5 million generated
+## node writes judged by nodeguard and by the in-tree NodeRestriction plugin (hack/noderestriction-diff,
+## NODEGUARD_DIFF_SEED reruns a seed). About 35 minutes.
+DIFF_WRITES ?= 5000000
 soak: testbin
+	cd hack/noderestriction-diff && GOWORK=off NODEGUARD_DIFF_WRITES=$(DIFF_WRITES) $(GO) test -count=1 -timeout 60m -v -run 'TestDifferential' ./...
 	NODEGUARD_SOAK=1 $(GO) test -count=1 -timeout 60m -v -run 'TestSoak' ./test/e2e/faults/
 	NODEGUARD_SOAK=1 $(GO) test -count=1 -timeout 60m -v -run 'TestPowerLoss' ./test/e2e/agent/
 	NODEGUARD_SOAK=1 $(GO) test -count=1 -timeout 60m -v -run 'TestRollingRestartUnderLoad|TestCertificateRotationUnderLoad' ./test/e2e/reliability/

@@ -70,3 +70,10 @@ test_clearing_an_assignment_is_allowed if {
 test_malformed_assignment_is_left_to_the_built_in_rules if {
 	count(testlib.admission_denials("config_namespaces")) == 0 with input as testlib.node_review("UPDATE", "node-1", {}, {source_annotation: "kubelet-gpu"}, {})
 }
+
+# A legacy spec.configSource is an assignment like the annotation.
+test_legacy_assignment_from_elsewhere_is_denied if {
+	some m in testlib.admission_denials("config_namespaces") with input as testlib.legacy_node_review("UPDATE", "node-1", {}, "default", "kubelet-gpu", {})
+	contains(m.msg, "default/kubelet-gpu")
+	count(testlib.admission_denials("config_namespaces")) == 0 with input as testlib.legacy_node_review("UPDATE", "node-1", {}, "kubelet-configs", "kubelet-gpu", {})
+}

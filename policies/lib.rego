@@ -41,16 +41,36 @@ object_annotation(key) := value if {
 } else := ""
 
 # config_source and old_config_source are the assignment of the Node under
-# review, before and after; "" for none (or no old object, on CREATE).
-# Node writes are the most frequent reviews, hence plain rules with
-# defaults, which evaluate faster than function calls.
+# review, before and after, as "<namespace>/<name>"; "" for none (or no old
+# object, on CREATE). As CONTRACT.md reads an assignment (and the agent and
+# the graph with it): the annotation wins, even empty; a Node without it
+# that still carries a legacy spec.configSource.configMap is assigned that
+# ConfigMap, and judged exactly as if the annotation named it. Node writes
+# are the most frequent reviews, hence plain rules with defaults, which
+# evaluate faster than function calls.
 default config_source := ""
 
-config_source := input.request.object.metadata.annotations["nodeguard.dev/config-source"]
+config_source := value if {
+	value := input.request.object.metadata.annotations["nodeguard.dev/config-source"]
+} else := value if {
+	value := legacy_config_source(input.request.object.spec.configSource.configMap)
+}
 
 default old_config_source := ""
 
-old_config_source := input.request.oldObject.metadata.annotations["nodeguard.dev/config-source"]
+old_config_source := value if {
+	value := input.request.oldObject.metadata.annotations["nodeguard.dev/config-source"]
+} else := value if {
+	value := legacy_config_source(input.request.oldObject.spec.configSource.configMap)
+}
+
+# legacy_config_source(ref) is a legacy spec.configSource.configMap as the
+# annotation would name it; undefined without a namespace and a name (the
+# agent then assigns nothing).
+legacy_config_source(ref) := sprintf("%s/%s", [ref.namespace, ref.name]) if {
+	ref.namespace != ""
+	ref.name != ""
+}
 
 # assignment_changed is true when a Node write sets, changes or clears the
 # assignment. Policies judge only changes, so that a kubelet updating its

@@ -45,3 +45,29 @@ test_writes if {
 	lib.node_write with input as {"request": {"resource": {"group": "", "resource": "nodes"}, "operation": "CREATE"}}
 	not lib.node_write with input as {"request": {"resource": {"group": "example.com", "resource": "nodes"}, "operation": "CREATE"}}
 }
+
+legacy_node(namespace, name) := {"metadata": {}, "spec": {"configSource": {"configMap": {"namespace": namespace, "name": name, "kubeletConfigKey": "kubelet"}}}}
+
+test_legacy_config_source_reads_as_the_annotation if {
+	legacy := legacy_node("a", "b")
+	annotated := {"metadata": {"annotations": {"nodeguard.dev/config-source": "a/b"}}}
+	lib.config_source == "a/b" with input as {"request": {"object": legacy, "oldObject": null}}
+	lib.old_config_source == "a/b" with input as {"request": {"object": {"metadata": {}}, "oldObject": legacy}}
+	lib.assignment_changed with input as {"request": {"object": legacy, "oldObject": null}}
+
+	# The same assignment in either form is no change.
+	not lib.assignment_changed with input as {"request": {"object": annotated, "oldObject": legacy}}
+	not lib.assignment_changed with input as {"request": {"object": legacy, "oldObject": annotated}}
+}
+
+test_the_annotation_wins_over_a_legacy_config_source if {
+	both := object.union(legacy_node("a", "b"), {"metadata": {"annotations": {"nodeguard.dev/config-source": "c/d"}}})
+	lib.config_source == "c/d" with input as {"request": {"object": both, "oldObject": null}}
+	cleared := object.union(legacy_node("a", "b"), {"metadata": {"annotations": {"nodeguard.dev/config-source": ""}}})
+	lib.config_source == "" with input as {"request": {"object": cleared, "oldObject": null}}
+}
+
+test_an_incomplete_legacy_config_source_assigns_nothing if {
+	lib.config_source == "" with input as {"request": {"object": legacy_node("", "b"), "oldObject": null}}
+	lib.config_source == "" with input as {"request": {"object": legacy_node("a", ""), "oldObject": null}}
+}

@@ -66,3 +66,12 @@ test_node_create_is_judged if {
 test_configmap_writes_are_not_judged if {
 	count(testlib.admission_denials("pool_naming")) == 0 with input as testlib.configmap_review("CREATE", "kube-system", "kubelet-cpu", testlib.eligible, {}, {}, null)
 }
+
+# A legacy spec.configSource is an assignment like the annotation.
+test_legacy_assignment_for_another_pool_is_denied if {
+	review := testlib.legacy_node_review("UPDATE", "node-1", {pool_label: "gpu"}, "kube-system", "kubelet-cpu", {})
+	some m in testlib.admission_denials("pool_naming") with input as review
+	contains(m.msg, "kube-system/kubelet-cpu")
+	carrying := testlib.legacy_node_review("UPDATE", "node-1", {pool_label: "gpu"}, "kube-system", "kubelet-gpu", {})
+	count(testlib.admission_denials("pool_naming")) == 0 with input as carrying
+}

@@ -43,6 +43,13 @@ node_review(operation, name, labels, annotations, old) := {
 	"nodeguard": {"node": "", "kubeletVersion": "", "nodeLabels": {}, "kubeletConfig": null, "oldKubeletConfig": null},
 }
 
+# legacy_node_review is node_review for a Node assigned through a legacy
+# spec.configSource.configMap (namespace/name), without the annotation.
+legacy_node_review(operation, name, labels, namespace, configmap, old) := json.patch(node_review(operation, name, labels, {}, old), [{
+	"op": "add", "path": "/request/object/spec",
+	"value": {"configSource": {"configMap": {"namespace": namespace, "name": configmap, "kubeletConfigKey": "kubelet"}}},
+}])
+
 old_node(_, null) := null
 
 old_node(name, old) := {"apiVersion": "v1", "kind": "Node", "metadata": object.union({"name": name}, old)} if old != null

@@ -17,9 +17,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/klog/v2"
 
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/kubeletconfig/hardening"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/trial"
+	agentvalidation "github.com/nodeguard/nodeguard/pkg/nodeagent/validation"
 )
 
 // Options are the agent's command-line settings.
@@ -37,9 +40,17 @@ type Options struct {
 	LocalFields       []string
 
 	RestartCommand    string
+	StopCommand       string
+	StartCommand      string
 	SystemdBusAddress string
 	KubeletUnit       string
 	RestartTimeout    time.Duration
+
+	// Changes that need the node drained (docs/disruptive-changes.md).
+	Drain           string
+	DrainTimeout    time.Duration
+	DrainPollPeriod time.Duration
+	KubeletRootDir  string
 
 	HealthzURL            string
 	ProbePeriod           time.Duration
@@ -59,6 +70,12 @@ type Options struct {
 	TrialPodsStopped        bool
 	TrialAllocatable        bool
 	TrialAllocatableGrace   time.Duration
+
+	// The webhook's hardening rules, which the agent applies itself
+	// (pkg/nodeagent/validation); hardening is what Validate read.
+	PolicyConfig              string
+	ContainerRuntimeEndpoints []string
+	hardening                 agentvalidation.Rules
 
 	ListenAddress string
 	ResyncPeriod  time.Duration
@@ -80,6 +97,10 @@ func NewOptions() *Options {
 		SystemdBusAddress:     kubelet.DefaultSystemBusAddress,
 		KubeletUnit:           kubelet.DefaultKubeletUnit,
 		RestartTimeout:        2 * time.Minute,
+		Drain:                 contract.DrainAuto,
+		DrainTimeout:          5 * time.Minute,
+		DrainPollPeriod:       5 * time.Second,
+		KubeletRootDir:        kubelet.DefaultRootDir,
 		HealthzURL:            "http://127.0.0.1:10248/healthz",
 		ProbePeriod:           5 * time.Second,
 		ProbeTimeout:          3 * time.Second,
@@ -100,6 +121,7 @@ func NewOptions() *Options {
 		o.TrialPressureConditions = append(o.TrialPressureConditions, string(c))
 	}
 	o.TrialPodFailureReasons = append([]string(nil), trial.DefaultPodFailureReasons...)
+	o.ContainerRuntimeEndpoints = append([]string(nil), hardening.DefaultRuntimeEndpoints...)
 	return o
 }
 
@@ -120,7 +142,14 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SystemdBusAddress, "systemd-bus-address", o.SystemdBusAddress, "D-Bus address of the host's system bus, through which systemd is asked to restart --kubelet-unit (Manager.RestartUnit, mode replace) and the job's result awaited. In a pod, mount the host's /run/dbus. Restarting a unit needs root or a polkit rule. Not used with --kubelet-restart-command.")
 	fs.StringVar(&o.KubeletUnit, "kubelet-unit", o.KubeletUnit, "The kubelet's systemd unit, in full (kubelet.service, not kubelet). A restart job that systemd finishes with a result other than done (failed, timeout, canceled, ...) is a failed restart. Not used with --kubelet-restart-command.")
 	fs.StringVar(&o.RestartCommand, "kubelet-restart-command", o.RestartCommand, `For hosts whose kubelet is not a systemd unit: a command that restarts the kubelet, used instead of D-Bus when set (empty, the default, means D-Bus). Split into words without a shell (quotes and backslashes group words; no variables, globs or pipes: write sh -c '...' for those). Must exit 0 once the restart is issued.`)
-	fs.DurationVar(&o.RestartTimeout, "kubelet-restart-timeout", o.RestartTimeout, "How long one restart may take (connecting to the bus and waiting for systemd's job result, or running the command, which is then killed) before it counts as failed and the apply is retried.")
+	fs.StringVar(&o.StopCommand, "kubelet-stop-command", o.StopCommand, "With --kubelet-restart-command: a command that stops the kubelet (split like it), used with --kubelet-start-command for a change that invalidates the kubelet's state files, which are removed while it is stopped. Without them the files are removed just before the restart command. Not used with D-Bus, where systemd stops and starts --kubelet-unit.")
+	fs.StringVar(&o.StartCommand, "kubelet-start-command", o.StartCommand, "With --kubelet-stop-command: a command that starts the kubelet again.")
+	fs.DurationVar(&o.RestartTimeout, "kubelet-restart-timeout", o.RestartTimeout, "How long one restart may take (connecting to the bus and waiting for systemd's job result, or running the command, which is then killed) before it counts as failed and the apply is retried. A stop and a start each get as long.")
+
+	fs.StringVar(&o.Drain, "drain", o.Drain, `Whether a change is applied through a drain (cordon, evict through the Eviction API respecting PodDisruptionBudgets, stop the kubelet, remove the state files the change invalidates, start it, trial, uncordon), for Nodes without the nodeguard.dev/drain annotation (which a rollout's spec.drain sets): "Auto" drains when the change needs it (docs/disruptive-changes.md lists every field), "Always" for every change, "Never" for none (a change the kubelet refuses to start with then fails its trial and is rolled back). DaemonSet pods, mirror pods and finished pods stay; every other pod bound to the node is evicted.`)
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "How long a drain may wait for pods to leave (a PodDisruptionBudget that allows no eviction, a pod slow to terminate). Past it the Node is uncordoned and the change is not applied: the status names the pods that blocked it (reason DrainTimedOut), and the configuration is not retried until the ConfigMap changes. A rollback's drain that times out goes back anyway.")
+	fs.DurationVar(&o.DrainPollPeriod, "drain-poll-period", o.DrainPollPeriod, "How often a drain in progress asks again for the evictions a PodDisruptionBudget refused, and looks for pods still terminating.")
+	fs.StringVar(&o.KubeletRootDir, "kubelet-root-dir", o.KubeletRootDir, "The kubelet's --root-dir, where it keeps the state files a drained change may remove (cpu_manager_state, memory_manager_state). In a pod, mount it from the host.")
 
 	fs.StringVar(&o.HealthzURL, "kubelet-healthz-url", o.HealthzURL, "The kubelet's health endpoint (healthzBindAddress:healthzPort, kept node-local for this reason), probed during trials.")
 	fs.DurationVar(&o.ProbePeriod, "health-probe-period", o.ProbePeriod, "How often the kubelet is probed during a trial.")
@@ -137,6 +166,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.TrialPodsStopped, "trial-pods-stopped", o.TrialPodsStopped, "Fail a trial when a pod bound to this node with restartPolicy Always, not over before the kubelet's restart, is over (Succeeded or Failed) with no reason and not being deleted. On by default: only the kubelet ends such a pod, and a running pod it rejects at admission after a restart ends this way, its OutOf* reason replaced by the phase its killed containers left.")
 	fs.BoolVar(&o.TrialAllocatable, "trial-allocatable", o.TrialAllocatable, "Fail a trial when the Node's allocatable cpu, memory, ephemeral-storage or pods drops, after the kubelet's restart, below what its running pods request. On by default: it catches reservations and maxPods that leave running pods without room even when the kubelet admitted them against the Node's old status.")
 	fs.DurationVar(&o.TrialAllocatableGrace, "trial-allocatable-grace", o.TrialAllocatableGrace, "How long an allocatable below the running pods' requests may last before --trial-allocatable fails the trial (0: at once). The restarted kubelet rejects the pods it has no room for at once and reports it in the pods' status within about 10s (its status manager's periodic sync), naming the pods and its reason, which says more than a sum; a shortfall that outlasts 30s is pods it admitted against the Node status it read before reporting its own.")
+	fs.StringVar(&o.PolicyConfig, "policy-config", o.PolicyConfig, "The webhook's NodeguardPolicy file (its --policy-config, e.g. the nodeguard-policy ConfigMap mounted): a configuration that sets one of its forbiddenDynamicFields (other than a --local-fields one) is refused before anything is written, as the webhook refuses it (ValidationFailed). Read at start. Empty forbids no field; the dangerous-field rules apply either way.")
+	fs.StringSliceVar(&o.ContainerRuntimeEndpoints, "container-runtime-endpoints", o.ContainerRuntimeEndpoints, "The runtime sockets a configuration's containerRuntimeEndpoint and imageServiceEndpoint may name, as the webhook's data.nodeguard.config.container_runtime_endpoints (both default to containerd's and CRI-O's well-known sockets). Both fields are node-local by default (--local-fields), and then never judged.")
 	fs.StringVar(&o.KubeletVersion, "kubelet-version", o.KubeletVersion, "The kubelet's version (e.g. 1.37.2) for the feature-gate check. Empty means the Node's status.nodeInfo.kubeletVersion.")
 
 	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "host:port for the agent's own /healthz, /readyz and /metrics (plain HTTP). Empty disables. Keep it on loopback unless a scraper needs it.")
@@ -180,12 +211,19 @@ func (o *Options) Validate() []error {
 		errs = append(errs, fmt.Errorf("--local-fields: %w", err))
 	}
 	errs = append(errs, o.validateRestart()...)
+	if !contract.ValidDrainMode(o.Drain) || o.Drain == "" {
+		errs = append(errs, fmt.Errorf("--drain %q: want %s, %s or %s", o.Drain, contract.DrainAuto, contract.DrainAlways, contract.DrainNever))
+	}
+	if o.KubeletRootDir == "" || !filepath.IsAbs(o.KubeletRootDir) {
+		errs = append(errs, fmt.Errorf("--kubelet-root-dir %q: want an absolute path", o.KubeletRootDir))
+	}
 	if u, err := url.Parse(o.HealthzURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("--kubelet-healthz-url %q: want an http(s) URL", o.HealthzURL))
 	}
 	for flagName, d := range map[string]time.Duration{
 		"--kubelet-restart-timeout": o.RestartTimeout, "--health-probe-period": o.ProbePeriod, "--health-probe-timeout": o.ProbeTimeout,
 		"--trial-period": o.TrialPeriod, "--trial-grace-period": o.TrialGracePeriod, "--resync-period": o.ResyncPeriod,
+		"--drain-timeout": o.DrainTimeout, "--drain-poll-period": o.DrainPollPeriod,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s %v: must be positive", flagName, d))
@@ -223,6 +261,11 @@ func (o *Options) Validate() []error {
 			errs = append(errs, fmt.Errorf("--kubelet-version %q: %w", o.KubeletVersion, err))
 		}
 	}
+	if rules, err := agentvalidation.LoadRules(o.PolicyConfig, o.ContainerRuntimeEndpoints); err != nil {
+		errs = append(errs, fmt.Errorf("--policy-config: %w", err))
+	} else {
+		o.hardening = rules
+	}
 	if o.ListenAddress != "" {
 		if _, _, err := net.SplitHostPort(o.ListenAddress); err != nil {
 			errs = append(errs, fmt.Errorf("--listen-address %q: %w", o.ListenAddress, err))
@@ -247,12 +290,26 @@ func (o *Options) validateRestart() []error {
 		if _, err := kubelet.ParseCommand(o.RestartCommand); err != nil {
 			errs = append(errs, fmt.Errorf("--kubelet-restart-command: %w", err))
 		}
+		for flagName, command := range map[string]string{"--kubelet-stop-command": o.StopCommand, "--kubelet-start-command": o.StartCommand} {
+			if command == "" {
+				continue
+			}
+			if _, err := kubelet.ParseCommand(command); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", flagName, err))
+			}
+		}
+		if (o.StopCommand == "") != (o.StartCommand == "") {
+			errs = append(errs, errors.New("--kubelet-stop-command and --kubelet-start-command go together: give both or neither"))
+		}
 		if o.SystemdBusAddress != kubelet.DefaultSystemBusAddress || o.KubeletUnit != kubelet.DefaultKubeletUnit {
 			errs = append(errs, errors.New("--systemd-bus-address and --kubelet-unit are for the D-Bus restart, which --kubelet-restart-command replaces: give one or the other"))
 		}
 		return errs
 	}
 	var errs []error
+	if o.StopCommand != "" || o.StartCommand != "" {
+		errs = append(errs, errors.New("--kubelet-stop-command and --kubelet-start-command go with --kubelet-restart-command; through D-Bus systemd stops and starts the unit"))
+	}
 	if err := kubelet.CheckBusAddress(o.SystemdBusAddress); err != nil {
 		errs = append(errs, fmt.Errorf("--systemd-bus-address: %w", err))
 	}
@@ -266,7 +323,12 @@ func (o *Options) validateRestart() []error {
 func (o *Options) restarter() kubelet.Restarter {
 	if o.usesCommand() {
 		argv, _ := kubelet.ParseCommand(o.RestartCommand)
-		return kubelet.NewCommandRestarter(argv, o.RestartTimeout)
+		r := kubelet.NewCommandRestarter(argv, o.RestartTimeout)
+		if o.StopCommand != "" && o.StartCommand != "" {
+			r.StopArgv, _ = kubelet.ParseCommand(o.StopCommand)
+			r.StartArgv, _ = kubelet.ParseCommand(o.StartCommand)
+		}
+		return r
 	}
 	return kubelet.NewSystemdRestarter(o.SystemdBusAddress, o.KubeletUnit, o.RestartTimeout)
 }
@@ -315,9 +377,14 @@ func (o *Options) Config() nodeagent.Config {
 		HealthzURL:        o.HealthzURL,
 		ProbePeriod:       o.ProbePeriod,
 		ProbeTimeout:      o.ProbeTimeout,
+		Drain:             o.Drain,
+		DrainTimeout:      o.DrainTimeout,
+		DrainPollPeriod:   o.DrainPollPeriod,
+		KubeletRootDir:    o.KubeletRootDir,
 		Trial: trial.Policy{Period: o.TrialPeriod, Grace: o.TrialGracePeriod, FailureThreshold: o.TrialFailureThreshold,
 			Node: o.nodeSignals()},
 		KubeletVersion: kubeletVersion,
+		Hardening:      o.hardening,
 		ListenAddress:  o.ListenAddress,
 		ResyncPeriod:   o.ResyncPeriod,
 	}

@@ -118,6 +118,9 @@ func run(ctx context.Context, opts *Options) error {
 	}
 	configMaps := admission.NewConfigMapInformer(client, opts.Resync)
 	admitter := admission.New(policyConfig.Current, corelisters.NewConfigMapLister(configMaps.GetIndexer()), g)
+	// NodeRestriction's rules (standalone manifests only) look up what a
+	// node's write points at, live: the RBAC for it ships with them.
+	admitter.SetCluster(admission.NewAPICluster(client, opts.APIAudiences))
 	// Rule 5 trusts a node's reported kubelet version only if it has not
 	// gone down: the record follows every Node the graph's informer sees.
 	if _, err := informers.Nodes.AddEventHandler(admitter.KubeletVersions().EventHandler()); err != nil {

@@ -40,7 +40,12 @@ type Options struct {
 	// ExemptNamespaces are the namespaces the admission webhook's
 	// namespaceSelector keeps from it; no policy may allow kubelet
 	// configurations there.
-	ExemptNamespaces       []string
+	ExemptNamespaces []string
+	// APIAudiences are kube-apiserver's --api-audiences, which it fills
+	// into a node's TokenRequest that names none before this webhook sees
+	// it (standalone manifests); empty reads its default, the service
+	// account issuer, from the apiserver.
+	APIAudiences           []string
 	PolicyEvalTimeout      time.Duration
 	AdmissionPolicyFailure string
 	AuthzPolicyFailure     string
@@ -116,6 +121,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.PolicyReloadInterval, "policy-reload-interval", o.PolicyReloadInterval, "How often --policy-config and --policy-dir are checked for changes.")
 	fs.StringVar(&o.PolicyDir, "policy-dir", o.PolicyDir, "Directory of Rego policies (every *.rego under it except *_test.rego and hidden entries), evaluated after the built-in rules on /validate and /authorize; a deny from either side wins. Empty means the policies shipped in the binary (policies/). A changed set is recompiled without a restart; one that does not compile keeps the last good set serving and shows in /readyz?verbose and nodeguard_policy_last_load_success. See policies/README.md.")
 	fs.StringVar(&o.PolicyData, "policy-data", o.PolicyData, "JSON or YAML file with an object that policies read as data.nodeguard.config, e.g. 'allowed_namespaces: [kubelet-configs, infra]' for the shipped config_namespaces policy (a namespace of --exempt-namespaces there is refused: the webhook never judges it). Read once at start. Empty means none (the policies' own defaults); a package nodeguard.config in --policy-dir may not define the same keys.")
+	fs.StringSliceVar(&o.APIAudiences, "api-audiences", o.APIAudiences, "kube-apiserver's --api-audiences, when it sets them; empty reads its default (the service account issuer) from the apiserver's issuer discovery. Only the standalone manifests' service account token rule reads them: a token request that names no audience reaches the webhook with these.")
 	fs.StringSliceVar(&o.ExemptNamespaces, "exempt-namespaces", o.ExemptNamespaces, "Namespaces the admission webhook's namespaceSelector exempts (as shipped: kube-system and nodeguard). An allowed_namespaces that names one, in --policy-data or in a package nodeguard.config of --policy-dir, is refused at load: kubelet configurations there would skip every content check. --policy-data is then a start-up error; a policy directory keeps its last good set.")
 	fs.DurationVar(&o.PolicyEvalTimeout, "policy-eval-timeout", o.PolicyEvalTimeout, "Longest one review's policy evaluation may take (within the apiserver's own timeout); it stops runaway policies. A timeout is an evaluation error, handled by --admission-policy-failure or --authz-policy-failure.")
 	fs.StringVar(&o.AdmissionPolicyFailure, "admission-policy-failure", o.AdmissionPolicyFailure, "What a failed or timed-out admission policy evaluation means: 'fail-closed' refuses the request, naming the error; 'ignore' leaves the decision to the built-in rules and adds a warning naming the error.")

@@ -6,7 +6,10 @@
 // a configuration assigned to a pool goes active, then last-known-good; a
 // bad one is rolled back with the reason; a node is refused another node's
 // ConfigMap and labelling itself into a pool, and a too-old kubelet is
-// refused. The cluster then stays up for
+// refused; a change a restart cannot carry (the static CPU manager policy)
+// goes across the pool through a drain of each node, while a Deployment
+// under a PodDisruptionBudget moves between them (kube-scheduler places
+// its pods). The cluster then stays up for
 // poking at until Ctrl-C (or exits, with --demo-only). Every process and
 // temporary file goes away on exit, on Ctrl-C and on failure alike.
 package main

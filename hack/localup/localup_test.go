@@ -24,12 +24,26 @@ func TestDemo(t *testing.T) {
 		t.Skip("starts a control plane and three nodes")
 	}
 	root := t.TempDir()
+	// What run's processes must leave alone: the directory it runs from
+	// (the repository root under make run). A kubelet on the fake runtime
+	// deletes every file in its working directory when it removes a
+	// container.
+	here, err := filepath.Glob("*")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out lockedBuffer
 	ctx, cancel := context.WithTimeout(t.Context(), demoTimeout)
 	defer cancel()
 	opts := defaultOptions()
 	opts.demoOnly, opts.tempRoot = true, root
-	if err := run(ctx, opts, &out); err != nil {
+	err = run(ctx, opts, &out)
+	for _, name := range here {
+		if _, statErr := os.Lstat(name); statErr != nil {
+			t.Errorf("run removed %s from the directory it ran in: %v", name, statErr)
+		}
+	}
+	if err != nil {
 		t.Fatalf("run: %v\noutput:\n%s", err, out.String())
 	}
 	output := out.String()
@@ -37,8 +51,8 @@ func TestDemo(t *testing.T) {
 		"(?m)^\\$ kubectl nodeguard rollout status pool-blue --watch --timeout 2m0s$",
 		`(?m)^State: +Complete$`,
 		`(?m)^Nodes: +2 selected, 2 updated, 0 in trial, 0 failed$`,
-		`(?m)^NODE +KUBELET +ASSIGNED +ACTIVE +LAST-KNOWN-GOOD +TRIAL +ERROR$`,
-		`(?m)^node-1 +v1\.37\.2 +kubelet-configs/pool-blue@\d+ +kubelet-configs/pool-blue@\d+ +kubelet-configs/pool-blue@\d+ +<none> +<none>$`,
+		`(?m)^NODE +KUBELET +ASSIGNED +ACTIVE +LAST-KNOWN-GOOD +PHASE +PENDING-PODS +TRIAL +ERROR$`,
+		`(?m)^node-1 +v1\.37\.2 +kubelet-configs/pool-blue@\d+ +kubelet-configs/pool-blue@\d+ +kubelet-configs/pool-blue@\d+ +<none> +<none> +<none> +<none>$`,
 		`(?m)^    node-1: kubelet-configs/pool-blue@\d+ is active and last-known-good \(KubeletConfigReady=True, ConfigActive\)$`,
 		`(?m)^    node-2: kubelet-configs/pool-blue@\d+ is active and last-known-good`,
 		`(?m)^    node-1: the kubelet itself reports capacity pods=150, and the Node is Ready$`,
@@ -54,6 +68,30 @@ func TestDemo(t *testing.T) {
 		`(?m)^    node-old registration: refused: .*rule 4 \(min-kubelet-version\)`,
 		`(?m)^    node-old GET configmaps kubelet-configs/pool-blue: Forbidden: .*older than the minimum`,
 		`(?m)^    node-old GET nodes node-old: allowed`,
+		// 4. The static CPU manager policy, through a drain of each Node.
+		`(?m)^=== 4\. A change a restart cannot carry: the static CPU manager policy, through a drain$`,
+		`(?m)^    node-1: its /configz says cpuManagerPolicy: none; its cpu_manager_state records policyName none$`,
+		`(?m)^    demo/web-\S+: Running on node-1$`,
+		`(?m)^    demo/web-\S+: Running on node-2$`,
+		`(?m)^Waiting for rollout "pool-blue": .*waiting on node-2 \((Draining|Restarting|TrialInProgress)`,
+		`(?m)^node-2 +Updated +kubelet-configs/pool-blue-v3@\d+ +kubelet-configs/pool-blue-v3@\d+ +kubelet-configs/pool-blue-v3@\d+ +True +<none>$`,
+		// The watch's timeline: each Node assigned, cordoned by its agent,
+		// drained of its web pod, restarted, tried and uncordoned, in that
+		// order; the canary through its trial before the other Node is
+		// assigned; the evicted pods running again on the other Node.
+		`(?s)` + timeline("node-1", "assigned kubelet-configs/pool-blue-v3", "cordoned by its agent", `phase Draining, waiting on [^\n]*demo/web-`,
+			"phase Restarting", "phase TrialInProgress", "uncordoned"),
+		`(?s)` + timeline("node-2", "assigned kubelet-configs/pool-blue-v3", "cordoned by its agent", `phase Draining, waiting on [^\n]*demo/web-`,
+			"phase Restarting", "phase TrialInProgress", "uncordoned"),
+		`(?s)` + timeline("node-1", "phase TrialInProgress") + timeline("node-2", "assigned"),
+		`(?s)` + timeline(`demo/web-\S+`, `evicted \(EvictionByEvictionAPI\) from node-1`) + timeline(`demo/web-\S+`, "Running on node-2"),
+		`(?s)` + timeline(`demo/web-\S+`, `evicted \(EvictionByEvictionAPI\) from node-2`) + timeline(`demo/web-\S+`, "Running on node-1"),
+		`(?m)^node-1 +v1\.37\.2 +kubelet-configs/pool-blue-v3@\d+ +kubelet-configs/pool-blue-v3@\d+ +kubelet-configs/pool-blue-v3@\d+ +<none> +<none> +<none> +<none>$`,
+		`(?m)^    node-1: its /configz says cpuManagerPolicy: static, reservedSystemCPUs: "0"; its cpu_manager_state records policyName static`,
+		`(?m)^    node-2: its /configz says cpuManagerPolicy: static, reservedSystemCPUs: "0"; its cpu_manager_state records policyName static`,
+		`(?m)^    node-1: schedulable again: uncordoned by its agent`,
+		`(?m)^    node-2: schedulable again: uncordoned by its agent`,
+		`(?m)^    nodeguard-agent/nodeguard-agent-\S+ \(DaemonSet pod\): on node-1 throughout, never evicted$`,
 		`(?m)^    go run ./cmd/kubectl-nodeguard --kubeconfig \S+/admin\.kubeconfig status$`,
 		`(?m)^==> removed \S+; nothing is left running$`,
 	} {
@@ -65,6 +103,17 @@ func TestDemo(t *testing.T) {
 		t.Logf("output:\n%s", output)
 	}
 	checkNothingLeft(t, root)
+}
+
+// timeline is a pattern of the lines of part 4's timeline ("  8.6s  node-2
+// cordoned ...") in which subject (a pattern) did each of what (patterns),
+// in that order, other lines between them.
+func timeline(subject string, what ...string) string {
+	var b strings.Builder
+	for _, w := range what {
+		b.WriteString(`\n    +\d+\.\ds  ` + subject + ` +` + w + `.*?`)
+	}
+	return b.String()
 }
 
 // TestInterruptLeavesNothing interrupts runs at several points, as Ctrl-C

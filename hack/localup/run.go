@@ -40,7 +40,7 @@ func defaultOptions() options {
 func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.demoOnly, "demo-only", o.demoOnly, "Exit after the demonstration instead of waiting for Ctrl-C.")
 	fs.BoolVar(&o.keep, "keep", o.keep, "Keep the work directory (certificates, kubeconfigs, logs, the nodes' files) after exit.")
-	fs.DurationVar(&o.trialPeriod, "trial-period", o.trialPeriod, "The simulated agents' --trial-period; seconds, so the demonstration does not take the agent's default of 10m.")
+	fs.DurationVar(&o.trialPeriod, "trial-period", o.trialPeriod, "The simulated agents' --trial-period; seconds, so the demonstration does not take the agent's default of 5m.")
 	fs.StringVar(&o.minKubeletVersion, "min-kubelet-version", o.minKubeletVersion, "minKubeletVersion of the webhook's policy (the shipped manifests/base/policy.yaml has 1.34.0). The demonstration's too-old node reports 1.29.4, so keep it above that.")
 }
 
@@ -78,7 +78,7 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}
 		if len(cleanups) > 0 {
-			c.step("stopping the nodes, the rollout controller, the webhook, kube-controller-manager, kube-apiserver and etcd")
+			c.step("stopping the nodes, the rollout controller, the webhook, kube-scheduler, kube-controller-manager, kube-apiserver and etcd")
 		}
 		for i := len(cleanups) - 1; i >= 0; i-- {
 			cleanups[i]()
@@ -118,10 +118,12 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 	}
 	var env *framework.Env
 	if err := c.slow(ctx, "starting etcd and kube-apiserver with nodeguard in their authorization and admission chains (manifests/control-plane, manifests/base),\n"+
-		"    kube-controller-manager (its node lifecycle controller marks a silent kubelet's Node NotReady), and the nodeguard webhook",
+		"    kube-controller-manager (its node lifecycle controller marks a silent kubelet's Node NotReady; its workload controllers make\n"+
+		"    the pods), kube-scheduler (it places them on the nodes, and elsewhere when a node is drained), and the nodeguard webhook",
 		func(ctx context.Context) error {
 			var err error
-			env, err = framework.Start(ctx, framework.Options{WorkDir: filepath.Join(dir, "env"), Policy: policy, PolicyFiles: regoPolicies, ControllerManager: true})
+			env, err = framework.Start(ctx, framework.Options{WorkDir: filepath.Join(dir, "env"), Policy: policy, PolicyFiles: regoPolicies,
+				ControllerManager: true, Scheduler: true})
 			return err
 		}); err != nil {
 		return err
@@ -174,7 +176,7 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 
 	c.chapter("nodeguard is running")
 	plugin := "go run ./cmd/kubectl-nodeguard --kubeconfig " + kubeconfig
-	c.printf("etcd, kube-apiserver (%s), kube-controller-manager, the webhook, the rollout controller and %d nodes, each a real kubelet on its\n"+
+	c.printf("etcd, kube-apiserver (%s), kube-controller-manager, kube-scheduler, the webhook, the rollout controller and %d nodes, each a real kubelet on its\n"+
 		"fake container runtime with an agent (trial %s) beside it.\n", env.CP.URL(), len(s.nodes), opts.trialPeriod)
 	c.printf("Admin kubeconfig:\n    %s\n", kubeconfig)
 	c.printf("From the repository root, try:\n    %s status\n    %s rollout status %s\n    %s assign %s/pool-blue node-3\n    %s explain node-3 %s/pool-blue\n",

@@ -61,11 +61,13 @@ func (s *story) startNodes(ctx context.Context, cleanups *[]func()) error {
 	what := fmt.Sprintf("starting %d nodes: each a real kubelet %s on the kubelet's own fake container runtime, run by a stand-in\n"+
 		"    systemd unit (Restart=always), registering its Node with its own client certificate (system:node:NAME), and the agent\n"+
 		"    beside it with the same credentials, then put in its pool by the administrator (label %s, which no node may set\n"+
-		"    on itself); trials last %s here (a real agent's default is 10m)", len(demoNodes()), framework.DefaultKubeletVersion, contract.PoolLabel, s.opts.trialPeriod)
+		"    on itself); trials last %s here (a real agent's default is 5m), and a drain asks again every %s (5s)",
+		len(demoNodes()), framework.DefaultKubeletVersion, contract.PoolLabel, s.opts.trialPeriod, drainPollPeriod)
 	err := s.c.slow(ctx, what, func(ctx context.Context) error {
 		for _, d := range demoNodes() {
 			n, err := framework.StartNode(ctx, s.env, framework.NodeOptions{
 				Name: d.name, Binaries: s.binaries, AdminLabels: map[string]string{contract.PoolLabel: d.pool}, TrialPeriod: s.opts.trialPeriod,
+				AgentArgs: []string{"--drain-poll-period=" + drainPollPeriod.String()},
 			})
 			if err != nil {
 				return err
@@ -86,7 +88,8 @@ func (s *story) startNodes(ctx context.Context, cleanups *[]func()) error {
 }
 
 // tell is the story: a pool rollout, a bad one halted on its canary and
-// reverted, and what nodes may not do.
+// reverted, what nodes may not do, and a change that needs the pool's
+// Nodes drained.
 func (s *story) tell(ctx context.Context) error {
 	if err := s.kubectl(ctx, "status"); err != nil {
 		return err
@@ -103,7 +106,10 @@ func (s *story) tell(ctx context.Context) error {
 	if err := s.haltOnCanary(ctx, good); err != nil {
 		return err
 	}
-	return s.refusals(ctx)
+	if err := s.refusals(ctx); err != nil {
+		return err
+	}
+	return s.drainForStaticCPUs(ctx)
 }
 
 // rollOutToPool is part 1: a KubeletConfigRollout takes a configuration
@@ -165,7 +171,9 @@ func (s *story) haltOnCanary(ctx context.Context, good *corev1.ConfigMap) error 
 	if err := s.retarget(ctx, bad.Name); err != nil {
 		return err
 	}
-	s.c.detail("a new target starts over from the canary; its kubelet has %s (the trial's grace period) to answer /healthz", framework.DefaultTrialGracePeriod)
+	s.c.detail("a new target starts over from the canary; its kubelet has %s (the trial's grace period) to answer /healthz.\n"+
+		"    Reserving CPUs also shrinks what the node holds, so its agent drains it first (docs/disruptive-changes.md; part 4 shows\n"+
+		"    a drain in full): the pods kube-scheduler placed there are evicted before the kubelet restarts", framework.DefaultTrialGracePeriod)
 	if err := s.rolloutStatus(ctx, true); err != nil {
 		return err
 	}

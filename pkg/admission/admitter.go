@@ -85,13 +85,27 @@ type Admitter struct {
 	configs *kubeletconfig.Checker
 	// versions says which nodes' reported kubelet versions rule 5 trusts.
 	versions *KubeletVersions
+	// cluster is what NodeRestriction's rules look up beside the request
+	// (standalone manifests only); noCluster until SetCluster.
+	cluster Cluster
 }
 
 // New returns an Admitter. policy returns the policy in force at each call;
 // configMaps lists eligible ConfigMaps with their data.
 func New(policy func() *config.Policy, configMaps corelisters.ConfigMapLister, g Graph) *Admitter {
 	return &Admitter{policy: policy, configMaps: configMaps, graph: g,
-		configs: kubeletconfig.NewChecker(kubeletconfig.DefaultCheckerEntries), versions: NewKubeletVersions()}
+		configs: kubeletconfig.NewChecker(kubeletconfig.DefaultCheckerEntries), versions: NewKubeletVersions(),
+		cluster: noCluster{}}
+}
+
+// SetCluster gives NodeRestriction's rules the cluster state they look up
+// (the pod a token is bound to, ...). Call it before the first Admit;
+// without it those writes are refused.
+func (a *Admitter) SetCluster(c Cluster) {
+	if c == nil {
+		c = noCluster{}
+	}
+	a.cluster = c
 }
 
 // KubeletVersions is the record of reported kubelet versions rule 5 reads.
@@ -111,6 +125,13 @@ func (a *Admitter) Admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	policy := a.policy()
 	nodeName, isNode := contract.NodeIdentity(req.UserInfo.Username, req.UserInfo.Groups)
 	checkContent := isNode || !policy.IsExempt(req.UserInfo.Username)
+	if isNode {
+		// Only the standalone manifests send these, for clusters without
+		// the in-tree NodeRestriction plugin (noderestricted.go).
+		if r, ok := a.admitNodeRestricted(ctx, req, nodeName); ok {
+			return r
+		}
+	}
 	if req.Resource.Group != "" {
 		return allow()
 	}
@@ -125,13 +146,6 @@ func (a *Admitter) Admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 			return allow()
 		}
 		return a.admitConfigMap(ctx, req, policy)
-	case "pods":
-		// Only the standalone manifests send pods, for clusters without
-		// the in-tree NodeRestriction plugin.
-		if !isNode {
-			return allow()
-		}
-		return admitPod(req, nodeName)
 	}
 	return allow()
 }

@@ -274,6 +274,11 @@ func TestAdmit(t *testing.T) {
 			mkNode("n1", withAssignment("cfg/good"), withAnnotation(v1alpha1.RolloutAnnotation, "pool"), withAnnotation(v1alpha1.PreviousConfigSourceAnnotation, "")),
 			mkNode("n1", withAssignment("cfg/good"), withAnnotation(v1alpha1.RolloutAnnotation, "pool"), withAnnotation(v1alpha1.PreviousConfigSourceAnnotation, ""))), "", ""},
 		{"admin writes rollout bookkeeping", base, nodeReq(adminUser, U, "", "n2", mkNode("n2", withAnnotation(v1alpha1.PreviousConfigSourceAnnotation, "cfg/good")), mkNode("n2")), "", ""},
+		{"node chooses not to be drained", base, nodeReq(n1User, U, "status", "n1", mkNode("n1", withAnnotation(contract.DrainAnnotation, contract.DrainNever)), mkNode("n1")), RuleConfigSource, contract.DrainAnnotation},
+		{"node drops the drain mode a rollout set", base, nodeReq(n1User, U, "", "n1", mkNode("n1"), mkNode("n1", withAnnotation(contract.DrainAnnotation, contract.DrainAlways))), RuleConfigSource, contract.DrainAnnotation},
+		{"node keeps the drain mode a rollout set", base, nodeReq(n1User, U, "status", "n1",
+			mkNode("n1", withAnnotation(contract.DrainAnnotation, contract.DrainAlways)), mkNode("n1", withAnnotation(contract.DrainAnnotation, contract.DrainAlways))), "", ""},
+		{"admin sets a Node's drain mode", base, nodeReq(adminUser, U, "", "n2", mkNode("n2", withAnnotation(contract.DrainAnnotation, contract.DrainNever)), mkNode("n2")), "", ""},
 
 		// Rule 4: minimum kubelet version at registration.
 		{"old kubelet registers", minVersion, nodeReq(n1User, C, "", "", mkNode("n1", withKubelet("v1.35.9")), nil), RuleMinKubeletVersion, "below the minimum 1.36.0"},

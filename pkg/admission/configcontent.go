@@ -14,6 +14,7 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
+	"github.com/nodeguard/nodeguard/pkg/kubeletconfig/hardening"
 )
 
 // maxNodesInMessage keeps a refusal readable when a pool is large.
@@ -98,15 +99,10 @@ func (a *Admitter) eligibleConfig(cm *corev1.ConfigMap) *kubeletconfigv1beta1.Ku
 // forbiddenChanges lists the forbidden fields cfg sets or changes from
 // previous; a ConfigMap that only now becomes eligible, or whose old content
 // does not decode (it may predate the webhook), has no previous and is
-// judged like a new one.
+// judged like a new one. The node agent applies the same function, to each
+// configuration as a new one.
 func forbiddenChanges(policy *config.Policy, previous, cfg *kubeletconfigv1beta1.KubeletConfiguration) []string {
-	var forbidden []string
-	for _, field := range kubeletconfig.Diff(previous, cfg) {
-		if policy.IsForbiddenField(field) {
-			forbidden = append(forbidden, field)
-		}
-	}
-	return forbidden
+	return hardening.Forbidden(policy.ForbiddenDynamicFields, previous, cfg)
 }
 
 func (a *Admitter) warnDeletingAssigned(req *admissionv1.AdmissionRequest) Result {

@@ -75,9 +75,15 @@ func decodeConfigMap(raw runtime.RawExtension, which string) (*corev1.ConfigMap,
 // decodePod decodes a pod of the review; a missing one is an error, since
 // every pod rule reads one.
 func decodePod(raw runtime.RawExtension, which string) (*corev1.Pod, error) {
-	pod, err := decodeObject[corev1.Pod](raw, which, "Pod")
-	if err == nil && pod == nil {
+	return decodeRequired[corev1.Pod](raw, which, "Pod")
+}
+
+// decodeRequired is decodeObject for an object the rule cannot judge
+// without: a missing one is an error.
+func decodeRequired[T any](raw runtime.RawExtension, which, kind string) (*T, error) {
+	obj, err := decodeObject[T](raw, which, kind)
+	if err == nil && obj == nil {
 		err = fmt.Errorf("the review carries no %s", which)
 	}
-	return pod, err
+	return obj, err
 }

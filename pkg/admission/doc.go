@@ -27,10 +27,21 @@
 // (contract.CauseNodeState), so that a rollout skips that Node rather than
 // fail its pool. The HTTP transport lives in pkg/server.
 //
+// Where the in-tree NodeRestriction plugin is off, the standalone manifests
+// send every node write NodeRestriction judges here too, and nodeguard holds
+// each of its v1.37 rules for nodes (noderestricted.go dispatches them):
+// pods.go (mirror pods and their ownership, deletes, status without label or
+// claim changes, evictions), leases.go, csinodes.go, csrs.go,
+// resourceslices.go, serviceaccounttokens.go (bound to a pod on the node,
+// audiences it uses), pvcstatus.go, podcertificaterequests.go. The few that
+// need state the request does not carry read it through a Cluster
+// (cluster.go), live from the apiserver. hack/noderestriction-diff checks
+// them against the in-tree plugin itself.
+//
 // A review goes: ReviewFunc (review.go) decodes it (decode.go), Admitter.Admit
 // (admitter.go) decides it with the built-in rules, Policies (policy.go) with
 // the Rego policies, and ReviewFunc answers. Each rule is in the file named
 // after it: ownnode.go, noderestriction.go, configsource.go,
 // minkubeletversion.go, featuregates.go, configcontent.go, rollouts.go, and
-// pods.go for NodeRestriction's pod rules.
+// the NodeRestriction files above.
 package admission

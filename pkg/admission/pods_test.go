@@ -1,32 +1,24 @@
 package admission
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"k8s.io/utils/ptr"
 )
 
-func rawPod(t *testing.T, pod *corev1.Pod) runtime.RawExtension {
-	t.Helper()
-	data, err := json.Marshal(pod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return runtime.RawExtension{Raw: data}
-}
-
+// mirrorPod is a mirror pod of node as its kubelet creates one: bound to
+// it, owned by its Node as controller.
 func mirrorPod(node string, mutate ...func(*corev1.Pod)) *corev1.Pod {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "static-" + node,
-			Annotations: map[string]string{mirrorPodAnnotation: "hash"}},
+			Annotations:     map[string]string{mirrorPodAnnotation: "hash"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: n1UID, Controller: ptr.To(true)}}},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "i"}}},
 	}
 	for _, m := range mutate {
@@ -35,77 +27,106 @@ func mirrorPod(node string, mutate ...func(*corev1.Pod)) *corev1.Pod {
 	return pod
 }
 
+func withVolume(source corev1.VolumeSource) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "v", VolumeSource: source})
+	}
+}
+
 func TestAdmitPod(t *testing.T) {
-	n1 := authenticationv1.UserInfo{Username: "system:node:n1", Groups: []string{"system:nodes", "system:authenticated"}}
-	for _, tc := range []struct {
-		name       string
-		user       authenticationv1.UserInfo
-		op         admissionv1.Operation
-		sub        string
-		object     *corev1.Pod
-		old        *corev1.Pod
-		wantRefuse string
-	}{
-		{name: "a mirror pod of its own", user: n1, op: admissionv1.Create, object: mirrorPod("n1")},
-		{name: "not a mirror pod", user: n1, op: admissionv1.Create,
-			object: mirrorPod("n1", func(p *corev1.Pod) { p.Annotations = nil }), wantRefuse: "only create mirror pods"},
-		{name: "bound to another node", user: n1, op: admissionv1.Create, object: mirrorPod("n2"), wantRefuse: `bound to "n2"`},
-		{name: "a ConfigMap volume", user: n1, op: admissionv1.Create, object: mirrorPod("n1", func(p *corev1.Pod) {
-			p.Spec.Volumes = []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "kubelet-a"}}}}}
-		}), wantRefuse: `configmap "kubelet-a"`},
-		{name: "a projected ConfigMap", user: n1, op: admissionv1.Create, object: mirrorPod("n1", func(p *corev1.Pod) {
-			p.Spec.Volumes = []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
-				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kubelet-b"}}}}}}}}
-		}), wantRefuse: `configmap "kubelet-b"`},
-		{name: "an env ConfigMap", user: n1, op: admissionv1.Create, object: mirrorPod("n1", func(p *corev1.Pod) {
+	boundToN2 := mirrorPod("n2")
+	boundToN2.Name = "on-n2"
+	a := clusterAdmitter(t, nil, node("n1", n1UID), boundToN2, mirrorPod("n1"))
+	create := func(pod *corev1.Pod, want string) write {
+		return write{user: nodeN1, op: admissionv1.Create, res: "pods", namespace: "kube-system", object: pod, wantRefusal: want}
+	}
+	status := func(old, pod *corev1.Pod, want string) write {
+		return write{user: nodeN1, op: admissionv1.Update, res: "pods", sub: "status", namespace: "kube-system", name: old.Name,
+			old: old, object: pod, wantRefusal: want}
+	}
+	eviction := func(name string, want string) write {
+		return write{user: nodeN1, op: admissionv1.Create, res: "pods", sub: "eviction", namespace: "kube-system", name: name,
+			object: &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"}}, wantRefusal: want}
+	}
+	run(t, a, map[string]write{
+		"a mirror pod of its own": create(mirrorPod("n1"), ""),
+		"not a mirror pod":        create(mirrorPod("n1", func(p *corev1.Pod) { p.Annotations = nil }), "only create mirror pods"),
+		"bound to another node":   create(mirrorPod("n2"), `bound to "n2"`),
+		"no owner": create(mirrorPod("n1", func(p *corev1.Pod) { p.OwnerReferences = nil }),
+			"exactly one owner reference"),
+		"two owners": create(mirrorPod("n1", func(p *corev1.Pod) {
+			p.OwnerReferences = append(p.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: "n1", UID: n1UID})
+		}), "exactly one owner reference"),
+		"owned by another object": create(mirrorPod("n1", func(p *corev1.Pod) {
+			p.OwnerReferences[0] = metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", Controller: ptr.To(true)}
+		}), "owned by apps/v1 ReplicaSet rs"),
+		"owned by another node": create(mirrorPod("n1", func(p *corev1.Pod) { p.OwnerReferences[0].Name = "n2" }), "owned by v1 Node n2"),
+		"owned, not as controller": create(mirrorPod("n1", func(p *corev1.Pod) { p.OwnerReferences[0].Controller = nil }),
+			"is its controller"),
+		"blocking its owner's deletion": create(mirrorPod("n1", func(p *corev1.Pod) { p.OwnerReferences[0].BlockOwnerDeletion = ptr.To(true) }),
+			"blockOwnerDeletion"),
+		"owned by its Node with a wrong UID": create(mirrorPod("n1", func(p *corev1.Pod) { p.OwnerReferences[0].UID = "uid-of-old-n1" }),
+			`UID "uid-of-old-n1"`),
+		"a ConfigMap volume": create(mirrorPod("n1", withVolume(corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "kubelet-a"}}})), `configmap "kubelet-a"`),
+		"a projected ConfigMap": create(mirrorPod("n1", withVolume(corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kubelet-b"}}}}}})), `configmap "kubelet-b"`),
+		"a projected downward API only": create(mirrorPod("n1", withVolume(corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{DownwardAPI: &corev1.DownwardAPIProjection{}}}}})), ""),
+		"a host path": create(mirrorPod("n1", withVolume(corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/etc/kubernetes"}})), ""),
+		"a CephFS secret": create(mirrorPod("n1", withVolume(corev1.VolumeSource{CephFS: &corev1.CephFSVolumeSource{
+			Monitors: []string{"m"}, SecretRef: &corev1.LocalObjectReference{Name: "ceph"}}})), `secret "ceph"`),
+		"a CSI volume":              create(mirrorPod("n1", withVolume(corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "d"}})), `csidriver "d"`),
+		"a volume of no known type": create(mirrorPod("n1", withVolume(corev1.VolumeSource{})), "type this webhook does not know"),
+		"an env ConfigMap": create(mirrorPod("n1", func(p *corev1.Pod) {
 			p.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "kubelet-c"}}}}
-		}), wantRefuse: `configmap "kubelet-c"`},
-		{name: "a secret key", user: n1, op: admissionv1.Create, object: mirrorPod("n1", func(p *corev1.Pod) {
+		}), `configmap "kubelet-c"`),
+		"a secret key": create(mirrorPod("n1", func(p *corev1.Pod) {
 			p.Spec.InitContainers = []corev1.Container{{Name: "i", Env: []corev1.EnvVar{{Name: "E", ValueFrom: &corev1.EnvVarSource{
 				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "k"}}}}}}
-		}), wantRefuse: `secret "s"`},
-		{name: "a service account", user: n1, op: admissionv1.Create,
-			object: mirrorPod("n1", func(p *corev1.Pod) { p.Spec.ServiceAccountName = "default" }), wantRefuse: "service account"},
-		{name: "owned by another object", user: n1, op: admissionv1.Create, object: mirrorPod("n1", func(p *corev1.Pod) {
-			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs"}}
-		}), wantRefuse: "owned by ReplicaSet"},
-		{name: "owned by its Node", user: n1, op: admissionv1.Create, object: mirrorPod("n1", func(p *corev1.Pod) {
-			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "n1"}}
-		})},
-		{name: "delete its own", user: n1, op: admissionv1.Delete, old: mirrorPod("n1")},
-		{name: "delete another node's", user: n1, op: admissionv1.Delete, old: mirrorPod("n2"), wantRefuse: `bound to "n2"`},
-		{name: "status of its own", user: n1, op: admissionv1.Update, sub: "status", old: mirrorPod("n1"), object: mirrorPod("n1")},
-		{name: "status of another node's", user: n1, op: admissionv1.Update, sub: "status", old: mirrorPod("n2"), object: mirrorPod("n2"), wantRefuse: `bound to "n2"`},
-		{name: "update the spec", user: n1, op: admissionv1.Update, old: mirrorPod("n1"), object: mirrorPod("n1"), wantRefuse: "only creates and deletes mirror pods"},
-		{name: "evict", user: n1, op: admissionv1.Create, sub: "eviction", wantRefuse: "pods/eviction"},
-		{name: "a node without a name", user: authenticationv1.UserInfo{Username: "system:node:", Groups: []string{"system:nodes"}},
-			op: admissionv1.Create, object: mirrorPod(""), wantRefuse: "does not name a node"},
-		{name: "not a node", user: authenticationv1.UserInfo{Username: "alice"}, op: admissionv1.Create, object: &corev1.Pod{}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			req := &admissionv1.AdmissionRequest{
-				UserInfo: tc.user, Operation: tc.op, SubResource: tc.sub, Namespace: "kube-system", Name: "p",
-				Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
-			}
-			if tc.object != nil {
-				req.Object = rawPod(t, tc.object)
-			}
-			if tc.old != nil {
-				req.OldObject = rawPod(t, tc.old)
-			}
-			a := New(func() *config.Policy { return &config.Policy{} }, nil, nil)
-			got := a.Admit(t.Context(), req)
-			if tc.wantRefuse == "" {
-				if !got.Allowed {
-					t.Fatalf("refused: %s: %s", got.Rule, got.Message)
-				}
-				return
-			}
-			if got.Allowed || !strings.Contains(got.Message, tc.wantRefuse) {
-				t.Fatalf("got %+v, want a refusal mentioning %q", got, tc.wantRefuse)
-			}
-		})
-	}
+		}), `secret "s"`),
+		"a service account": create(mirrorPod("n1", func(p *corev1.Pod) { p.Spec.ServiceAccountName = "default" }), "service account"),
+		"a resource claim": create(mirrorPod("n1", func(p *corev1.Pod) {
+			p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu"}}
+		}), `resourceclaim "gpu"`),
+
+		"delete its own": {user: nodeN1, op: admissionv1.Delete, res: "pods", namespace: "kube-system", name: "static-n1", old: mirrorPod("n1")},
+		"delete another node's": {user: nodeN1, op: admissionv1.Delete, res: "pods", namespace: "kube-system", name: "on-n2", old: boundToN2,
+			wantRefusal: `bound to "n2"`},
+		"update the spec": {user: nodeN1, op: admissionv1.Update, res: "pods", namespace: "kube-system", name: "static-n1",
+			old: mirrorPod("n1"), object: mirrorPod("n1"), wantRefusal: "only creates and deletes mirror pods"},
+
+		"status of its own":        status(mirrorPod("n1"), mirrorPod("n1", func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }), ""),
+		"status of another node's": status(boundToN2, boundToN2, `bound to "n2"`),
+		"relabel through status": status(mirrorPod("n1"), mirrorPod("n1", func(p *corev1.Pod) { p.Labels = map[string]string{"app": "payments"} }),
+			"may not change the labels"),
+		"claim statuses through status": status(mirrorPod("n1"), mirrorPod("n1", func(p *corev1.Pod) {
+			p.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("stolen")}}
+		}), "resourceClaimStatuses"),
+		"extended claim status through status": status(mirrorPod("n1"), mirrorPod("n1", func(p *corev1.Pod) {
+			p.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "x"}
+		}), "extendedResourceClaimStatus"),
+		"delete through status": {user: nodeN1, op: admissionv1.Delete, res: "pods", sub: "status", namespace: "kube-system", name: "static-n1",
+			old: mirrorPod("n1"), wantRefusal: "pods/status"},
+
+		"evict its own":          eviction("static-n1", ""),
+		"evict another node's":   eviction("on-n2", `bound to "n2"`),
+		"evict a pod not there":  eviction("gone", "not found"),
+		"another subresource":    {user: nodeN1, op: admissionv1.Create, res: "pods", sub: "binding", namespace: "kube-system", name: "on-n2", object: &corev1.Binding{}, wantRefusal: "pods/binding"},
+		"ephemeral containers":   {user: nodeN1, op: admissionv1.Update, res: "pods", sub: "ephemeralcontainers", namespace: "kube-system", name: "static-n1", old: mirrorPod("n1"), object: mirrorPod("n1"), wantRefusal: "pods/ephemeralcontainers"},
+		"an administrator's pod": {user: alice, op: admissionv1.Create, res: "pods", namespace: "default", object: &corev1.Pod{}},
+	})
+}
+
+func TestPodStatusAllowsClaimStatusesUnchanged(t *testing.T) {
+	a := clusterAdmitter(t, nil)
+	old := mirrorPod("n1", func(p *corev1.Pod) {
+		p.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("c")}}
+	})
+	updated := old.DeepCopy()
+	updated.Status.Phase = corev1.PodRunning
+	run(t, a, map[string]write{"unchanged claims": {user: nodeN1, op: admissionv1.Update, res: "pods", sub: "status",
+		namespace: "kube-system", name: old.Name, old: old, object: updated}})
 }
 
 func TestDecodePodRefusesDuplicateFields(t *testing.T) {

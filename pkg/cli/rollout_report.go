@@ -51,10 +51,13 @@ type RolloutNode struct {
 	Detail      string            `json:"detail,omitempty"`
 	// Ready is the status of the Node's Ready condition, "" when absent.
 	Ready corev1.ConditionStatus `json:"ready"`
-	// Rollout and PreviousConfigSource are the rollout bookkeeping on the
-	// Node (nodeguard.dev/rollout, nodeguard.dev/previous-config-source).
+	// Rollout, PreviousConfigSource and Drain are the rollout bookkeeping
+	// on the Node (nodeguard.dev/rollout,
+	// nodeguard.dev/previous-config-source, nodeguard.dev/drain: empty when
+	// absent, the agent's own default).
 	Rollout              string  `json:"rollout,omitempty"`
 	PreviousConfigSource *string `json:"previousConfigSource,omitempty"`
+	Drain                string  `json:"drain,omitempty"`
 	// Config is the Node as `kubectl nodeguard status` shows it.
 	Config NodeConfigStatus `json:"config"`
 }
@@ -108,7 +111,7 @@ func (e *env) rolloutStatus(ctx context.Context, kube kubernetes.Interface, dyn 
 		node := byName[verdict.Name]
 		row := RolloutNode{
 			Node: verdict.Name, State: verdict.State, Unavailable: verdict.Unavailable, Detail: verdict.Detail,
-			Rollout: node.Annotations[v1alpha1.RolloutAnnotation], Config: statusOf(node),
+			Rollout: node.Annotations[v1alpha1.RolloutAnnotation], Drain: node.Annotations[contract.DrainAnnotation], Config: statusOf(node),
 		}
 		if prev, ok := node.Annotations[v1alpha1.PreviousConfigSourceAnnotation]; ok {
 			row.PreviousConfigSource = &prev

@@ -55,7 +55,9 @@ its selector picks:
   ACTIVE           what its agent reports running
   LAST-KNOWN-GOOD  what its agent would roll back to
   READY            the Node's Ready condition
-  DETAIL           why it counts against maxUnavailable, the failure a
+  DETAIL           why it counts against maxUnavailable (the phase of a change
+                   under way, e.g. "Draining, waiting on default/web-0", not
+                   Ready, the KubeletConfigReady condition), the failure a
                    Degraded Node reports of its own, why admission skipped
                    it, or which other rollouts select it
 
@@ -71,7 +73,8 @@ status stops on a Deployment's), or until --timeout.
 -o json|yaml prints a ` + RolloutStatusKind + ` (apiVersion ` + RolloutStatusAPIVersion + `): rollout,
 generation, spec and status as read, target (the version judged against), and
 nodes, each with state, unavailable, detail, ready, the bookkeeping (rollout,
-previousConfigSource) and config (an item of 'kubectl nodeguard status -o json').
+previousConfigSource, drain) and config (an item of 'kubectl nodeguard status
+-o json', whose reported status carries the phase and pending pods).
 With --watch the progress lines go to standard error and only the final
 document to standard output.
 
@@ -247,8 +250,9 @@ func printRolloutStatus(w io.Writer, st *RolloutStatus) error {
 			target += " (does not exist)"
 		}
 	}
-	spec := fmt.Sprintf("canary %s, maxUnavailable %s, onFailure %s, paused %v",
-		optionalInt(st.Spec.Canary, v1alpha1.DefaultCanary), maxUnavailableOf(&st.Spec), orDefault(string(st.Spec.OnFailure), string(v1alpha1.DefaultOnFailure)), st.Spec.Paused)
+	spec := fmt.Sprintf("canary %s, maxUnavailable %s, onFailure %s, drain %s, paused %v",
+		optionalInt(st.Spec.Canary, v1alpha1.DefaultCanary), maxUnavailableOf(&st.Spec), orDefault(string(st.Spec.OnFailure), string(v1alpha1.DefaultOnFailure)),
+		orDefault(string(st.Spec.Drain), string(v1alpha1.DefaultDrain)), st.Spec.Paused)
 	fmt.Fprintf(w, "Rollout:  %s\nState:    %s\nTarget:   %s\nSpec:     %s\nNodes:    %d selected, %d updated, %d in trial, %d failed\n",
 		st.Rollout, state, target, spec, s.Selected, s.Updated, s.InTrial, s.Failed)
 

@@ -5,12 +5,15 @@ import (
 	"sync/atomic"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
@@ -35,7 +38,7 @@ func TestRolloutStatus(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Rollout:  pool-blue\n", "State:    RollingOut (progressing)\n", "Target:   kubelet-configs/v3@30\n",
-		"Spec:     canary 1, maxUnavailable 1, onFailure Revert, paused false\n",
+		"Spec:     canary 1, maxUnavailable 1, onFailure Revert, drain Auto, paused false\n",
 		"Nodes:    3 selected, 1 updated, 1 in trial, 0 failed\n",
 		"Progressing   True     RollingOut   1 of 3 Nodes updated, 1 in trial",
 		"Failed        False    NoFailure    no Node has failed",
@@ -64,6 +67,43 @@ func TestRolloutStatus(t *testing.T) {
 	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), newRollouts(t, testRollout("pool-blue", rollingOut), zone), "rollout", "status", "pool-blue")
 	if got := rowOf(r.out, "node-c"); len(got) < 2 || got[1] != string(rollout.StateConflicted) || !strings.Contains(r.out, "also selected by zone-a") {
 		t.Errorf("with zone-a selecting the pool too: row %v\n%s", got, r.out)
+	}
+}
+
+// A Node draining for the target shows the phase and the pods the drain
+// waits on, in the text and in -o json; the spec's drain mode is shown, and
+// the mode the Node was given.
+func TestRolloutStatusShowsTheDrain(t *testing.T) {
+	objs := rolloutNodes(t)
+	draining := rolloutNode("node-b", movedBy("pool-blue", nil))
+	draining.Annotations[contract.DrainAnnotation] = contract.DrainAlways
+	objs[1] = reporting(t, draining, contract.ConfigStatus{Assigned: v3, Active: v2, LastKnownGood: v2,
+		Phase: contract.PhaseDraining, PendingPods: []string{"default/web-0", "default/web-1"}}, corev1.ConditionFalse, status.ReasonDraining)
+	always := func(r *v1alpha1.KubeletConfigRollout) { r.Spec.Drain = v1alpha1.DrainAlways }
+	r := runFakeClients(t, fake.NewClientset(objs...), newRollouts(t, testRollout("pool-blue", rollingOut, always)), "rollout", "status", "pool-blue")
+	if r.code != ExitOK {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.errOut, r.out)
+	}
+	if !strings.Contains(r.out, "Spec:     canary 1, maxUnavailable 1, onFailure Revert, drain Always, paused false\n") {
+		t.Errorf("the spec line does not say drain Always:\n%s", r.out)
+	}
+	want := []string{"node-b", "InTrial", "kubelet-configs/v3@30", "kubelet-configs/v2@20", "kubelet-configs/v2@20", "True", "Draining,", "waiting", "on", "default/web-0,", "default/web-1"}
+	if got := rowOf(r.out, "node-b"); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("row %v, want %v", got, want)
+	}
+
+	r = runFakeClients(t, fake.NewClientset(objs...), newRollouts(t, testRollout("pool-blue", rollingOut, always)), "rollout", "status", "pool-blue", "-o", "json")
+	var doc RolloutStatus
+	if err := yaml.Unmarshal([]byte(r.out), &doc); err != nil || len(doc.Nodes) != 3 {
+		t.Fatalf("-o json: %v, %d nodes\n%s", err, len(doc.Nodes), r.out)
+	}
+	b := doc.Nodes[1]
+	if b.Drain != contract.DrainAlways || !b.Unavailable || b.Detail != "Draining, waiting on default/web-0, default/web-1" ||
+		b.Config.Reported == nil || b.Config.Reported.Phase != contract.PhaseDraining || len(b.Config.Reported.PendingPods) != 2 {
+		t.Errorf("-o json: node-b %+v, reported %+v", b, b.Config.Reported)
+	}
+	if a := doc.Nodes[0]; a.Drain != "" {
+		t.Errorf("-o json: node-a, without the annotation, has drain %q", a.Drain)
 	}
 }
 

@@ -42,8 +42,9 @@ A Node the rollout moved carries its bookkeeping: nodeguard.dev/rollout=NAME,
 and nodeguard.dev/previous-config-source with its nodeguard.dev/config-source
 as it was before (absent when it had none). Undo sets config-source back to
 that previous source, or removes it when there was none (so a legacy
-spec.configSource is read again), and removes both bookkeeping annotations, in
-one JSON merge patch per Node carrying the Node's resourceVersion; a Node that
+spec.configSource is read again), and removes both bookkeeping annotations,
+the trial mark (nodeguard.dev/trial-passed) and the drain mode
+(nodeguard.dev/drain), in one JSON merge patch per Node carrying the Node's resourceVersion; a Node that
 changed since it was read is read again and judged again. A Node whose
 config-source no longer names the rollout's target (spec.configMapRef or
 status.target) was re-pointed by someone since and is left as it is. Nodes

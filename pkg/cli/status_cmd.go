@@ -25,9 +25,12 @@ const (
 	StatusListKind       = "NodeConfigStatusList"
 )
 
-// maxErrorWidth keeps the default table readable; -o wide shows the whole
-// error.
-const maxErrorWidth = 72
+// maxErrorWidth and maxPendingWidth keep the default table readable; -o
+// wide shows the whole error and every pending pod.
+const (
+	maxErrorWidth   = 72
+	maxPendingWidth = 40
+)
 
 // Cell values for what is not there. "local" is the contract's null REF: the
 // node's own configuration.
@@ -61,6 +64,12 @@ what its agent last reported:
                    an older assignment; "local" when nothing is assigned
   ACTIVE           the configuration the kubelet runs (NAMESPACE/NAME@RV, or local)
   LAST-KNOWN-GOOD  the one rolled back to when a new one fails its trial
+  PHASE            where a change under way stands: Draining, Restarting or
+                   TrialInProgress (the agent's status.phase); <none> between
+                   changes
+  PENDING-PODS     the pods (NAMESPACE/NAME) a drain waits on, or, after a drain
+                   that timed out, the pods that blocked it; shortened, -o wide
+                   shows them all
   TRIAL            time left in the trial of the active configuration, when the
                    KubeletConfigReady condition says one is running
   ERROR            the agent's error, shortened; -o wide shows all of it
@@ -127,7 +136,7 @@ func runStatus(cmd *cobra.Command, e *env, o *statusOptions, printer printers.Re
 		}
 		table := statusTable(statuses, e.now())
 		if o.output != "wide" {
-			shortenErrors(table)
+			shortenCells(table)
 		}
 		tp := printers.NewTablePrinter(printers.PrintOptions{Wide: o.output == "wide", NoHeaders: o.noHeaders})
 		if err := tp.PrintObj(table, e.streams.Out); err != nil {
@@ -162,6 +171,8 @@ var statusColumns = []metav1.TableColumnDefinition{
 	{Name: "Assigned", Type: "string"},
 	{Name: "Active", Type: "string"},
 	{Name: "Last-Known-Good", Type: "string"},
+	{Name: "Phase", Type: "string"},
+	{Name: "Pending-Pods", Type: "string"},
 	{Name: "Trial", Type: "string"},
 	{Name: "Ready", Type: "string", Priority: 1},
 	{Name: "Reason", Type: "string", Priority: 1},
@@ -171,9 +182,16 @@ var statusColumns = []metav1.TableColumnDefinition{
 	{Name: "Error", Type: "string"},
 }
 
-// errorColumn is the index of Error, the one cell shortened outside wide
-// output; the full text is carried in the row and cut at print time.
-var errorColumn = slices.IndexFunc(statusColumns, func(c metav1.TableColumnDefinition) bool { return c.Name == "Error" })
+// shortened are the cells cut outside wide output, by column index; the
+// full text is carried in the row and cut at print time.
+var shortened = map[int]func(string) string{
+	columnIndex("Error"):        func(s string) string { return shorten(s, maxErrorWidth) },
+	columnIndex("Pending-Pods"): func(s string) string { return shortenList(s, maxPendingWidth) },
+}
+
+func columnIndex(name string) int {
+	return slices.IndexFunc(statusColumns, func(c metav1.TableColumnDefinition) bool { return c.Name == name })
+}
 
 // statusTable builds the table with every cell in full.
 func statusTable(statuses []NodeConfigStatus, now time.Time) *metav1.Table {
@@ -186,6 +204,8 @@ func statusTable(statuses []NodeConfigStatus, now time.Time) *metav1.Table {
 			assignedCell(s),
 			reportedCell(s, func(r *contract.ConfigStatus) *contract.ObjectRef { return r.Active }),
 			reportedCell(s, func(r *contract.ConfigStatus) *contract.ObjectRef { return r.LastKnownGood }),
+			phaseCell(s),
+			pendingCell(s),
 			trialCell(s, now),
 			readyCell(s),
 			reasonCell(s),
@@ -198,11 +218,13 @@ func statusTable(statuses []NodeConfigStatus, now time.Time) *metav1.Table {
 	return table
 }
 
-// shortenErrors cuts the ERROR cells for the narrow table.
-func shortenErrors(table *metav1.Table) {
+// shortenCells cuts the ERROR and PENDING-PODS cells for the narrow table.
+func shortenCells(table *metav1.Table) {
 	for i := range table.Rows {
-		if s, ok := table.Rows[i].Cells[errorColumn].(string); ok {
-			table.Rows[i].Cells[errorColumn] = shorten(s, maxErrorWidth)
+		for column, cut := range shortened {
+			if s, ok := table.Rows[i].Cells[column].(string); ok {
+				table.Rows[i].Cells[column] = cut(s)
+			}
 		}
 	}
 }
@@ -213,6 +235,25 @@ func shorten(s string, width int) string {
 		return s
 	}
 	return string(runes[:width-3]) + "..."
+}
+
+// shortenList cuts a comma-separated list to the items that fit in width
+// with a count of the rest ("a,b,+3 more"), so that no name is cut in two;
+// the first item is always shown, shortened if it must be.
+func shortenList(s string, width int) string {
+	if len([]rune(s)) <= width {
+		return s
+	}
+	items := strings.Split(s, ",")
+	kept := shorten(items[0], width)
+	for i := 1; i < len(items); i++ {
+		more := fmt.Sprintf(",+%d more", len(items)-i)
+		if len([]rune(kept+","+items[i]+more)) > width {
+			return kept + more
+		}
+		kept += "," + items[i]
+	}
+	return kept
 }
 
 func orUnknown(s string) string {
@@ -280,6 +321,25 @@ func uidCell(s *NodeConfigStatus, pick func(*contract.ConfigStatus) *contract.Ob
 		return cellLocal
 	}
 	return orUnknown(ref.UID)
+}
+
+// phaseCell is where a change under way stands, as the agent reports.
+func phaseCell(s *NodeConfigStatus) string {
+	switch {
+	case s.Reported == nil:
+		return cellUnknown
+	case s.Reported.Phase == "":
+		return cellNone
+	}
+	return s.Reported.Phase
+}
+
+// pendingCell lists the pods a drain waits on, or that blocked one.
+func pendingCell(s *NodeConfigStatus) string {
+	if s.Reported == nil || len(s.Reported.PendingPods) == 0 {
+		return cellNone
+	}
+	return strings.Join(s.Reported.PendingPods, ",")
 }
 
 func trialCell(s *NodeConfigStatus, now time.Time) string {

@@ -132,12 +132,13 @@ func TestCells(t *testing.T) {
 	}
 }
 
-// statusNodes is a small cluster in three states: on trial, rolled back,
-// and not reported yet.
+// statusNodes is a small cluster in four states: on trial, rolled back,
+// not reported yet, and draining.
 func statusNodes(t *testing.T) *fake.Clientset {
 	trial := withCondition(testNode("node-a", "v1.37.2", map[string]string{
 		contract.ConfigSourceAnnotation: "kubelet-configs/b",
-		contract.ConfigStatusAnnotation: reportedStatus(t, contract.ConfigStatus{Assigned: ref("b", "7"), Active: ref("b", "7"), LastKnownGood: ref("a", "5")}),
+		contract.ConfigStatusAnnotation: reportedStatus(t, contract.ConfigStatus{Assigned: ref("b", "7"), Active: ref("b", "7"), LastKnownGood: ref("a", "5"),
+			Phase: contract.PhaseTrialInProgress}),
 	}), corev1.ConditionFalse, status.ReasonTrialInProgress, "ConfigMap kubelet-configs/b is active and on trial since 2030-01-02T03:00:00Z for 10m0s")
 	longError := "the kubelet did not become healthy within 1m0s of its restart; last: Get \"http://127.0.0.1:10248/healthz\": connection refused"
 	rolledBack := withCondition(testNode("node-b", "v1.36.4", map[string]string{
@@ -146,15 +147,22 @@ func statusNodes(t *testing.T) *fake.Clientset {
 	}), corev1.ConditionFalse, status.ReasonRolledBack, longError)
 	fresh := testNode("node-c", "v1.37.2", nil)
 	fresh.Labels = nil
-	return fake.NewClientset(trial, rolledBack, fresh)
+	draining := withCondition(testNode("node-d", "v1.37.2", map[string]string{
+		contract.ConfigSourceAnnotation: "kubelet-configs/d",
+		contract.ConfigStatusAnnotation: reportedStatus(t, contract.ConfigStatus{Assigned: ref("d", "11"), Active: ref("a", "5"), LastKnownGood: ref("a", "5"),
+			Phase: contract.PhaseDraining, PendingPods: []string{"default/web-0", "default/web-1", "monitoring/prometheus-k8s-0"}}),
+	}), corev1.ConditionFalse, status.ReasonDraining, "draining the Node to apply kubelet-configs/d: waiting on default/web-0 (eviction refused)")
+	draining.Labels = nil
+	return fake.NewClientset(trial, rolledBack, fresh, draining)
 }
 
 func TestStatusTable(t *testing.T) {
 	r := runFake(t, statusNodes(t), "status")
-	want := `NODE     KUBELET   ASSIGNED              ACTIVE                LAST-KNOWN-GOOD       TRIAL        ERROR
-node-a   v1.37.2   kubelet-configs/b@7   kubelet-configs/b@7   kubelet-configs/a@5   5m55s left   <none>
-node-b   v1.36.4   kubelet-configs/c@9   kubelet-configs/a@5   kubelet-configs/a@5   <none>       the kubelet did not become healthy within 1m0s of its restart; last: ...
-node-c   v1.37.2   local                 <unknown>             <unknown>             <none>       <none>
+	want := `NODE     KUBELET   ASSIGNED               ACTIVE                LAST-KNOWN-GOOD       PHASE             PENDING-PODS                          TRIAL        ERROR
+node-a   v1.37.2   kubelet-configs/b@7    kubelet-configs/b@7   kubelet-configs/a@5   TrialInProgress   <none>                                5m55s left   <none>
+node-b   v1.36.4   kubelet-configs/c@9    kubelet-configs/a@5   kubelet-configs/a@5   <none>            <none>                                <none>       the kubelet did not become healthy within 1m0s of its restart; last: ...
+node-c   v1.37.2   local                  <unknown>             <unknown>             <unknown>         <none>                                <none>       <none>
+node-d   v1.37.2   kubelet-configs/d@11   kubelet-configs/a@5   kubelet-configs/a@5   Draining          default/web-0,default/web-1,+1 more   <none>       <none>
 `
 	if r.code != ExitOK || r.out != want {
 		t.Fatalf("exit %d, stderr %q, output:\n%s\nwant:\n%s", r.code, r.errOut, r.out, want)
@@ -169,6 +177,11 @@ node-c   v1.37.2   local                 <unknown>             <unknown>        
 		if !strings.Contains(lines[1], want) {
 			t.Errorf("wide row %q lacks %q", lines[1], want)
 		}
+	}
+	// Wide output lists every pending pod.
+	wide := runFake(t, statusNodes(t), "status", "node-d", "-o", "wide")
+	if !strings.Contains(wide.out, "Draining ") || !strings.Contains(wide.out, "default/web-0,default/web-1,monitoring/prometheus-k8s-0") {
+		t.Errorf("wide output of a draining node:\n%s", wide.out)
 	}
 	if strings.HasPrefix(r.out, "NODE") {
 		t.Errorf("--no-headers printed headers:\n%s", r.out)
@@ -206,8 +219,15 @@ func TestStatusStructured(t *testing.T) {
 			t.Errorf("-o %s: assignment %+v, condition %+v", format, b.Assignment, b.Condition)
 		}
 	}
+	// The phase and the pending pods are the agent's, as it reported them.
+	r := runFake(t, statusNodes(t), "status", "node-d", "-o", "json")
+	for _, want := range []string{`"phase": "Draining"`, `"pendingPods": [`, `"monitoring/prometheus-k8s-0"`} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("-o json of a draining node lacks %s:\n%s", want, r.out)
+		}
+	}
 	// A node with nothing reported has explicit nulls, not missing fields.
-	r := runFake(t, statusNodes(t), "status", "node-c", "-o", "json")
+	r = runFake(t, statusNodes(t), "status", "node-c", "-o", "json")
 	for _, want := range []string{`"assignment": null`, `"reported": null`, `"condition": null`} {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("-o json of an unreported node lacks %s:\n%s", want, r.out)
@@ -235,5 +255,47 @@ func TestStatusErrors(t *testing.T) {
 	r = runFake(t, client, "status", "-l", "pool=green")
 	if r.code != ExitOK || r.out != "" || !strings.Contains(r.errOut, "No nodes found") {
 		t.Errorf("no match: exit %d, out %q, err %q", r.code, r.out, r.errOut)
+	}
+}
+
+func TestPhaseCells(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		reported       *contract.ConfigStatus
+		phase, pending string
+	}{
+		{"not reported", nil, "<unknown>", "<none>"},
+		{"between changes", &contract.ConfigStatus{}, "<none>", "<none>"},
+		{"draining", &contract.ConfigStatus{Phase: contract.PhaseDraining, PendingPods: []string{"default/web-0", "default/web-1"}}, "Draining", "default/web-0,default/web-1"},
+		{"restarting", &contract.ConfigStatus{Phase: contract.PhaseRestarting}, "Restarting", "<none>"},
+		{"a drain that timed out", &contract.ConfigStatus{Error: "drain timed out", PendingPods: []string{"default/web-0"}}, "<none>", "default/web-0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &NodeConfigStatus{Reported: tc.reported}
+			if got := phaseCell(s); got != tc.phase {
+				t.Errorf("phase %q, want %q", got, tc.phase)
+			}
+			if got := pendingCell(s); got != tc.pending {
+				t.Errorf("pending pods %q, want %q", got, tc.pending)
+			}
+		})
+	}
+}
+
+func TestShortenList(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		width int
+		want  string
+	}{
+		{"a/b,c/d", 40, "a/b,c/d"},
+		{"default/web-0,default/web-1,monitoring/prometheus-k8s-0", 40, "default/web-0,default/web-1,+1 more"},
+		{"default/web-0,default/web-1,monitoring/prometheus-k8s-0", 20, "default/web-0,+2 more"},
+		{"monitoring/prometheus-k8s-0,default/web-0", 12, "monitorin...,+1 more"},
+		{"monitoring/prometheus-k8s-0", 12, "monitorin..."},
+	} {
+		if got := shortenList(tc.in, tc.width); got != tc.want {
+			t.Errorf("shortenList(%q, %d) = %q, want %q", tc.in, tc.width, got, tc.want)
+		}
 	}
 }

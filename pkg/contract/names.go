@@ -54,3 +54,40 @@ func NodeIdentity(user string, groups []string) (name string, isNode bool) {
 	}
 	return name, true
 }
+
+// Disruptive changes (docs/disruptive-changes.md).
+const (
+	// DrainAnnotation on a Node says whether the agent drains it for a
+	// change: DrainAuto (absent: the agent's --drain default) drains when
+	// the change's classification needs it, DrainAlways for every change,
+	// DrainNever for none. The rollout controller writes it with each
+	// assignment from the rollout's spec.drain; nodes may not write it.
+	DrainAnnotation = "nodeguard.dev/drain"
+	DrainAuto       = "Auto"
+	DrainAlways     = "Always"
+	DrainNever      = "Never"
+
+	// CordonedAnnotation on a Node marks a cordon the agent made, in the
+	// same write that set spec.unschedulable; the agent removes both
+	// together, and never uncordons a Node that lacks the mark (one an
+	// administrator cordoned).
+	CordonedAnnotation = "nodeguard.dev/cordoned"
+)
+
+// Phases of a change, in ConfigStatus.Phase and as the reason of the
+// KubeletConfigReady condition while they last.
+const (
+	PhaseDraining        = "Draining"
+	PhaseRestarting      = "Restarting"
+	PhaseTrialInProgress = "TrialInProgress"
+)
+
+// ValidDrainMode reports whether mode is a value of DrainAnnotation
+// (empty counts as DrainAuto).
+func ValidDrainMode(mode string) bool {
+	switch mode {
+	case "", DrainAuto, DrainAlways, DrainNever:
+		return true
+	}
+	return false
+}

@@ -16,4 +16,11 @@ type ConfigStatus struct {
 	Active        *ObjectRef `json:"active"`
 	LastKnownGood *ObjectRef `json:"lastKnownGood"`
 	Error         string     `json:"error"`
+	// Phase is where a change stands while one is under way (PhaseDraining,
+	// PhaseRestarting, PhaseTrialInProgress); empty otherwise.
+	Phase string `json:"phase,omitempty"`
+	// PendingPods are the pods ("namespace/name") a drain still waits on:
+	// evictions refused by a PodDisruptionBudget, or pods still
+	// terminating; in a drain that timed out, the pods that blocked it.
+	PendingPods []string `json:"pendingPods,omitempty"`
 }

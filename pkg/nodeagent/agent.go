@@ -19,6 +19,7 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/bootclock"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/controller"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/drain"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/httpserver"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
@@ -54,6 +55,9 @@ type agent struct {
 	lastPass atomic.Int64
 	// pendingEvents waits for the reporter; only the worker touches it.
 	pendingEvents []status.Event
+	// allowances tells the validator the assigned ConfigMap's
+	// allowance of dangerous fields, from each pass's observation.
+	allowances *validation.Allowances
 
 	// scheme is core/v1's, for the client and the event recorder alike.
 	scheme *runtime.Scheme
@@ -126,19 +130,28 @@ func run(ctx context.Context, cfg Config, newClient func(context.Context) (kubec
 	if err != nil {
 		return err
 	}
+	allowances := &validation.Allowances{}
+	var stateFiles controller.StateFileRemover
+	if cfg.KubeletRootDir != "" {
+		stateFiles = kubelet.StateFiles{RootDir: cfg.KubeletRootDir}
+	}
 	ctrl, err := controller.New(controller.Config{
-		Policy:         cfg.Trial,
-		ProbePeriod:    cfg.ProbePeriod,
-		KubeletVersion: cfg.KubeletVersion,
+		Policy:          cfg.Trial,
+		ProbePeriod:     cfg.ProbePeriod,
+		KubeletVersion:  cfg.KubeletVersion,
+		DrainMode:       cfg.Drain,
+		DrainTimeout:    cfg.DrainTimeout,
+		DrainPollPeriod: cfg.DrainPollPeriod,
 	}, controller.Deps{
-		Store:     store,
-		Clock:     clock,
-		Renderer:  cfg.Renderer,
-		File:      kubeletFile,
-		Restarter: cfg.Restarter,
-		Prober:    kubelet.NewProber(cfg.HealthzURL, cfg.ProbeTimeout),
-		Validator: validation.Validator{},
-		Metrics:   m,
+		Store:      store,
+		Clock:      clock,
+		Renderer:   cfg.Renderer,
+		File:       kubeletFile,
+		Restarter:  cfg.Restarter,
+		Prober:     kubelet.NewProber(cfg.HealthzURL, cfg.ProbeTimeout),
+		Validator:  validation.Validator{Rules: cfg.Hardening, LocalFields: cfg.Renderer.LocalFields, Allowances: allowances},
+		StateFiles: stateFiles,
+		Metrics:    m,
 	})
 	if err != nil {
 		return err
@@ -155,7 +168,8 @@ func run(ctx context.Context, cfg Config, newClient func(context.Context) (kubec
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeguard-agent"}),
-		newClient: newClient,
+		newClient:  newClient,
+		allowances: allowances,
 	}
 	if a.newClient == nil {
 		a.newClient = a.clientFromKubeconfig
@@ -230,7 +244,11 @@ func (a *agent) connect(ctx context.Context) error {
 		}
 		return err
 	}
-	src, err := source.New(client, a.cfg.NodeName, source.Options{ReadPods: a.cfg.Trial.Node.ReadsPods()}, func() { a.queue.Add(queueKey) })
+	drainer, err := drain.New(client, a.cfg.NodeName)
+	if err != nil {
+		return err
+	}
+	src, err := source.New(client, a.cfg.NodeName, source.Options{ReadPods: a.cfg.Trial.Node.ReadsPods(), Drainer: drainer}, func() { a.queue.Add(queueKey) })
 	if err != nil {
 		return err
 	}
@@ -283,6 +301,7 @@ func (a *agent) pass(ctx context.Context) {
 	var obs controller.Observation
 	if parts != nil {
 		obs = parts.source.Observe(ctx)
+		a.allowances.Seen(obs.ConfigMap, obs.Assignment)
 	}
 	start := time.Now()
 	// A pass that has begun is finished even on shutdown: killing a restart
@@ -331,7 +350,8 @@ func (a *agent) checkConnected(r *http.Request) error {
 // checkSyncLoop fails /healthz when the worker has not finished a pass for
 // far longer than the resync period: it is stuck.
 func (a *agent) checkSyncLoop(*http.Request) error {
-	limit := 3*a.cfg.ResyncPeriod + a.cfg.RestartTimeout
+	// A drained change stops and starts the kubelet: two bounded steps.
+	limit := 3*a.cfg.ResyncPeriod + 2*a.cfg.RestartTimeout
 	if since := time.Since(time.Unix(0, a.lastPass.Load())); since > limit {
 		return fmt.Errorf("no pass of the state machine for %v", since.Round(time.Second))
 	}

@@ -56,6 +56,9 @@ func testConfig(t *testing.T, healthzURL string) Config {
 		ProbeTimeout:      time.Second,
 		Trial:             trial.Policy{Period: 300 * time.Millisecond, Grace: 10 * time.Second, FailureThreshold: 3},
 		ResyncPeriod:      time.Minute,
+		DrainTimeout:      time.Minute,
+		DrainPollPeriod:   20 * time.Millisecond,
+		KubeletRootDir:    filepath.Join(dir, "kubelet-root"),
 	}
 }
 

@@ -7,8 +7,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/version"
 
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/trial"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/validation"
 )
 
 // Config is everything the agent is told; cmd/agent fills it from flags.
@@ -44,9 +46,21 @@ type Config struct {
 	ProbeTimeout time.Duration
 	// Trial is how trials are judged.
 	Trial trial.Policy
+	// Drain (contract.DrainAuto, DrainAlways, DrainNever) is the default
+	// for Nodes without contract.DrainAnnotation; DrainTimeout bounds a
+	// drain and DrainPollPeriod paces it. KubeletRootDir holds the state
+	// files a drained change removes.
+	Drain           string
+	DrainTimeout    time.Duration
+	DrainPollPeriod time.Duration
+	KubeletRootDir  string
 	// KubeletVersion, when set, overrides the Node's reported version for
 	// the feature-gate check.
 	KubeletVersion *version.Version
+	// Hardening are the webhook's forbidden fields and runtime sockets,
+	// which every configuration is held to before anything is written
+	// (pkg/nodeagent/validation).
+	Hardening validation.Rules
 
 	// ListenAddress serves /healthz and /metrics; empty disables.
 	ListenAddress string
@@ -65,6 +79,9 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("no %s given", what))
 		}
 	}
+	if !contract.ValidDrainMode(c.Drain) {
+		errs = append(errs, fmt.Errorf("drain mode %q: want %s, %s or %s", c.Drain, contract.DrainAuto, contract.DrainAlways, contract.DrainNever))
+	}
 	if c.Restarter == nil {
 		errs = append(errs, errors.New("no way to restart the kubelet given"))
 	}
@@ -75,7 +92,8 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	for what, d := range map[string]time.Duration{"probe period": c.ProbePeriod, "probe timeout": c.ProbeTimeout,
-		"restart timeout": c.RestartTimeout, "resync period": c.ResyncPeriod} {
+		"restart timeout": c.RestartTimeout, "resync period": c.ResyncPeriod,
+		"drain timeout": c.DrainTimeout, "drain poll period": c.DrainPollPeriod} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s %v: must be positive", what, d))
 		}

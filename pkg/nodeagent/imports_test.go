@@ -60,8 +60,9 @@ var heavyPackages = []struct{ prefix, why string }{
 	{"k8s.io/component-base/metrics/prometheus/restclient", "registers client-go's metrics on the legacy registry"},
 }
 
-// agentAPIGroups are the only k8s.io/api packages the agent may link.
-var agentAPIGroups = []string{"k8s.io/api/core/v1"}
+// agentAPIGroups are the only k8s.io/api packages the agent may link:
+// core/v1, and policy/v1 for the Eviction it posts when it drains its Node.
+var agentAPIGroups = []string{"k8s.io/api/core/v1", "k8s.io/api/policy/v1"}
 
 // TestAgentBinaryStaysSmall keeps heavy packages out of the agent's binary.
 // Tests may use them (kubeclienttest wraps a fake clientset); the binary

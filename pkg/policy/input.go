@@ -13,12 +13,21 @@ import (
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/kubeletconfig/hardening"
 )
 
 // AdmissionInput is what an admission policy sees as input:
 //
 //	{"request": <AdmissionRequest>,
-//	 "nodeguard": {"node", "kubeletVersion", "nodeLabels", "kubeletConfig", "oldKubeletConfig"}}
+//	 "nodeguard": {"node", "kubeletVersion", "nodeLabels", "kubeletConfig", "oldKubeletConfig",
+//	               "dangerousFields", "riskyFields"}}
+//
+// dangerousFields and riskyFields are what pkg/kubeletconfig/hardening
+// finds in kubeletConfig (against oldKubeletConfig), computed here once:
+// {field: {"cis", "why"}} and {field: why}, {} without a configuration.
+// They are the one implementation of those rules, which the node agent
+// applies too; the shipped dangerous_fields policy turns them into
+// denials and warnings.
 //
 // It is rendered by encoding/json, so request reads exactly as the
 // apiserver sends an admissionv1.AdmissionRequest (object, oldObject and
@@ -80,6 +89,8 @@ type (
 		nodeFacts
 		KubeletConfig    *kubeletconfigv1beta1.KubeletConfiguration `json:"kubeletConfig"`
 		OldKubeletConfig *kubeletconfigv1beta1.KubeletConfiguration `json:"oldKubeletConfig"`
+		DangerousFields  map[string]hardening.Finding               `json:"dangerousFields"`
+		RiskyFields      map[string]string                          `json:"riskyFields"`
 	}
 	authzDoc struct {
 		Spec      *authorizationv1.SubjectAccessReviewSpec `json:"spec"`
@@ -113,8 +124,29 @@ func (in *AdmissionInput) Value() (ast.Value, error) {
 			nodeFacts:        newNodeFacts(in.Node, in.KubeletVersion, in.NodeLabels),
 			KubeletConfig:    in.KubeletConfig,
 			OldKubeletConfig: in.OldKubeletConfig,
+			DangerousFields:  dangerousFields(in.KubeletConfig, in.OldKubeletConfig),
+			RiskyFields:      riskyFields(in.KubeletConfig),
 		},
 	})
+}
+
+// dangerousFields renders hardening.Find for the input. The runtime socket
+// rules are left to the policy, which reads its allow-list from
+// data.nodeguard.config.
+func dangerousFields(cfg, old *kubeletconfigv1beta1.KubeletConfiguration) map[string]hardening.Finding {
+	found := map[string]hardening.Finding{}
+	for _, f := range hardening.Find(cfg, old, hardening.Options{}) {
+		found[f.Field] = f
+	}
+	return found
+}
+
+func riskyFields(cfg *kubeletconfigv1beta1.KubeletConfiguration) map[string]string {
+	risky := map[string]string{}
+	for _, f := range hardening.Risky(cfg) {
+		risky[f.Field] = f.Why
+	}
+	return risky
 }
 
 // Value renders the input as the ast.Value an evaluation takes.

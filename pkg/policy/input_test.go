@@ -134,10 +134,20 @@ func TestAdmissionInputMatchesJSON(t *testing.T) {
 				"nodeguard": map[string]any{
 					"node": tt.in.Node, "kubeletVersion": tt.in.KubeletVersion, "nodeLabels": map[string]string{},
 					"kubeletConfig": tt.in.KubeletConfig, "oldKubeletConfig": tt.in.OldKubeletConfig,
+					"dangerousFields": dangerousFields(tt.in.KubeletConfig, tt.in.OldKubeletConfig),
+					"riskyFields":     riskyFields(tt.in.KubeletConfig),
 				},
 			})
 			if got.Compare(want) != 0 {
 				t.Errorf("input differs from the JSON encoding:\ngot  %s\nwant %s", got, want)
+			}
+			// What pkg/kubeletconfig/hardening finds is in the input, once.
+			if tt.in.KubeletConfig != nil {
+				found, _ := got.Find(ast.MustParseRef("x.nodeguard.dangerousFields.readOnlyPort.cis")[1:])
+				risky, _ := got.Find(ast.MustParseRef("x.nodeguard.riskyFields.failSwapOn")[1:])
+				if found == nil || found.Compare(ast.String("4.2.4")) != 0 || risky == nil {
+					t.Errorf("the dangerous and risky fields are missing: %s", got)
+				}
 			}
 		})
 	}

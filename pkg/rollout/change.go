@@ -34,8 +34,9 @@ func (c Change) MergePatch() ([]byte, error) {
 	return patch, nil
 }
 
-// assign points the Node at the target and records what it had before.
-func assign(rollout string, node *NodeObservation, target contract.ConfigMapRef) Change {
+// assign points the Node at the target, records what it had before, and
+// tells its agent whether to drain it (drainAnnotation).
+func assign(rollout string, node *NodeObservation, target contract.ConfigMapRef, drain v1alpha1.DrainPolicy) Change {
 	source := target.String()
 	return Change{
 		Node:            node.Name,
@@ -48,23 +49,34 @@ func assign(rollout string, node *NodeObservation, target contract.ConfigMapRef)
 			v1alpha1.PreviousConfigSourceAnnotation: node.ConfigSource,
 			// A Node moved anew has passed no trial of this rollout's.
 			v1alpha1.TrialPassedAnnotation: nil,
+			contract.DrainAnnotation:       drainAnnotation(drain),
 		},
 	}
 }
 
+// drainAnnotation is the nodeguard.dev/drain value an assignment writes
+// for spec.drain: nil (removed) for Auto, since an absent annotation is the
+// agent's own default and a mode an earlier rollout or assignment left on
+// the Node must not outlive it; the mode itself otherwise.
+func drainAnnotation(drain v1alpha1.DrainPolicy) *string {
+	if drain == "" || drain == v1alpha1.DrainAuto {
+		return nil
+	}
+	value := string(drain)
+	return &value
+}
+
 // revert points the Node back at its previous source and drops the
 // bookkeeping, after which the Node is no longer this rollout's to move.
+// Every one of v1alpha1.BookkeepingAnnotations goes, nodeguard.dev/drain
+// included: the mode was the rollout's word for its target, and the
+// previous source is applied with the agent's own default.
 func revert(node *NodeObservation) Change {
-	return Change{
-		Node:            node.Name,
-		ResourceVersion: node.ResourceVersion,
-		Annotations: map[string]*string{
-			contract.ConfigSourceAnnotation:         node.PreviousConfigSource,
-			v1alpha1.RolloutAnnotation:              nil,
-			v1alpha1.PreviousConfigSourceAnnotation: nil,
-			v1alpha1.TrialPassedAnnotation:          nil,
-		},
+	annotations := map[string]*string{contract.ConfigSourceAnnotation: node.PreviousConfigSource}
+	for _, key := range v1alpha1.BookkeepingAnnotations {
+		annotations[key] = nil
 	}
+	return Change{Node: node.Name, ResourceVersion: node.ResourceVersion, Annotations: annotations}
 }
 
 // passed records that the Node passed its trial on the target: from then

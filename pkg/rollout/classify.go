@@ -69,10 +69,7 @@ func judge(obs *NodeObservation, target contract.ObjectRef, rollout string, skip
 		j.State = StateUpdated
 	case reportsFailed(obs, target):
 		j.failure = failureReason(cond.Reason)
-		j.failureMessage = cond.Message
-		if j.failureMessage == "" {
-			j.failureMessage = obs.Status.Error
-		}
+		j.failureMessage = failureWords(obs, j.failure)
 		j.State = StateDegraded
 		if inTrialOf(obs, target, rollout) {
 			j.State = StateFailed
@@ -87,13 +84,25 @@ func judge(obs *NodeObservation, target contract.ObjectRef, rollout string, skip
 		// started: shown for the Node, never failing the pool.
 		why = append(why, fmt.Sprintf("reports %s failed (%s: %s) outside a trial of this rollout's", versionOf(target), j.failure, j.failureMessage))
 	}
+	// A change under way (a drain, a restart, a trial) makes the Node
+	// unavailable whatever configuration it is about, and its phase says
+	// more than the condition, which carries the same word as its reason.
+	phase := phaseNote(obs.Status)
+	if phase != "" {
+		why = append(why, phase)
+	}
 	if !obs.Ready {
 		why = append(why, "not Ready")
 	}
 	switch {
-	case cond != nil && cond.Status != corev1.ConditionTrue:
-		why = append(why, fmt.Sprintf("%s=%s %s", contract.ConditionKubeletConfigReady, cond.Status, cond.Reason))
-	case j.State == StateInTrial && cond == nil:
+	case cond != nil && cond.Status != corev1.ConditionTrue && (phase == "" || cond.Reason != obs.Status.Phase):
+		note := fmt.Sprintf("%s=%s %s", contract.ConditionKubeletConfigReady, cond.Status, cond.Reason)
+		if cond.Reason == status.ReasonDrainTimedOut && obs.Status != nil && len(obs.Status.PendingPods) > 0 && j.State != StateDegraded {
+			// A Degraded Node's failure words above name them already.
+			note += ", blocked by " + names(obs.Status.PendingPods)
+		}
+		why = append(why, note)
+	case j.State == StateInTrial && cond == nil && phase == "":
 		why = append(why, "no status reported yet")
 	}
 	j.Unavailable = len(why) > 0 || j.State == StateInTrial || j.State == StateFailed
@@ -155,15 +164,56 @@ func reportsFailed(obs *NodeObservation, target contract.ObjectRef) bool {
 }
 
 // failureReason maps an agent's condition reason to the rollout's Failed
-// reason, "" for a reason that is no failure of the target.
+// reason, "" for a reason that is no failure of the target. A drain that
+// timed out is one: the agent uncordoned the Node without applying the
+// target, so the rollout cannot finish on it as things stand.
 func failureReason(agentReason string) string {
 	switch agentReason {
 	case status.ReasonRolledBack:
 		return v1alpha1.ReasonTrialFailed
 	case status.ReasonValidationFailed:
 		return v1alpha1.ReasonValidationFailed
+	case status.ReasonDrainTimedOut:
+		return v1alpha1.ReasonDrainTimedOut
 	}
 	return ""
+}
+
+// failureWords is the agent's account of a failure of the target: its
+// condition's message, else its status error. For a drain that timed out
+// the Failed condition must name the pods that blocked it, so those of
+// status.pendingPods the message does not name already are added.
+func failureWords(obs *NodeObservation, reason string) string {
+	words := obs.KubeletConfigReady.Message
+	if words == "" {
+		words = obs.Status.Error
+	}
+	if reason != v1alpha1.ReasonDrainTimedOut {
+		return words
+	}
+	var unnamed []string
+	for _, pod := range obs.Status.PendingPods {
+		if !strings.Contains(words, pod) {
+			unnamed = append(unnamed, pod)
+		}
+	}
+	if len(unnamed) > 0 {
+		words += "; blocked by " + names(unnamed)
+	}
+	return words
+}
+
+// phaseNote says where a change under way on the Node stands, as its
+// agent reports: the phase, and during a drain the pods it still waits on
+// ("Draining, waiting on default/web-0"); "" when no change is under way.
+func phaseNote(st *contract.ConfigStatus) string {
+	if st == nil || st.Phase == "" {
+		return ""
+	}
+	if st.Phase != contract.PhaseDraining || len(st.PendingPods) == 0 {
+		return st.Phase
+	}
+	return st.Phase + ", waiting on " + names(st.PendingPods)
 }
 
 func sameRef(ref *contract.ObjectRef, target contract.ObjectRef) bool {

@@ -102,7 +102,13 @@ type spec struct {
 	paused         bool
 	onFailure      v1alpha1.FailurePolicy
 	deadline       time.Duration
+	// drain is spec.drain, defaulted: what each assignment writes as
+	// nodeguard.dev/drain.
+	drain v1alpha1.DrainPolicy
 }
+
+// errInvalidDrain is a spec.drain that is none of the DrainPolicy values.
+var errInvalidDrain = fmt.Errorf("want %s, %s or %s", v1alpha1.DrainAuto, v1alpha1.DrainAlways, v1alpha1.DrainNever)
 
 // effectiveSpec applies the defaults the apiserver would, for rollouts
 // built without one, and scales maxUnavailable to the selected Nodes.
@@ -114,6 +120,16 @@ func effectiveSpec(s *v1alpha1.KubeletConfigRolloutSpec, selected int) (spec, er
 		paused:         s.Paused,
 		onFailure:      s.OnFailure,
 		deadline:       v1alpha1.DefaultProgressDeadlineSeconds * time.Second,
+		drain:          s.Drain,
+	}
+	if out.drain == "" {
+		out.drain = v1alpha1.DefaultDrain
+	}
+	// The CRD's enum refuses any other mode; a rollout that did not pass
+	// through it (a client's own defaulting, a test) is refused here rather
+	// than written on Nodes as an annotation the agents would not read.
+	if !contract.ValidDrainMode(string(out.drain)) {
+		return spec{}, fmt.Errorf("spec.drain %q: %w", out.drain, errInvalidDrain)
 	}
 	if s.ProgressDeadlineSeconds != nil {
 		out.deadline = time.Duration(max(*s.ProgressDeadlineSeconds, 1)) * time.Second
@@ -290,7 +306,7 @@ func (d *decider) assign() {
 		if n.State != StatePending {
 			continue
 		}
-		d.assignments = append(d.assignments, assign(d.in.Rollout.Name, n.obs, contract.ConfigMapRef{Namespace: d.target.Namespace, Name: d.target.Name}))
+		d.assignments = append(d.assignments, assign(d.in.Rollout.Name, n.obs, contract.ConfigMapRef{Namespace: d.target.Namespace, Name: d.target.Name}, d.spec.drain))
 		room--
 	}
 }
@@ -340,7 +356,8 @@ func (d *decider) decision() Decision {
 	return out
 }
 
-// names lists Node names for a message, the first few of them.
+// names lists names (of Nodes, of pods) for a message, the first few of
+// them.
 func names(list []string) string {
 	const shown = 5
 	if len(list) <= shown {

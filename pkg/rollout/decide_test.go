@@ -30,6 +30,8 @@ type want struct {
 	// counts are selected, updated, inTrial, failed.
 	counts *[4]int32
 	target *contract.ObjectRef
+	// details maps a Node to its verdict's Detail, in full.
+	details map[string]string
 }
 
 type testCase struct {
@@ -255,6 +257,12 @@ func run(t *testing.T, tt testCase) {
 			t.Errorf("%s is %s (%s), want %s", name, d.Nodes[i].State, d.Nodes[i].Detail, state)
 		}
 	}
+	for name, detail := range w.details {
+		i := slices.IndexFunc(d.Nodes, func(n NodeResult) bool { return n.Name == name })
+		if i < 0 || d.Nodes[i].Detail != detail {
+			t.Errorf("%s's detail is %q, want %q", name, detailOf(d, name), detail)
+		}
+	}
 	for typ, wantCond := range w.conditions {
 		c := meta.FindStatusCondition(d.Status.Conditions, typ)
 		if c == nil {
@@ -322,6 +330,15 @@ func describe(m map[string]*string) string {
 	}
 	slices.Sort(parts)
 	return "{" + strings.Join(parts, " ") + "}"
+}
+
+func detailOf(d Decision, name string) string {
+	for _, n := range d.Nodes {
+		if n.Name == name {
+			return n.Detail
+		}
+	}
+	return "<no verdict>"
 }
 
 func messageOf(c *metav1.Condition) string {

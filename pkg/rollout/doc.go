@@ -22,11 +22,13 @@
 //	Updated      assigned the target, and its agent reports the target both
 //	             active and last-known-good
 //	InTrial      assigned the target and not yet updated (downloading,
-//	             trying it, retrying a failed write, or not reported yet)
+//	             draining, restarting, trying it, retrying a failed write,
+//	             or not reported yet)
 //	Failed       moved to the target by this rollout, in its trial there
 //	             (not yet marked as passed), and its agent reports that the
 //	             target failed validation (ValidationFailed) or its trial
-//	             (RolledBack)
+//	             (RolledBack), or that the drain it needed timed out
+//	             (DrainTimedOut)
 //	Degraded     reports the target failed the same way outside such a
 //	             trial: a Node the rollout did not move, or one it saw pass
 //	Skipped      admission refused it the target for its own state
@@ -43,9 +45,11 @@
 //	             say so in their Progressing condition
 //
 // A Node counts against maxUnavailable while it is not Ready, is in trial,
-// has failed, or its KubeletConfigReady condition is other than True
-// (whichever configuration that is about), Nodes already down at the start
-// included. maxUnavailable as a percentage is of the selected Nodes,
+// has failed, its KubeletConfigReady condition is other than True, or its
+// agent reports a change under way (ConfigStatus.Phase: draining,
+// restarting, on trial), whichever configuration that is about, Nodes
+// already down at the start included; its Detail then says the phase and
+// the pods a drain waits on. maxUnavailable as a percentage is of the selected Nodes,
 // rounded down as a Deployment's maxUnavailable is, but never below one
 // Node, so that a rollout always moves.
 //
@@ -57,6 +61,9 @@
 // After it, Pending Nodes are assigned in name order whenever fewer than
 // maxUnavailable Nodes are unavailable, Nodes that join the selection
 // later included. A pause stops new assignments and nothing else.
+//
+// Each assignment carries spec.drain as nodeguard.dev/drain (removed for
+// Auto, the agents' default), and a revert removes it with the bookkeeping.
 //
 // A Node speaks for itself only. A Failed Node, or an admission refusal
 // the controller feeds back in Input.Refusals that is not about the Node's

@@ -219,22 +219,30 @@ func TestAFailedTrialRevertsEveryMovedNodeOnce(t *testing.T) {
 func TestChangeMergePatch(t *testing.T) {
 	local := ""
 	obs := NodeObservation{Name: "n1", ResourceVersion: "7", ConfigSource: &local}
-	patch, err := assign(rolloutName, &obs, contract.ConfigMapRef{Namespace: v3.Namespace, Name: v3.Name}).MergePatch()
+	patch, err := assign(rolloutName, &obs, contract.ConfigMapRef{Namespace: v3.Namespace, Name: v3.Name}, v1alpha1.DrainAuto).MergePatch()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"metadata":{"annotations":{"nodeguard.dev/config-source":"kubelet-configs/pool-blue-v3","nodeguard.dev/previous-config-source":"","nodeguard.dev/rollout":"pool-blue","nodeguard.dev/trial-passed":null},"resourceVersion":"7"}}`
+	want := `{"metadata":{"annotations":{"nodeguard.dev/config-source":"kubelet-configs/pool-blue-v3","nodeguard.dev/drain":null,"nodeguard.dev/previous-config-source":"","nodeguard.dev/rollout":"pool-blue","nodeguard.dev/trial-passed":null},"resourceVersion":"7"}}`
 	if string(patch) != want {
 		t.Errorf("assigning over an explicit local configuration:\n got %s\nwant %s", patch, want)
 	}
 	obs = NodeObservation{Name: "n1", ResourceVersion: "8"}
-	patch, err = assign(rolloutName, &obs, contract.ConfigMapRef{Namespace: v3.Namespace, Name: v3.Name}).MergePatch()
+	patch, err = assign(rolloutName, &obs, contract.ConfigMapRef{Namespace: v3.Namespace, Name: v3.Name}, v1alpha1.DrainNever).MergePatch()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = `{"metadata":{"annotations":{"nodeguard.dev/config-source":"kubelet-configs/pool-blue-v3","nodeguard.dev/previous-config-source":null,"nodeguard.dev/rollout":"pool-blue","nodeguard.dev/trial-passed":null},"resourceVersion":"8"}}`
+	want = `{"metadata":{"annotations":{"nodeguard.dev/config-source":"kubelet-configs/pool-blue-v3","nodeguard.dev/drain":"Never","nodeguard.dev/previous-config-source":null,"nodeguard.dev/rollout":"pool-blue","nodeguard.dev/trial-passed":null},"resourceVersion":"8"}}`
 	if string(patch) != want {
-		t.Errorf("assigning a Node without config-source:\n got %s\nwant %s", patch, want)
+		t.Errorf("assigning a Node without config-source, drain Never:\n got %s\nwant %s", patch, want)
+	}
+	obs = NodeObservation{Name: "n1", ResourceVersion: "9", PreviousConfigSource: &local}
+	if patch, err = revert(&obs).MergePatch(); err != nil {
+		t.Fatal(err)
+	}
+	want = `{"metadata":{"annotations":{"nodeguard.dev/config-source":"","nodeguard.dev/drain":null,"nodeguard.dev/previous-config-source":null,"nodeguard.dev/rollout":null,"nodeguard.dev/trial-passed":null},"resourceVersion":"9"}}`
+	if string(patch) != want {
+		t.Errorf("reverting to an explicit local configuration:\n got %s\nwant %s", patch, want)
 	}
 }
 

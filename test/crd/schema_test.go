@@ -100,7 +100,7 @@ func TestSchema(t *testing.T) {
 			t.Fatal(err)
 		}
 		spec, _, _ := unstructured.NestedMap(got.Object, "spec")
-		for field, want := range map[string]any{"canary": int64(1), "maxUnavailable": int64(1), "onFailure": "Revert"} {
+		for field, want := range map[string]any{"canary": int64(1), "maxUnavailable": int64(1), "onFailure": "Revert", "drain": "Auto"} {
 			if spec[field] != want {
 				t.Errorf("spec.%s = %v (%T), want %v", field, spec[field], spec[field], want)
 			}
@@ -117,6 +117,9 @@ func TestSchema(t *testing.T) {
 		{"max-unavailable-many", func(s map[string]any) { s["maxUnavailable"] = 40 }},
 		{"canary-many", func(s map[string]any) { s["canary"] = 5 }},
 		{"halt", func(s map[string]any) { s["onFailure"] = "Halt" }},
+		{"drain-auto", func(s map[string]any) { s["drain"] = "Auto" }},
+		{"drain-always", func(s map[string]any) { s["drain"] = "Always" }},
+		{"drain-never", func(s map[string]any) { s["drain"] = "Never" }},
 		{"paused", func(s map[string]any) { s["paused"] = true }},
 		{"match-expressions", func(s map[string]any) {
 			s["nodeSelector"] = map[string]any{"matchExpressions": []any{
@@ -183,6 +186,12 @@ func TestSchema(t *testing.T) {
 			[]string{"spec.maxUnavailable", "maxUnavailable must be an integer of at least 1 or a percentage from 1% to 100%"}},
 		{"unknown onFailure", func(s map[string]any) { s["onFailure"] = "Rollback" },
 			[]string{"spec.onFailure", `Unsupported value: "Rollback"`, `"Revert", "Halt"`}},
+		{"unknown drain", func(s map[string]any) { s["drain"] = "Sometimes" },
+			[]string{"spec.drain", `Unsupported value: "Sometimes"`, `"Auto", "Always", "Never"`}},
+		{"drain in lower case", func(s map[string]any) { s["drain"] = "never" },
+			[]string{"spec.drain", `Unsupported value: "never"`}},
+		{"empty drain", func(s map[string]any) { s["drain"] = "" },
+			[]string{"spec.drain", `Unsupported value: ""`}},
 	}
 	for i, tt := range bad {
 		t.Run("refused: "+tt.name, func(t *testing.T) {

@@ -378,7 +378,7 @@ func checkNodeWrites(o objects, standalone bool) error {
 		return err
 	}
 	var errs []error
-	for _, w := range nodeWrites {
+	for _, w := range append(slices.Clone(nodeWrites), bookkeepingWrites()...) {
 		result := matcher.Match(context.Background(), w.attributes(), nil, nil)
 		if result.Error != nil {
 			errs = append(errs, fmt.Errorf("%s: matchConditions failed: %w", w.name, result.Error))

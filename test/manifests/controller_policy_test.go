@@ -28,8 +28,9 @@ const rolloutControllerPolicy = "nodeguard-rollout-controller-nodes"
 // kube-apiserver and, with a token of the rollout controller's
 // ServiceAccount (TokenRequest, as the e2e framework and a pod get one),
 // tries every write to a Node that its RBAC (patch nodes) lets through: the
-// shipped ValidatingAdmissionPolicy must allow its nodeguard.dev/
-// annotations and refuse everything else. Every expression runs on each
+// shipped ValidatingAdmissionPolicy must allow the annotations it writes
+// (the assignment, its bookkeeping, the trial mark, the drain mode) and
+// refuse everything else, the agent's nodeguard.dev/ annotations included. Every expression runs on each
 // allowed write, so one the apiserver cannot evaluate (failurePolicy Fail)
 // fails the allowed cases. (The policy's status.typeChecking is written by
 // kube-controller-manager, which this control plane does not run.) The ValidatingWebhookConfiguration
@@ -65,8 +66,9 @@ func TestRolloutControllerTokenIsConfined(t *testing.T) {
 
 	const nodeName = "node-a"
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName,
-		Labels:      map[string]string{"nodeguard.dev/pool": "blue", "kubernetes.io/hostname": nodeName},
-		Annotations: map[string]string{"example.com/owner": "team-a", "nodeguard.dev/config-source": "kubelet-configs/pool-blue-v1"}}}
+		Labels: map[string]string{"nodeguard.dev/pool": "blue", "kubernetes.io/hostname": nodeName},
+		Annotations: map[string]string{"example.com/owner": "team-a", "nodeguard.dev/config-source": "kubelet-configs/pool-blue-v1",
+			"nodeguard.dev/cordoned": "true"}}}
 	if _, err := admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,18 @@ func TestRolloutControllerTokenIsConfined(t *testing.T) {
 	}{
 		{name: "assign (a nodeguard.dev/ annotation)", body: annotations(map[string]any{"nodeguard.dev/config-source": "kubelet-configs/pool-blue-v2",
 			"nodeguard.dev/rollout": "pool-blue", "nodeguard.dev/previous-config-source": "kubelet-configs/pool-blue-v1"})},
-		{name: "remove its bookkeeping", body: annotations(map[string]any{"nodeguard.dev/rollout": nil, "nodeguard.dev/previous-config-source": nil})},
+		{name: "the drain mode with the assignment", body: annotations(map[string]any{"nodeguard.dev/config-source": "kubelet-configs/pool-blue-v3",
+			"nodeguard.dev/rollout": "pool-blue", "nodeguard.dev/previous-config-source": "kubelet-configs/pool-blue-v2", "nodeguard.dev/trial-passed": nil,
+			"nodeguard.dev/drain": "Never"})},
+		{name: "the trial mark", body: annotations(map[string]any{"nodeguard.dev/trial-passed": "kubelet-configs/pool-blue-v3@30"})},
+		{name: "remove its bookkeeping", body: annotations(map[string]any{"nodeguard.dev/rollout": nil, "nodeguard.dev/previous-config-source": nil,
+			"nodeguard.dev/trial-passed": nil, "nodeguard.dev/drain": nil})},
+		// The agent's own words: its status decides how rollouts judge the
+		// Node, its cordon mark which cordon it lifts.
+		{name: "the agent's status", body: annotations(map[string]any{"nodeguard.dev/config-status": `{"assigned":null,"active":null,"lastKnownGood":null,"error":""}`}),
+			refused: "not other annotations"},
+		{name: "the agent's cordon mark", body: annotations(map[string]any{"nodeguard.dev/cordoned": "forged"}), refused: "not other annotations"},
+		{name: "remove the agent's cordon mark", body: annotations(map[string]any{"nodeguard.dev/cordoned": nil}), refused: "not other annotations"},
 		{name: "a foreign annotation", body: annotations(map[string]any{"example.com/owner": "mallory"}), refused: "not other annotations"},
 		{name: "add a foreign annotation", body: annotations(map[string]any{"example.com/new": "x"}), refused: "not other annotations"},
 		{name: "remove a foreign annotation", body: annotations(map[string]any{"example.com/owner": nil}), refused: "not other annotations"},

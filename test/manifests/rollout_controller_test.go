@@ -174,10 +174,11 @@ func rolloutControllerDeployment(o objects) (*appsv1.Deployment, *corev1.Contain
 }
 
 // checkRolloutControllerPolicy: the ValidatingAdmissionPolicy that confines
-// the controller's token to nodeguard.dev/ annotations judges every Node
-// write (nodes and nodes/status) of the ServiceAccount its Deployment runs
-// as, fails closed, and is bound to deny. TestRolloutControllerTokenIsConfined
-// shows what it refuses on a real apiserver.
+// the controller's token to its own nodeguard.dev/ annotations
+// (checkControllerWritable) judges every Node write (nodes and
+// nodes/status) of the ServiceAccount its Deployment runs as, fails
+// closed, and is bound to deny. TestRolloutControllerTokenIsConfined shows
+// what it refuses on a real apiserver.
 func checkRolloutControllerPolicy(o objects) error {
 	policy, err := typed[admissionregistrationv1.ValidatingAdmissionPolicy](o, "ValidatingAdmissionPolicy", rolloutControllerPolicy)
 	if err != nil {
@@ -188,6 +189,9 @@ func checkRolloutControllerPolicy(o objects) error {
 		return err
 	}
 	var errs []error
+	if err := checkControllerWritable(policy); err != nil {
+		errs = append(errs, err)
+	}
 	if policy.Spec.FailurePolicy == nil || *policy.Spec.FailurePolicy != admissionregistrationv1.Fail {
 		errs = append(errs, errors.New("failurePolicy: want Fail, or an expression that cannot be evaluated lets the write through"))
 	}
@@ -322,9 +326,22 @@ func rolloutControllerInvariants() []invariant {
 			},
 		},
 		{
-			name:  "the rollout controller's token changes only nodeguard.dev/ annotations on Nodes",
+			name:  "the rollout controller's token changes only its own nodeguard.dev/ annotations on Nodes",
 			check: plain(checkRolloutControllerPolicy),
 			breaks: []breakage{
+				{name: "the drain mode not writable", apply: func(t *testing.T, o objects) {
+					editWritable(t, o, func(e string) string { return strings.Replace(e, ", 'nodeguard.dev/drain'", "", 1) })
+				}},
+				{name: "the agent's cordon mark writable", apply: func(t *testing.T, o objects) {
+					editWritable(t, o, func(e string) string { return strings.Replace(e, "]", ", 'nodeguard.dev/cordoned']", 1) })
+				}},
+				{name: "any nodeguard.dev/ annotation writable", apply: func(t *testing.T, o objects) {
+					edit(t, o, "ValidatingAdmissionPolicy", rolloutControllerPolicy, func(p *admissionregistrationv1.ValidatingAdmissionPolicy) {
+						for i := range p.Spec.Validations {
+							p.Spec.Validations[i].Expression = strings.ReplaceAll(p.Spec.Validations[i].Expression, "k in variables.writable", "k.startsWith('nodeguard.dev/')")
+						}
+					})
+				}},
 				{name: "no policy", apply: func(t *testing.T, o objects) {
 					edit(t, o, "ValidatingAdmissionPolicy", rolloutControllerPolicy, func(p *admissionregistrationv1.ValidatingAdmissionPolicy) { p.Name = "other" })
 				}},

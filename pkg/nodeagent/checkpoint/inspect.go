@@ -18,9 +18,10 @@ type Inspection struct {
 	// Assigned and LastKnownGood are the pointers; nil is the local
 	// configuration (also when the record does not exist).
 	Assigned, LastKnownGood *contract.ObjectRef
-	// Active, Trial and Bad are the records; nil when absent.
+	// Active, Trial, Drain and Bad are the records; nil when absent.
 	Active *Active
 	Trial  *Trial
+	Drain  *Drain
 	Bad    []BadEntry
 	// KubeletVersion is the kubelet version last recorded; "" when none.
 	KubeletVersion string
@@ -39,9 +40,10 @@ type Inspection struct {
 // moved aside, and temporary files are listed, not removed. It returns an
 // error naming every record or checkpoint that does not decode, fails its
 // checksum or is wrongly placed, every file the store would not have
-// written, and every pointer (assigned, last-known-good, active, trial)
-// whose checkpoint is missing. It is meant for tests and post-mortems: a
-// directory it accepts is one Open and the readers take as is.
+// written, and every pointer (assigned, last-known-good, active, trial,
+// drain) whose checkpoint is missing. It is meant for tests and
+// post-mortems: a directory it accepts is one Open and the readers take as
+// is.
 func Inspect(dir string) (Inspection, error) {
 	in := Inspection{Checkpoints: map[string]Checkpoint{}}
 	var problems []error
@@ -96,6 +98,10 @@ func Inspect(dir string) (Inspection, error) {
 	var trial Trial
 	if readRecord(recordTrial, &trial, func() error { return trial.check() }) {
 		in.Trial = &trial
+	}
+	var drain Drain
+	if readRecord(recordDrain, &drain, func() error { return drain.check() }) {
+		in.Drain = &drain
 	}
 	var bad badList
 	if readRecord(recordBad, &bad, func() error { return bad.check() }) {
@@ -170,12 +176,15 @@ func (in Inspection) pointers() []namedRef {
 	if in.Trial != nil {
 		add(recordTrial, &in.Trial.Ref)
 	}
+	if in.Drain != nil {
+		add(recordDrain, in.Drain.Ref)
+	}
 	return refs
 }
 
 func isRecordName(name string) bool {
 	switch recordName(name) {
-	case recordAssigned, recordLastKnownGood, recordActive, recordTrial, recordBad, recordKubeletVersion:
+	case recordAssigned, recordLastKnownGood, recordActive, recordTrial, recordDrain, recordBad, recordKubeletVersion:
 		return true
 	}
 	return false

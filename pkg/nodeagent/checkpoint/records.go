@@ -55,6 +55,9 @@ type BadEntry struct {
 	Reason  string             `json:"reason"`
 	Message string             `json:"message"`
 	At      time.Time          `json:"at"`
+	// PendingPods, for a drain that timed out, are the pods that blocked
+	// it ("namespace/name"), reported for as long as the entry stands.
+	PendingPods []string `json:"pendingPods,omitempty"`
 }
 
 type badList struct {

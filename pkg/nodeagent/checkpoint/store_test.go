@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -266,7 +267,7 @@ func TestBadListIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != MaxBadEntries || got[len(got)-1] != entries[len(entries)-1] {
+	if len(got) != MaxBadEntries || !reflect.DeepEqual(got[len(got)-1], entries[len(entries)-1]) {
 		t.Fatalf("kept %d entries ending in %+v", len(got), got[len(got)-1])
 	}
 }

@@ -22,6 +22,33 @@ import (
 func (c *Controller) apply(ctx context.Context, ch chosen, out kubelet.Rendered, p *pass) (restarted bool, err error) {
 	logger := klog.FromContext(ctx)
 	store, clock := c.deps.Store, c.deps.Clock
+	want := checkpoint.Active{Ref: ch.ref, FileSHA256: out.SHA256()}
+	matches, err := c.deps.File.Matches(out)
+	if err != nil {
+		return false, err
+	}
+	active := c.state.active
+	recorded := active != nil && sameRef(active.Ref, ch.ref) && active.FileSHA256 == want.FileSHA256
+	adopt := active == nil && matches
+	var plan changePlan
+	if !(recorded && matches) && !adopt {
+		// A change: before its trial starts, the drain it may need.
+		if plan, err = c.planChange(ch, out, c.drainMode(p)); err != nil {
+			return false, err
+		}
+		if plan.drain {
+			if ready, err := c.drainFor(ctx, ch, out, plan, p); err != nil || !ready {
+				return false, err
+			}
+		}
+	}
+	if !plan.drain && c.state.drain != nil && (!ch.onTrial || !sameRef(c.state.drain.Ref, ch.ref)) {
+		// A drain held for another change, or for a configuration now
+		// running without a trial: nothing needs the cordon any more.
+		if err := c.clearDrain(); err != nil {
+			return false, err
+		}
+	}
 	if ch.onTrial {
 		if t := c.state.trial; t == nil || t.Ref != *ch.ref {
 			started := checkpoint.Trial{Ref: *ch.ref, BootID: clock.BootID(), StartedSinceBoot: clock.SinceBoot(), StartedAt: c.deps.Now()}
@@ -34,16 +61,9 @@ func (c *Controller) apply(ctx context.Context, ch chosen, out kubelet.Rendered,
 		}
 	}
 
-	want := checkpoint.Active{Ref: ch.ref, FileSHA256: out.SHA256()}
-	matches, err := c.deps.File.Matches(out)
-	if err != nil {
-		return false, err
-	}
-	active := c.state.active
-	recorded := active != nil && sameRef(active.Ref, ch.ref) && active.FileSHA256 == want.FileSHA256
 	switch {
 	case recorded && matches:
-	case active == nil && matches:
+	case adopt:
 		// A fresh state directory and a kubelet file that already says
 		// this: adopt it rather than restart a kubelet that runs it.
 		want.AppliedAt = c.deps.Now()
@@ -63,7 +83,11 @@ func (c *Controller) apply(ctx context.Context, ch chosen, out kubelet.Rendered,
 		if ch.onTrial {
 			c.baseline = c.nodeSnapshot(ctx, p.obs, true)
 		}
-		if err := c.deps.Restarter.Restart(ctx); err != nil {
+		restart := c.deps.Restarter.Restart
+		if plan.drain {
+			restart = func(ctx context.Context) error { return c.restartDrained(ctx, plan.stateFiles) }
+		}
+		if err := restart(ctx); err != nil {
 			return false, err
 		}
 		c.deps.Metrics.KubeletRestarted()
@@ -77,11 +101,21 @@ func (c *Controller) apply(ctx context.Context, ch chosen, out kubelet.Rendered,
 		restarted = true
 		p.pruneAfter = true
 		message := "Restarted the kubelet with " + describe(ch.ref)
+		if plan.drain {
+			message += removing(plan.stateFiles) + " after draining the Node"
+		}
 		if ch.onTrial {
 			message += fmt.Sprintf(", on trial for %v", c.cfg.Policy.Period)
 		}
 		p.event(corev1.EventTypeNormal, status.EventConfigApplied, "%s", message)
-		logger.Info("Applied a kubelet configuration", "config", describe(ch.ref), "onTrial", ch.onTrial)
+		logger.Info("Applied a kubelet configuration", "config", describe(ch.ref), "onTrial", ch.onTrial, "drained", plan.drain)
+		if plan.drain && !ch.onTrial {
+			// Going back is over once the kubelet runs it: the cordon
+			// goes now rather than after a trial it does not have.
+			if err := c.clearDrain(); err != nil {
+				return true, err
+			}
+		}
 	}
 
 	if !ch.onTrial && c.state.trial != nil {
@@ -158,6 +192,9 @@ func (c *Controller) judgeTrial(ctx context.Context, ch chosen, justRestarted bo
 		}
 		c.state.trial, c.tracker = nil, nil
 		p.pruneAfter = true
+		if err := c.clearDrain(); err != nil {
+			return false, err
+		}
 		p.event(corev1.EventTypeNormal, status.EventTrialPassed, "%s passed its trial and is now last-known-good", describe(&ref))
 		return false, nil
 

@@ -32,9 +32,13 @@ func (c *Controller) choose(p *pass) chosen {
 		return chosen{}
 	}
 	if bad := c.badEntry(*assigned); bad != nil {
-		return c.fallBack(p, &problem{reason: bad.Reason, message: fmt.Sprintf(
-			"%s failed its trial at %s: %s; it is not retried until the ConfigMap changes",
-			describe(assigned), bad.At.UTC().Format(time.RFC3339), bad.Message)})
+		what := "failed its trial"
+		if bad.Reason == status.ReasonDrainTimedOut {
+			what = "was not applied"
+		}
+		return c.fallBack(p, &problem{reason: bad.Reason, pendingPods: bad.PendingPods, message: fmt.Sprintf(
+			"%s %s at %s: %s; it is not retried until the ConfigMap changes",
+			describe(assigned), what, bad.At.UTC().Format(time.RFC3339), bad.Message)})
 	}
 	cp, err := c.deps.Store.LoadCheckpoint(*assigned)
 	if err != nil {

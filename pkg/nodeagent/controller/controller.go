@@ -29,6 +29,8 @@ type Renderer interface {
 type ConfigFile interface {
 	Matches(kubelet.Rendered) (bool, error)
 	Write(kubelet.Rendered) error
+	// Current is the file as it is, nil when it does not exist.
+	Current() ([]byte, error)
 }
 
 // Restarter restarts the kubelet.
@@ -56,6 +58,10 @@ type Deps struct {
 	Restarter Restarter
 	Prober    Prober
 	Validator Validator
+	// StateFiles removes the kubelet's state files for a drained change;
+	// nil when the agent knows no kubelet root directory (a change that
+	// invalidates state files then fails to apply).
+	StateFiles StateFileRemover
 	// Metrics may be nil.
 	Metrics *metrics.Metrics
 	// Now is the wall clock, for informative timestamps only; nil means
@@ -70,6 +76,13 @@ type Config struct {
 	ProbePeriod time.Duration
 	// KubeletVersion, when set, overrides the version read from the Node.
 	KubeletVersion *version.Version
+	// DrainMode is contract.DrainAuto, DrainAlways or DrainNever, for
+	// Nodes without the contract.DrainAnnotation.
+	DrainMode string
+	// DrainTimeout bounds a drain: past it the change is not applied.
+	DrainTimeout time.Duration
+	// DrainPollPeriod is how often a drain in progress is looked at.
+	DrainPollPeriod time.Duration
 }
 
 // Observation is what the apiserver says, as last seen.
@@ -96,6 +109,9 @@ type Observation struct {
 	// called just before a restart and once a probe period during a
 	// trial, never outside one.
 	Pods func(ctx context.Context) ([]*corev1.Pod, error)
+	// Drainer cordons, evicts and uncordons with the Node's credentials;
+	// nil offline.
+	Drainer Drainer
 }
 
 // Result is the outcome of one Sync.
@@ -159,6 +175,7 @@ type persisted struct {
 	lastKnownGood *contract.ObjectRef
 	active        *checkpoint.Active
 	trial         *checkpoint.Trial
+	drain         *checkpoint.Drain
 	bad           []checkpoint.BadEntry
 }
 
@@ -170,6 +187,15 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	}
 	if cfg.ProbePeriod <= 0 {
 		errs = append(errs, fmt.Errorf("probe period %v: must be positive", cfg.ProbePeriod))
+	}
+	if cfg.DrainMode == "" {
+		cfg.DrainMode = contract.DrainAuto
+	}
+	if !contract.ValidDrainMode(cfg.DrainMode) {
+		errs = append(errs, fmt.Errorf("drain mode %q: want %s, %s or %s", cfg.DrainMode, contract.DrainAuto, contract.DrainAlways, contract.DrainNever))
+	}
+	if cfg.DrainTimeout <= 0 || cfg.DrainPollPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("drain timeout %v and poll period %v: must be positive", cfg.DrainTimeout, cfg.DrainPollPeriod))
 	}
 	if deps.Store == nil || deps.Clock == nil || deps.Renderer == nil || deps.File == nil ||
 		deps.Restarter == nil || deps.Prober == nil || deps.Validator == nil {
@@ -188,6 +214,8 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 type problem struct {
 	reason  string
 	message string
+	// pendingPods are the pods a drain that timed out was blocked by.
+	pendingPods []string
 }
 
 func (p *problem) String() string { return p.reason + ": " + p.message }
@@ -208,6 +236,19 @@ type pass struct {
 	trialLeft  time.Duration
 	requeue    time.Duration
 	pruneAfter bool
+	// phase is contract.PhaseDraining or PhaseRestarting while a change
+	// waits on its drain or its restart, with phaseMessage and the pods
+	// the drain waits on.
+	phase        string
+	phaseMessage string
+	pendingPods  []string
+}
+
+// minRequeue is how soon a pass that ends a step runs the next one.
+const minRequeue = time.Millisecond
+
+func (p *pass) setPhase(phase, message string, pendingPods []string) {
+	p.phase, p.phaseMessage, p.pendingPods = phase, message, pendingPods
 }
 
 func (p *pass) addProblem(pr *problem) {
@@ -253,6 +294,9 @@ func (c *Controller) Sync(ctx context.Context, obs Observation) (Result, error) 
 			}
 		}
 	}
+	if err == nil {
+		err = c.releaseCordon(ctx, p)
+	}
 	if p.pruneAfter && err == nil {
 		if pruneErr := c.prune(); pruneErr != nil {
 			logger.Error(pruneErr, "Pruning old checkpoints failed; will retry on the next change")
@@ -270,16 +314,21 @@ func (c *Controller) Sync(ctx context.Context, obs Observation) (Result, error) 
 // round chooses, applies and judges once; again is true after a rollback.
 func (c *Controller) round(ctx context.Context, p *pass) (again bool, err error) {
 	p.onTrial, p.trialLeft = false, 0
+	p.setPhase("", "", nil)
 	chosen := c.choose(p)
 	rendered, chosen := c.render(chosen, p)
 	if rendered == nil {
 		return false, nil
 	}
 	restarted, err := c.apply(ctx, chosen, *rendered, p)
-	if err != nil {
+	switch {
+	case errors.Is(err, errDrainTimedOut):
+		// Recorded as not applied: the next round falls back.
+		return true, nil
+	case err != nil:
 		return false, err
-	}
-	if !chosen.onTrial {
+	case !chosen.onTrial || p.phase != "":
+		// No trial, or a drain or restart still to come before it.
 		return false, nil
 	}
 	return c.judgeTrial(ctx, chosen, restarted, p)
@@ -300,6 +349,8 @@ func (c *Controller) load(p *pass) {
 	c.state.active, err = s.Active()
 	corrupt(err)
 	c.state.trial, err = s.Trial()
+	corrupt(err)
+	c.state.drain, err = s.Drain()
 	corrupt(err)
 	c.state.bad, err = s.Bad()
 	corrupt(err)
@@ -362,6 +413,9 @@ func (c *Controller) prune() error {
 	}
 	if c.state.trial != nil {
 		keep = append(keep, c.state.trial.Ref)
+	}
+	if c.state.drain != nil && c.state.drain.Ref != nil {
+		keep = append(keep, *c.state.drain.Ref)
 	}
 	return c.deps.Store.PruneCheckpoints(keep)
 }

@@ -47,7 +47,7 @@ func TestGoodConfigPassesItsTrial(t *testing.T) {
 	e := newEnv(t)
 	e.sync(unassigned)
 	r := e.sync(assigned(cmA))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2, fileHas: "maxPods: 50"})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2, fileHas: "registryPullQPS: 7"})
 	if r.RequeueAfter != testProbePeriod {
 		t.Errorf("RequeueAfter = %v during a trial, want the probe period", r.RequeueAfter)
 	}
@@ -172,7 +172,7 @@ func TestRepeatedFailuresRollBackToLastKnownGood(t *testing.T) {
 		r = e.sync(assigned(cmB))
 	}
 	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonRolledBack, errorHas: "failed 3 health checks",
-		assigned: refB, active: refA, lkg: refA, restarts: 4, fileHas: "maxPods: 50"})
+		assigned: refB, active: refA, lkg: refA, restarts: 4, fileHas: "registryPullQPS: 7"})
 	bad, err := e.store().Bad()
 	if err != nil || len(bad) != 1 || bad[0].Ref != *refB {
 		t.Fatalf("bad list = %+v, %v; want B", bad, err)
@@ -251,7 +251,7 @@ func TestOfflineStartUsesCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = e.sync(Observation{})
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refB, active: refB, lkg: refA, restarts: 4, fileHas: "maxPods: 60"})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refB, active: refB, lkg: refA, restarts: 4, fileHas: "registryPullQPS: 8"})
 }
 
 func TestConfigMapDeletedAndRecreated(t *testing.T) {
@@ -269,7 +269,7 @@ func TestConfigMapDeletedAndRecreated(t *testing.T) {
 
 	recreated := configMap("kubelet-a", "uid-a2", "30", goodB)
 	r = e.sync(assigned(recreated))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refOf(recreated), active: refOf(recreated), lkg: refA, restarts: 3, fileHas: "maxPods: 60"})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refOf(recreated), active: refOf(recreated), lkg: refA, restarts: 3, fileHas: "registryPullQPS: 8"})
 }
 
 func TestNewAssignmentNotReadableYet(t *testing.T) {
@@ -337,7 +337,7 @@ func TestCorruptCheckpoints(t *testing.T) {
 	}
 	// Back online, B is downloaded again and tried again.
 	r = e.sync(assigned(cmB))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refB, active: refB, restarts: 5, fileHas: "maxPods: 60"})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refB, active: refB, restarts: 5, fileHas: "registryPullQPS: 8"})
 }
 
 func TestRestartFailureIsRetried(t *testing.T) {
@@ -364,7 +364,7 @@ func TestRapidReassignmentsLastOneWins(t *testing.T) {
 		e.sync(assigned(cms[i%2]))
 	}
 	r := e.sync(assigned(cmB))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refB, active: refB, restarts: 21, fileHas: "maxPods: 60"})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refB, active: refB, restarts: 21, fileHas: "registryPullQPS: 8"})
 	names, _ := e.store().CheckpointRefs()
 	if len(names) != 1 {
 		t.Fatalf("checkpoints pile up: %v", names)

@@ -27,25 +27,35 @@ import (
 
 const (
 	localConfig = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nhealthzPort: 10248\nproviderID: node-1\n"
-	goodA       = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 50\n"
-	goodB       = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 60\n"
+	goodA       = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nregistryPullQPS: 7\n"
+	goodB       = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nregistryPullQPS: 8\n"
 	invalid     = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPodz: 50\n"
 )
 
 var (
 	testPolicy      = trial.Policy{Period: 10 * time.Minute, Grace: time.Minute, FailureThreshold: 3}
 	testProbePeriod = 5 * time.Second
-	kubeletVersion  = version.MustParseGeneric("1.37.2")
-	errUnhealthy    = errors.New("connection refused")
+	// testDrainTimeout bounds drains in these tests.
+	testDrainTimeout = 2 * time.Minute
+	kubeletVersion   = version.MustParseGeneric("1.37.2")
+	errUnhealthy     = errors.New("connection refused")
 )
 
 // quiet drops the controller's logs: the assertions say what matters.
 func quiet(ctx context.Context) context.Context { return klog.NewContext(ctx, logr.Discard()) }
 
-// fakeRestarter counts restarts and fails while err is set.
+// fakeRestarter counts restarts (a start after a stop counts as one) and
+// fails while err is set; log, when set, gets "restart", "stop", "start".
 type fakeRestarter struct {
 	count int
 	err   error
+	log   *[]string
+}
+
+func (r *fakeRestarter) note(what string) {
+	if r.log != nil {
+		*r.log = append(*r.log, what)
+	}
 }
 
 func (r *fakeRestarter) Restart(context.Context) error {
@@ -53,6 +63,24 @@ func (r *fakeRestarter) Restart(context.Context) error {
 		return r.err
 	}
 	r.count++
+	r.note("restart")
+	return nil
+}
+
+func (r *fakeRestarter) Stop(context.Context) error {
+	if r.err != nil {
+		return r.err
+	}
+	r.note("stop")
+	return nil
+}
+
+func (r *fakeRestarter) Start(context.Context) error {
+	if r.err != nil {
+		return r.err
+	}
+	r.count++
+	r.note("start")
 	return nil
 }
 
@@ -75,8 +103,12 @@ type env struct {
 	clock      *bootclock.Fake
 	restarter  *fakeRestarter
 	prober     *fakeProber
-	failpoint  func(checkpoint.Step, string) error
-	c          *Controller
+	// rootDir is the kubelet's root directory, for its state files.
+	rootDir string
+	// drainMode is the agent's --drain for the next startAgent.
+	drainMode string
+	failpoint func(checkpoint.Step, string) error
+	c         *Controller
 	// lastResult is what the last sync returned.
 	lastResult Result
 }
@@ -91,6 +123,7 @@ func newEnv(t *testing.T) *env {
 		clock:      bootclock.NewFake("boot-1", time.Hour),
 		restarter:  &fakeRestarter{},
 		prober:     &fakeProber{},
+		rootDir:    filepath.Join(dir, "kubelet-root"),
 	}
 	if err := os.WriteFile(filepath.Join(dir, "local.yaml"), []byte(localConfig), 0o600); err != nil {
 		t.Fatal(err)
@@ -112,15 +145,17 @@ func (e *env) startAgent() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.c, err = New(Config{Policy: testPolicy, ProbePeriod: testProbePeriod}, Deps{
-		Store:     store,
-		Clock:     e.clock,
-		Renderer:  kubelet.Renderer{Mode: kubelet.ModeConfig, LocalConfigFile: filepath.Join(e.dir, "local.yaml"), LocalFields: kubelet.DefaultLocalFields},
-		File:      kubelet.ConfigFile{Path: e.kubeletCfg},
-		Restarter: e.restarter,
-		Prober:    e.prober,
-		Validator: validation.Validator{},
-		Now:       func() time.Time { return time.Unix(1700000000, 0).Add(e.clock.SinceBoot()) },
+	e.c, err = New(Config{Policy: testPolicy, ProbePeriod: testProbePeriod, DrainMode: e.drainMode,
+		DrainTimeout: testDrainTimeout, DrainPollPeriod: time.Second}, Deps{
+		Store:      store,
+		Clock:      e.clock,
+		Renderer:   kubelet.Renderer{Mode: kubelet.ModeConfig, LocalConfigFile: filepath.Join(e.dir, "local.yaml"), LocalFields: kubelet.DefaultLocalFields},
+		File:       kubelet.ConfigFile{Path: e.kubeletCfg},
+		Restarter:  e.restarter,
+		Prober:     e.prober,
+		Validator:  validation.Validator{},
+		StateFiles: kubelet.StateFiles{RootDir: e.rootDir},
+		Now:        func() time.Time { return time.Unix(1700000000, 0).Add(e.clock.SinceBoot()) },
 	})
 	if err != nil {
 		e.t.Fatal(err)

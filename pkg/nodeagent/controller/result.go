@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 )
 
@@ -34,6 +35,9 @@ func (c *Controller) result(p *pass) Result {
 	case main != nil:
 		*cond = status.Condition{Status: corev1.ConditionFalse, Reason: main.reason, Message: strings.Join(messages, "; ")}
 		st.Status.Error = strings.Join(errorMessages, "; ")
+		st.Status.PendingPods = main.pendingPods
+	case p.phase != "":
+		*cond = status.Condition{Status: corev1.ConditionFalse, Reason: p.phase, Message: p.phaseMessage}
 	case p.onTrial:
 		since := ""
 		if t := c.state.trial; t != nil {
@@ -45,6 +49,13 @@ func (c *Controller) result(p *pass) Result {
 		*cond = status.Condition{Status: corev1.ConditionTrue, Reason: status.ReasonLocalConfig, Message: "No configuration is assigned; the node's local configuration is active"}
 	default:
 		*cond = status.Condition{Status: corev1.ConditionTrue, Reason: status.ReasonConfigActive, Message: describe(st.Status.Active) + " is active and passed its trial"}
+	}
+
+	switch {
+	case p.phase != "":
+		st.Status.Phase, st.Status.PendingPods = p.phase, p.pendingPods
+	case p.onTrial:
+		st.Status.Phase = contract.PhaseTrialInProgress
 	}
 
 	// One warning per problem and assignment, not one per pass.

@@ -2,12 +2,14 @@ package kubeclient
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -33,12 +35,14 @@ type ConfigMapClient interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
-// PodClient is what the agent reads of Pods: a list of the pods bound to
+// PodClient is what the agent does with Pods: a list of the pods bound to
 // its Node (fieldSelector spec.nodeName=NODE), the one the node authorizer
-// allows a node, to judge trials by their workloads. client-go's typed
-// PodInterface satisfies it.
+// allows a node, to judge trials by their workloads and to drain; and
+// evictions of those pods, which NodeRestriction allows a node for pods
+// bound to itself only. client-go's typed PodInterface satisfies it.
 type PodClient interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
+	EvictV1(ctx context.Context, eviction *policyv1.Eviction) error
 }
 
 // EventClient writes the Events the agent records about its Node.
@@ -195,6 +199,20 @@ type pods struct{ resource }
 func (p pods) List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
 	list := &corev1.PodList{}
 	return list, p.list(ctx, opts, list)
+}
+
+// EvictV1 posts a policy/v1 Eviction to the pod's eviction subresource. The
+// body is encoded here rather than by the client's scheme, which knows
+// core/v1 only (NewScheme).
+func (p pods) EvictV1(ctx context.Context, eviction *policyv1.Eviction) error {
+	body := eviction.DeepCopy()
+	body.APIVersion, body.Kind = policyv1.SchemeGroupVersion.String(), "Eviction"
+	data, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("encoding the eviction of pod %s/%s: %w", eviction.Namespace, eviction.Name, err)
+	}
+	return p.rest.Post().Namespace(eviction.Namespace).Resource(p.name).Name(eviction.Name).
+		SubResource("eviction").SetHeader("Content-Type", "application/json").Body(data).Do(ctx).Error()
 }
 
 type events struct{ resource }

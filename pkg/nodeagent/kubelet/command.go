@@ -75,10 +75,18 @@ func ParseCommand(line string) ([]string, error) {
 
 // CommandRestarter restarts the kubelet by running a command: for hosts
 // whose kubelet is not a systemd unit, and for tests that stand in for one.
+// StopArgv and StartArgv, when given, stop and start it, for a restart
+// that must change the kubelet's state files while it is down.
 type CommandRestarter struct {
-	Argv    []string
-	Timeout time.Duration
+	Argv      []string
+	StopArgv  []string
+	StartArgv []string
+	Timeout   time.Duration
 }
+
+// ErrNoStopCommand is returned by Stop and Start when no such command was
+// given.
+var ErrNoStopCommand = errors.New("no command to stop and start the kubelet was given")
 
 // NewCommandRestarter runs argv, killing it after timeout (none when 0).
 func NewCommandRestarter(argv []string, timeout time.Duration) *CommandRestarter {
@@ -94,12 +102,32 @@ func (r *CommandRestarter) Restart(ctx context.Context) error {
 	if len(r.Argv) == 0 {
 		return errors.New("no restart command configured")
 	}
+	return r.run(ctx, "restarting", r.Argv)
+}
+
+// Stop runs the stop command; ErrNoStopCommand when there is none.
+func (r *CommandRestarter) Stop(ctx context.Context) error {
+	if len(r.StopArgv) == 0 || len(r.StartArgv) == 0 {
+		return ErrNoStopCommand
+	}
+	return r.run(ctx, "stopping", r.StopArgv)
+}
+
+// Start runs the start command; ErrNoStopCommand when there is none.
+func (r *CommandRestarter) Start(ctx context.Context) error {
+	if len(r.StopArgv) == 0 || len(r.StartArgv) == 0 {
+		return ErrNoStopCommand
+	}
+	return r.run(ctx, "starting", r.StartArgv)
+}
+
+func (r *CommandRestarter) run(ctx context.Context, doing string, argv []string) error {
 	if r.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, r.Timeout)
 		defer cancel()
 	}
-	cmd := exec.CommandContext(ctx, r.Argv[0], r.Argv[1:]...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	var output bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
 	// A command that leaves a child holding its output open (a daemon
@@ -117,7 +145,7 @@ func (r *CommandRestarter) Restart(ctx context.Context) error {
 		err = fmt.Errorf("%w (%w)", err, ctxErr)
 	}
 	if out == "" {
-		return fmt.Errorf("restarting the kubelet with %q: %w", strings.Join(r.Argv, " "), err)
+		return fmt.Errorf("%s the kubelet with %q: %w", doing, strings.Join(argv, " "), err)
 	}
-	return fmt.Errorf("restarting the kubelet with %q: %w: %s", strings.Join(r.Argv, " "), err, out)
+	return fmt.Errorf("%s the kubelet with %q: %w: %s", doing, strings.Join(argv, " "), err, out)
 }

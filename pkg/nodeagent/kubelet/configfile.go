@@ -99,3 +99,15 @@ func syncDir(dir string) error {
 	}
 	return closeErr
 }
+
+// Current returns the file as it is, nil when it does not exist.
+func (f ConfigFile) Current() ([]byte, error) {
+	data, err := os.ReadFile(f.Path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading kubelet config %s: %w", f.Path, err)
+	}
+	return data, nil
+}

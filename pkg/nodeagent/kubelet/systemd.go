@@ -85,15 +85,21 @@ func NewSystemdRestarter(busAddress, unit string, timeout time.Duration) *System
 	return &SystemdRestarter{BusAddress: busAddress, Unit: unit, Timeout: timeout}
 }
 
-// JobFailedError is a restart job that systemd finished with a result other
-// than "done".
+// JobFailedError is a job (restart, stop, start) that systemd finished with
+// a result other than "done".
 type JobFailedError struct {
 	Unit   string
 	Result string
+	// Job is "restart", "stop" or "start"; empty reads as "restart".
+	Job string
 }
 
 func (e *JobFailedError) Error() string {
-	msg := fmt.Sprintf("systemd finished the restart of %s with result %q, not \"done\"", e.Unit, e.Result)
+	job := e.Job
+	if job == "" {
+		job = "restart"
+	}
+	msg := fmt.Sprintf("systemd finished the %s of %s with result %q, not \"done\"", job, e.Unit, e.Result)
 	if why := jobResultMeaning[e.Result]; why != "" {
 		msg += ": " + why
 	}
@@ -113,50 +119,68 @@ var jobResultMeaning = map[string]string{
 	"skipped":    "the job did not apply to the unit's state",
 }
 
+// unitJob is one of go-systemd's *UnitContext calls.
+type unitJob func(conn *systemd.Conn, ctx context.Context, name, mode string, ch chan<- string) (int, error)
+
 // Restart queues a restart of the unit in mode "replace" (a pending stop or
 // start of the kubelet is superseded rather than making the restart fail)
 // and waits for the job's result.
 func (r *SystemdRestarter) Restart(ctx context.Context) error {
+	return r.runJob(ctx, "restart", (*systemd.Conn).RestartUnitContext)
+}
+
+// Stop stops the unit and waits for it to be stopped, for a restart that
+// must change the kubelet's state files while it is down.
+func (r *SystemdRestarter) Stop(ctx context.Context) error {
+	return r.runJob(ctx, "stop", (*systemd.Conn).StopUnitContext)
+}
+
+// Start starts the unit and waits for systemd's verdict.
+func (r *SystemdRestarter) Start(ctx context.Context) error {
+	return r.runJob(ctx, "start", (*systemd.Conn).StartUnitContext)
+}
+
+func (r *SystemdRestarter) runJob(ctx context.Context, verb string, call unitJob) error {
 	if r.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, r.Timeout)
 		defer cancel()
 	}
-	// A connection per restart: restarts are rare, and a bus daemon
-	// restarted in between must not leave the agent holding a dead one.
+	// A connection per job: jobs are rare, and a bus daemon restarted in
+	// between must not leave the agent holding a dead one.
 	conn, err := systemd.NewConnection(func() (*dbus.Conn, error) { return r.dial(ctx) })
 	if err != nil {
-		return fmt.Errorf("restarting %s: connecting to the system bus at %s: %w", r.Unit, r.BusAddress, withCause(ctx, err))
+		return fmt.Errorf("%s of %s: connecting to the system bus at %s: %w", verb, r.Unit, r.BusAddress, withCause(ctx, err))
 	}
 	defer conn.Close()
 
 	// Buffered: go-systemd delivers the result while holding its lock, and
 	// a result arriving after a timeout must not block anything.
 	results := make(chan string, 1)
-	jobID, err := conn.RestartUnitContext(ctx, r.Unit, "replace", results)
+	jobID, err := call(conn, ctx, r.Unit, "replace", results)
 	if err != nil {
 		err = withCause(ctx, err)
 		name := dbusErrorName(err)
 		switch {
 		case needsPrivilege(name):
-			return fmt.Errorf("restarting %s over D-Bus: %s: %w (restarting a unit over the system bus needs root or a polkit rule allowing it)", r.Unit, name, err)
+			return fmt.Errorf("%s of %s over D-Bus: %s: %w (managing a unit over the system bus needs root or a polkit rule allowing it)", verb, r.Unit, name, err)
 		case name != "":
-			return fmt.Errorf("restarting %s over D-Bus: %s: %w", r.Unit, name, err)
+			return fmt.Errorf("%s of %s over D-Bus: %s: %w", verb, r.Unit, name, err)
 		}
-		return fmt.Errorf("restarting %s over D-Bus: %w", r.Unit, err)
+		return fmt.Errorf("%s of %s over D-Bus: %w", verb, r.Unit, err)
 	}
-	klog.FromContext(ctx).V(2).Info("Queued the kubelet's restart", "unit", r.Unit, "job", jobID)
+	klog.FromContext(ctx).V(2).Info("Queued a job for the kubelet's unit", "unit", r.Unit, "job", verb, "jobID", jobID)
 	select {
 	case result := <-results:
 		if result != "done" {
-			return &JobFailedError{Unit: r.Unit, Result: result}
+			return &JobFailedError{Unit: r.Unit, Result: result, Job: verb}
 		}
 		return nil
 	case <-ctx.Done():
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fmt.Errorf("restarting %s: systemd reported no result for restart job %d in time: %w", r.Unit, jobID, ctx.Err())
+			return fmt.Errorf("%s of %s: systemd reported no result for job %d in time: %w", verb, r.Unit, jobID, ctx.Err())
 		}
-		return fmt.Errorf("restarting %s: stopped waiting for restart job %d: %w", r.Unit, jobID, ctx.Err())
+		return fmt.Errorf("%s of %s: stopped waiting for job %d: %w", verb, r.Unit, jobID, ctx.Err())
 	}
 }
 

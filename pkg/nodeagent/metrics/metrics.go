@@ -20,6 +20,7 @@ type Metrics struct {
 	configError                     *prometheus.GaugeVec
 	rollbacks                       prometheus.Counter
 	restarts                        prometheus.Counter
+	drains                          *prometheus.CounterVec
 	trialElapsed                    prometheus.Gauge
 	trialPeriod                     prometheus.Gauge
 	syncDuration                    prometheus.Histogram
@@ -41,6 +42,8 @@ func New(reg prometheus.Registerer, trialPeriod time.Duration) (*Metrics, error)
 			Help: "Configurations rolled back after failing their trial."}),
 		restarts: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "kubelet_restarts_total",
 			Help: "Kubelet restart commands that succeeded."}),
+		drains: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "drains_total",
+			Help: "Drains for changes a restart alone cannot carry, by result: drained (the restart followed) or timed_out (the change was not applied)."}, []string{"result"}),
 		trialElapsed: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "trial_elapsed_seconds",
 			Help: "How long the configuration on trial has been on it (time since boot, this boot); 0 without a trial."}),
 		trialPeriod: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "trial_period_seconds",
@@ -50,13 +53,16 @@ func New(reg prometheus.Registerer, trialPeriod time.Duration) (*Metrics, error)
 		syncErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "sync_errors_total",
 			Help: "Passes of the state machine that ended in an error and were retried."}),
 	}
-	for _, c := range []prometheus.Collector{m.assigned, m.active, m.lastKnownGood, m.configError, m.rollbacks, m.restarts, m.trialElapsed, m.trialPeriod, m.syncDuration, m.syncErrors} {
+	for _, c := range []prometheus.Collector{m.assigned, m.active, m.lastKnownGood, m.configError, m.rollbacks, m.restarts, m.drains, m.trialElapsed, m.trialPeriod, m.syncDuration, m.syncErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering agent metrics: %w", err)
 		}
 	}
 	m.trialPeriod.Set(trialPeriod.Seconds())
 	m.configError.WithLabelValues("").Set(0)
+	for _, result := range []string{drainDrained, drainTimedOut} {
+		m.drains.WithLabelValues(result)
+	}
 	return m, nil
 }
 
@@ -89,6 +95,25 @@ func (m *Metrics) ObserveReport(r status.Report) {
 func (m *Metrics) RolledBack() {
 	if m != nil {
 		m.rollbacks.Inc()
+	}
+}
+
+const (
+	drainDrained  = "drained"
+	drainTimedOut = "timed_out"
+)
+
+// Drained counts a drain that finished.
+func (m *Metrics) Drained() {
+	if m != nil {
+		m.drains.WithLabelValues(drainDrained).Inc()
+	}
+}
+
+// DrainTimedOut counts a drain that gave up.
+func (m *Metrics) DrainTimedOut() {
+	if m != nil {
+		m.drains.WithLabelValues(drainTimedOut).Inc()
 	}
 }
 

@@ -30,6 +30,7 @@ type Source struct {
 	node cache.SharedIndexInformer
 	// readPods says whether observations offer the pods bound to the Node.
 	readPods bool
+	drainer  controller.Drainer
 
 	// mu guards cm, which Observe replaces and Stop ends.
 	mu      sync.Mutex
@@ -44,6 +45,8 @@ type Options struct {
 	// ReadPods offers, in each online observation, a list of the pods
 	// bound to the Node, for the trial's signals.
 	ReadPods bool
+	// Drainer, when set, is offered in each online observation.
+	Drainer controller.Drainer
 }
 
 // New prepares the watches; Run starts them. onChange is called on every
@@ -57,7 +60,7 @@ func New(client kubeclient.Interface, nodeName string, opts Options, onChange fu
 	if _, err := s.node.AddEventHandler(s.handler()); err != nil {
 		return nil, fmt.Errorf("watching Node %s: %w", nodeName, err)
 	}
-	s.readPods = opts.ReadPods
+	s.readPods, s.drainer = opts.ReadPods, opts.Drainer
 	return s, nil
 }
 
@@ -165,7 +168,7 @@ func (s *Source) Observe(ctx context.Context) controller.Observation {
 		s.follow(ctx, nil)
 		return controller.Observation{}
 	}
-	obs := controller.Observation{Online: true, KubeletVersion: KubeletVersion(node), Node: node}
+	obs := controller.Observation{Online: true, KubeletVersion: KubeletVersion(node), Node: node, Drainer: s.drainer}
 	if s.readPods {
 		obs.Pods = s.listPods
 	}

@@ -13,6 +13,9 @@
 //
 // and False otherwise, with one of these reasons:
 //
+//	Draining            a change that needs a drain is under way: the Node is cordoned and
+//	                    its pods evicted (status.pendingPods names those waited on)
+//	Restarting          drained; the kubelet is being restarted with the change
 //	TrialInProgress     the assigned configuration is active and on trial
 //	Downloading         the assigned ConfigMap has not been read yet
 //	DownloadFailed      the assigned ConfigMap cannot be read (missing, forbidden, deleted)
@@ -24,6 +27,9 @@
 //	ApplyFailed         writing the kubelet's config file, the state directory, or the
 //	                    restart command failed; retried with backoff
 //	AssignmentInvalid   the nodeguard.dev/config-source annotation does not parse
+//	DrainTimedOut       the drain did not finish within --drain-timeout; the Node was
+//	                    uncordoned and the change not applied; not retried until the
+//	                    ConfigMap changes
 //
 // The condition's message, and the status annotation's "error", say why in
 // words. A trial counts as not yet ready (False) rather than Unknown: the

@@ -21,6 +21,15 @@ const (
 	ReasonCheckpointCorrupt = "CheckpointCorrupt"
 	ReasonApplyFailed       = "ApplyFailed"
 	ReasonAssignmentInvalid = "AssignmentInvalid"
+	// ReasonDraining and ReasonRestarting are the phases of a change
+	// before its trial (contract.PhaseDraining, contract.PhaseRestarting).
+	ReasonDraining   = "Draining"
+	ReasonRestarting = "Restarting"
+	// ReasonDrainTimedOut: the drain a change needed did not finish within
+	// the agent's --drain-timeout; the Node was uncordoned and the change
+	// not applied. The message and the status's pendingPods name the pods
+	// that blocked it.
+	ReasonDrainTimedOut = "DrainTimedOut"
 )
 
 // Event reasons, for transitions that are not a condition reason.

@@ -51,6 +51,18 @@ func TestDecidedAlike(t *testing.T) {
 			n.Annotations[v1alpha1.TrialPassedAnnotation] = "kubelet-configs/v1@3"
 		}, alike: true},
 		{name: "previous source", change: func(n *corev1.Node) { n.Annotations[v1alpha1.PreviousConfigSourceAnnotation] = "" }},
+		// The controller writes the mode; no decision reads it back.
+		{name: "the drain mode", change: func(n *corev1.Node) { n.Annotations[contract.DrainAnnotation] = contract.DrainNever }, alike: true},
+		// The agent's phase and the pods its drain waits on are in the
+		// Nodes' verdicts (their detail, the Progressing message).
+		{name: "agent's phase", change: func(n *corev1.Node) {
+			n.Annotations[contract.ConfigStatusAnnotation] = `{"assigned":{"namespace":"kubelet-configs","name":"v1","uid":"u1","resourceVersion":"3"},"phase":"Draining"}`
+		}},
+		{name: "the pods a drain waits on", from: func(n *corev1.Node) {
+			n.Annotations[contract.ConfigStatusAnnotation] = `{"assigned":{"namespace":"kubelet-configs","name":"v1","uid":"u1","resourceVersion":"3"},"phase":"Draining"}`
+		}, change: func(n *corev1.Node) {
+			n.Annotations[contract.ConfigStatusAnnotation] = `{"assigned":{"namespace":"kubelet-configs","name":"v1","uid":"u1","resourceVersion":"3"},"phase":"Draining","pendingPods":["default/web-0"]}`
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -150,7 +150,9 @@ func TestCrashLoopingConfigRollsBack(t *testing.T) {
 func TestCrashLoopHealthyBetweenCrashes(t *testing.T) {
 	n := newNode(t, nodeOptions{agentArgs: []string{flappingTrial},
 		stub: &framework.StubKubelet{Reason: "a kubelet that serves for a set time between crashes, which no configuration makes a real one do"}})
-	loop := n.configMap("kubelet-loop", "maxPods: 42\nstaticPodURL: http://kubeletstub.invalid/crashloop?up=500ms&down=300ms\n")
+	// The stub reads its behaviour from staticPodURL, a dangerous field
+	// the agent applies only where the ConfigMap allows it.
+	loop := n.allowDangerous(n.configMap("kubelet-loop", "maxPods: 42\nstaticPodURL: http://kubeletstub.invalid/crashloop?up=500ms&down=300ms\n"), "staticPodURL")
 	n.assign("kubelet-loop")
 	o := n.waitReport("the crash-looping config rolled back", func(o framework.Report) bool {
 		return is(o.Status.Assigned, loop) && o.Status.Active == nil && reason(o, corev1.ConditionFalse, status.ReasonRolledBack)

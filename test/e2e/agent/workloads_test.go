@@ -17,8 +17,11 @@ import (
 // the pods it finds again and report the result (a few seconds here, some
 // 10 s for a pod it refuses before running it), and for its eviction
 // manager's first look, and short enough to keep these tests quick. The
-// signals keep their defaults.
-var workloadArgs = []string{"--trial-period=12s"}
+// signals keep their defaults. --drain=Never: these tests judge the
+// trial's signals, so a change that shrinks what the node holds (maxPods,
+// reservations), which the agent would otherwise drain the node for
+// (test/e2e/drain), must meet the pods still running there.
+var workloadArgs = []string{"--trial-period=12s", "--drain=Never"}
 
 // healthOnly turns off every signal of the Node and its pods: the trial is
 // judged by the kubelet's /healthz alone, as before they existed.

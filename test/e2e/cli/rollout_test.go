@@ -188,7 +188,7 @@ func TestRollout(t *testing.T) {
 	t.Run("status", func(t *testing.T) {
 		r := plugin(t, "rollout", "status", name)
 		expect(t, "status", r, cli.ExitOK, "State:    Canary (progressing)", "Target:   "+s.ns+"/v3@"+v3.ResourceVersion,
-			"Spec:     canary 1, maxUnavailable 1, onFailure Revert, paused false", "Nodes:    3 selected, 1 updated, 1 in trial, 0 failed",
+			"Spec:     canary 1, maxUnavailable 1, onFailure Revert, drain Auto, paused false", "Nodes:    3 selected, 1 updated, 1 in trial, 0 failed",
 			"waiting on "+b, "NODE ", "STATE ", "LAST-KNOWN-GOOD ", "READY ", "DETAIL")
 		states := map[string]string{}
 		for _, line := range strings.Split(r.out, "\n") {

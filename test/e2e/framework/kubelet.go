@@ -231,7 +231,17 @@ func (k *realKubelet) start(ctx context.Context) error {
 		unitArgs = append(unitArgs, "--sysctl="+key+"="+HostSysctls[key])
 	}
 	unitArgs = append(append(unitArgs, "--"), k.kubeletArgv()...)
-	unit, err := startChild("kubelet unit", k.log, unitArgs...)
+	// The kubelet works in an empty directory of its own, never in ours (a
+	// test's package directory, or the repository root under make run): on
+	// the fake runtime a container's log path is empty, and when the
+	// kubelet removes a container it deletes every file matching "<log
+	// path>*" (the container log manager's Clean), which is then every
+	// file in its working directory.
+	cwd := filepath.Join(n.Dir, "kubelet-cwd")
+	if err := os.MkdirAll(cwd, 0o755); err != nil {
+		return fmt.Errorf("node %s: the kubelet's working directory: %w", n.Name, err)
+	}
+	unit, err := startChildIn(cwd, "kubelet unit", k.log, unitArgs...)
 	if err != nil {
 		return err
 	}
@@ -301,8 +311,16 @@ func (k *realKubelet) running() bool {
 	return k.unit != nil && k.unit.running()
 }
 
-func (k *realKubelet) restartCommand() string {
-	return fmt.Sprintf("%s restart --control=%s", k.node.binaries.KubeletUnit, k.control)
+func (k *realKubelet) controlArgs() []string {
+	command := func(verb string) string {
+		return fmt.Sprintf("%s %s --control=%s", k.node.binaries.KubeletUnit, verb, k.control)
+	}
+	return []string{
+		"--kubelet-restart-command=" + command("restart"),
+		"--kubelet-stop-command=" + command("stop"),
+		"--kubelet-start-command=" + command("start"),
+		"--kubelet-root-dir=" + k.rootDir,
+	}
 }
 
 func (k *realKubelet) restartAsAdmin(ctx context.Context) error {
@@ -392,6 +410,16 @@ func (k *realKubelet) waitRegistered(ctx context.Context) error {
 		return fmt.Errorf("%w; kubelet log:\n%s", err, tail(k.log, 30))
 	}
 	return nil
+}
+
+// KubeletRootDir is the real kubelet's --root-dir, where it keeps its
+// managers' state files (cpu_manager_state, ...).
+func (n *Node) KubeletRootDir() (string, error) {
+	k, ok := n.kubelet.(*realKubelet)
+	if !ok {
+		return "", fmt.Errorf("node %s runs the stub, which keeps no state", n.Name)
+	}
+	return k.rootDir, nil
 }
 
 // Configz returns what a real kubelet's /configz serves: the configuration

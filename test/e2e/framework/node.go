@@ -143,8 +143,9 @@ type kubeletRunner interface {
 	start(ctx context.Context) error
 	stop()
 	running() bool
-	// restartCommand is the agent's --kubelet-restart-command.
-	restartCommand() string
+	// controlArgs are the agent's flags that reach this kubelet: its
+	// restart (and stop and start) commands and its root directory.
+	controlArgs() []string
 	// restartAsAdmin restarts the kubelet behind the agent's back.
 	restartAsAdmin(ctx context.Context) error
 	restarts() ([]KubeletRestart, error)
@@ -326,7 +327,6 @@ func (n *Node) defaultAgentArgs() []string {
 		"--kubelet-config-mode=config",
 		"--kubelet-config-file=" + n.KubeletConfigFile,
 		"--local-config-file=" + n.LocalConfigFile,
-		"--kubelet-restart-command=" + n.kubelet.restartCommand(),
 		fmt.Sprintf("--kubelet-healthz-url=http://127.0.0.1:%d/healthz", n.KubeletHealthzPort),
 		"--health-probe-period=200ms",
 		"--health-probe-timeout=150ms",
@@ -339,6 +339,7 @@ func (n *Node) defaultAgentArgs() []string {
 		"--kube-api-burst=100",
 		"-v=2",
 	}
+	args = append(args, n.kubelet.controlArgs()...)
 	if fields := n.kubelet.localFields(); len(fields) > 0 {
 		args = append(args, "--local-fields="+strings.Join(fields, ","))
 	}

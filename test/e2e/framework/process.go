@@ -23,6 +23,12 @@ type child struct {
 
 // startChild starts argv with its output appended to logPath.
 func startChild(name, logPath string, argv ...string) (*child, error) {
+	return startChildIn("", name, logPath, argv...)
+}
+
+// startChildIn is startChild with dir as the child's working directory
+// ("" is ours).
+func startChildIn(dir, name, logPath string, argv ...string) (*child, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening the %s log: %w", name, err)
@@ -30,6 +36,7 @@ func startChild(name, logPath string, argv ...string) (*child, error) {
 	// The child holds its own descriptor once started.
 	defer logFile.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Pdeathsig: if the program in charge dies without stopping us, the
 	// child goes with it instead of holding ports forever.

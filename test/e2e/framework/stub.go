@@ -87,8 +87,13 @@ func (s *stubKubelet) running() bool {
 	return s.process != nil && s.process.running()
 }
 
-func (s *stubKubelet) restartCommand() string {
-	return fmt.Sprintf("%s restart --pid-file %s", s.node.binaries.KubeletStub, s.pidFile)
+func (s *stubKubelet) controlArgs() []string {
+	return []string{
+		fmt.Sprintf("--kubelet-restart-command=%s restart --pid-file %s", s.node.binaries.KubeletStub, s.pidFile),
+		// The stub keeps no state files; a root directory of its own
+		// keeps the agent off the host's /var/lib/kubelet.
+		"--kubelet-root-dir=" + filepath.Join(s.node.Dir, "stub-root"),
+	}
 }
 
 func (s *stubKubelet) restartAsAdmin(ctx context.Context) error {

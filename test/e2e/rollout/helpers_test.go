@@ -15,8 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
@@ -34,7 +32,7 @@ const waitTimeout = 2 * time.Minute
 // creates it).
 const configNamespace = "kubelet-configs"
 
-var rolloutsGVR = v1alpha1.SchemeGroupVersion.WithResource("kubeletconfigrollouts")
+var rolloutsGVR = framework.RolloutsResource
 
 // rolloutSpec is what a test varies in a rollout.
 type rolloutSpec struct {
@@ -44,6 +42,7 @@ type rolloutSpec struct {
 	maxUnavailable int
 	paused         bool
 	onFailure      v1alpha1.FailurePolicy
+	drain          v1alpha1.DrainPolicy
 }
 
 // pool selects the Nodes the administrator put in a pool: a label no node
@@ -64,6 +63,7 @@ func createRollout(t *testing.T, name string, s rolloutSpec) {
 			ConfigMapRef: v1alpha1.ConfigMapReference{Namespace: configNamespace, Name: s.configMap},
 			Paused:       s.paused,
 			OnFailure:    s.onFailure,
+			Drain:        s.drain,
 		},
 	}
 	if s.canary > 0 {
@@ -73,12 +73,8 @@ func createRollout(t *testing.T, name string, s rolloutSpec) {
 		mu := intstr.FromInt(s.maxUnavailable)
 		r.Spec.MaxUnavailable = &mu
 	}
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r)
-	if err != nil {
+	if err := framework.CreateRollout(t.Context(), dyn, r); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := dyn.Resource(rolloutsGVR).Create(t.Context(), &unstructured.Unstructured{Object: content}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating rollout %s: %v", name, err)
 	}
 	t.Cleanup(func() { deleteRollout(t, name) })
 }
@@ -88,15 +84,7 @@ func deleteRollout(t *testing.T, name string) {
 }
 
 func getRollout(ctx context.Context, name string) (*v1alpha1.KubeletConfigRollout, error) {
-	u, err := dyn.Resource(rolloutsGVR).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	var r v1alpha1.KubeletConfigRollout
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return framework.GetRollout(ctx, dyn, name)
 }
 
 func patchRollout(t *testing.T, name string, spec map[string]any) {
@@ -132,14 +120,7 @@ func condition(r *v1alpha1.KubeletConfigRollout, kind string) *metav1.Condition 
 	return meta.FindStatusCondition(r.Status.Conditions, kind)
 }
 
-func describe(r *v1alpha1.KubeletConfigRollout) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "selected %d updated %d inTrial %d failed %d", r.Status.Selected, r.Status.Updated, r.Status.InTrial, r.Status.Failed)
-	for _, c := range r.Status.Conditions {
-		fmt.Fprintf(&b, "; %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
-	}
-	return b.String()
-}
+func describe(r *v1alpha1.KubeletConfigRollout) string { return framework.DescribeRollout(r) }
 
 // waitRollout waits until the rollout's status satisfies want.
 func waitRollout(t *testing.T, name, what string, want func(*v1alpha1.KubeletConfigRollout) bool) *v1alpha1.KubeletConfigRollout {

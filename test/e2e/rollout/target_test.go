@@ -13,9 +13,10 @@ import (
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
-// TestRolloutPointingAtNothing: a rollout whose ConfigMap does not exist,
-// and then exists but is not eligible, says so in its status and moves no
-// Node; once the ConfigMap is eligible it rolls out.
+// TestRolloutPointingAtNothing: a rollout whose ConfigMap does not exist
+// (TargetNotFound), and then exists but is not eligible
+// (TargetNotEligible), says so in its status and moves no Node; once the
+// ConfigMap is eligible it rolls out.
 func TestRolloutPointingAtNothing(t *testing.T) {
 	settle(t, green...)
 	before := sources(t, green)
@@ -37,7 +38,12 @@ func TestRolloutPointingAtNothing(t *testing.T) {
 			return false, err.Error()
 		}
 		now := sources(t, green)
-		return progressing(r, v1alpha1.ReasonTargetNotFound) && fmt.Sprint(now) == fmt.Sprint(before), describe(r) + " " + fmt.Sprint(now)
+		// Missing until the controller syncs the rollout again, then not
+		// eligible (pkg/rollout/controller
+		// TestAnIneligibleTargetIsReportedAsSuch): either
+		// way no Node moves.
+		waiting := progressing(r, v1alpha1.ReasonTargetNotFound) || progressing(r, v1alpha1.ReasonTargetNotEligible)
+		return waiting && fmt.Sprint(now) == fmt.Sprint(before), describe(r) + " " + fmt.Sprint(now)
 	})
 
 	label := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, contract.EligibleLabel, contract.EligibleLabelValue)

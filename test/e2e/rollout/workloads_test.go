@@ -87,7 +87,9 @@ func startWorkloadPool(t *testing.T, pool string, podsPerNode int) (map[string]*
 // runs healthily but that makes it reject the pods it runs (maxPods below
 // them) fails the canary's trial; the rollout stops with Failed=True naming
 // the canary and the pods' reason, reverts the canary, and never touches
-// the other Node of the pool.
+// the other Node of the pool. The rollout says drain: Never, so that the
+// change meets the pods a drain would have evicted first: the trial's
+// signals are what is tested here.
 func TestCanaryRejectingItsPodsFailsTheRollout(t *testing.T) {
 	pool := "workloads"
 	poolNodes, names := startWorkloadPool(t, pool, 4)
@@ -102,7 +104,7 @@ func TestCanaryRejectingItsPodsFailsTheRollout(t *testing.T) {
 	cm := configMap(t, "rejects-pods", "maxPods: 2\n")
 	createRollout(t, "rejects-pods", rolloutSpec{
 		selector:  metav1.LabelSelector{MatchLabels: map[string]string{contract.PoolLabel: pool}},
-		configMap: cm.Name, canary: 1, maxUnavailable: 1,
+		configMap: cm.Name, canary: 1, maxUnavailable: 1, drain: v1alpha1.DrainNever,
 	})
 	r := waitRollout(t, "rejects-pods", "Failed and reverted", func(r *v1alpha1.KubeletConfigRollout) bool {
 		return isTrue(r, v1alpha1.ConditionFailed, v1alpha1.ReasonTrialFailed) && progressing(r, v1alpha1.ReasonReverted)

@@ -23,8 +23,10 @@ import (
 // moved by it; a revert writes its previous source back and removes both
 // annotations, and nodeguard.dev/trial-passed, which the rollout sets on a
 // Node it moved once it sees it updated, records the version the Node
-// passed: only a Node in its trial on the target can fail the rollout. A
-// controller resumes from these and the status alone.
+// passed: only a Node in its trial on the target can fail the rollout. The
+// same patch as the assignment sets nodeguard.dev/drain from spec.drain
+// (removed for Auto), and a revert removes it. A controller resumes from
+// these and the status alone.
 // Deleting a rollout leaves every assignment and annotation as it is.
 //
 // +kubebuilder:object:root=true
@@ -98,6 +100,22 @@ type KubeletConfigRolloutSpec struct {
 	// +kubebuilder:default=600
 	// +kubebuilder:validation:Minimum=1
 	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
+
+	// drain is whether the agents drain a Node before applying the target
+	// (cordon, evictions that respect PodDisruptionBudgets, uncordon after
+	// the trial): Auto (the default) when the change between the Node's
+	// active configuration and the target needs a drain, Always for every
+	// change, Never for none. The controller writes it with each
+	// assignment as the Node annotation nodeguard.dev/drain: Always and
+	// Never as they are; Auto by removing the annotation, so that the
+	// agent's own --drain default applies (Auto unless its operator chose
+	// otherwise) and no mode an earlier rollout wrote is left behind. A
+	// revert removes it too. A Node draining or restarting counts as
+	// unavailable, and a drain that times out on a Node in its trial fails
+	// the rollout (reason DrainTimedOut).
+	// +optional
+	// +kubebuilder:default=Auto
+	Drain DrainPolicy `json:"drain,omitempty"`
 }
 
 // ConfigMapReference names a ConfigMap.
@@ -126,6 +144,23 @@ const (
 	FailureRevert FailurePolicy = "Revert"
 	// FailureHalt stops the rollout and leaves every Node as it is.
 	FailureHalt FailurePolicy = "Halt"
+)
+
+// DrainPolicy is whether the agents drain a Node for the target; its
+// values are those of the contract's nodeguard.dev/drain annotation
+// (contract.DrainAuto, DrainAlways, DrainNever).
+// +kubebuilder:validation:Enum=Auto;Always;Never
+type DrainPolicy string
+
+const (
+	// DrainAuto drains a Node when the change needs it, by the field
+	// classification the agent applies (CONTRACT.md, "Disruptive changes
+	// and the trial").
+	DrainAuto DrainPolicy = contract.DrainAuto
+	// DrainAlways drains a Node for every change.
+	DrainAlways DrainPolicy = contract.DrainAlways
+	// DrainNever never drains a Node, whatever the change needs.
+	DrainNever DrainPolicy = contract.DrainNever
 )
 
 // KubeletConfigRolloutStatus is what the controller last saw and decided.

@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "github.com/nodeguard/nodeguard/pkg/contract"
+
 // Defaults the apiserver applies (see the markers on the spec); a client
 // that reads a rollout not defaulted by an apiserver applies them too.
 const (
@@ -10,6 +12,7 @@ const (
 	// Node's trial (the agents' --trial-period, five minutes by default)
 	// and its kubelet's restart fit in it.
 	DefaultProgressDeadlineSeconds = 600
+	DefaultDrain                   = DrainAuto
 )
 
 // The rollout's bookkeeping on Nodes; see KubeletConfigRollout.
@@ -33,8 +36,12 @@ const (
 )
 
 // BookkeepingAnnotations are the annotations only the rollout controller
-// writes on Nodes; no node may add, change or remove them.
-var BookkeepingAnnotations = []string{RolloutAnnotation, PreviousConfigSourceAnnotation, TrialPassedAnnotation}
+// writes on Nodes (beside the assignment); no node may add, change or
+// remove them, and a revert removes them all. contract.DrainAnnotation is
+// among them: it carries spec.drain of the rollout that assigned the Node,
+// the administrator's word on how the Node's workloads are treated, which
+// the node's own credentials (the agent's) must not rewrite.
+var BookkeepingAnnotations = []string{RolloutAnnotation, PreviousConfigSourceAnnotation, TrialPassedAnnotation, contract.DrainAnnotation}
 
 // Condition types of a KubeletConfigRollout. The rollout always carries
 // all four; the reason of Progressing says where it stands.
@@ -107,6 +114,11 @@ const (
 	// ReasonAssignmentRefused: Failed=True, the apiserver's admission
 	// refused assigning the target to a Node.
 	ReasonAssignmentRefused = "AssignmentRefused"
+	// ReasonDrainTimedOut: Failed=True, a Node's agent could not drain it
+	// for the target within its drain timeout (pods a PodDisruptionBudget
+	// protects, or pods that would not terminate), uncordoned it and did
+	// not apply the target; the message names the Node and those pods.
+	ReasonDrainTimedOut = "DrainTimedOut"
 	// ReasonNoFailure: Failed=False.
 	ReasonNoFailure = "NoFailure"
 
