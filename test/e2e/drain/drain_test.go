@@ -58,6 +58,20 @@ func TestPoolMovesToStaticCPUManager(t *testing.T) {
 			t.Errorf("%s: the static policy's checkpoint has no default CPU set: %+v", n.Name, st)
 		}
 	}
+	// A drain is no failure: no agent reported one on the way (a cordon
+	// that met the agent's own status write once did).
+	for _, n := range nodes {
+		events, err := env.Admin.CoreV1().Events(metav1.NamespaceDefault).List(t.Context(), metav1.ListOptions{
+			FieldSelector: "involvedObject.name=" + n.Name + ",type=Warning"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range events.Items {
+			if ev.Source.Component == "nodeguard-agent" {
+				t.Errorf("%s: the agent's Warning event %s: %s", n.Name, ev.Reason, ev.Message)
+			}
+		}
+	}
 	waitRunning(t, ns, "web", 4)
 	after := waitRunning(t, ns, "node-agent", 3)
 	for name := range daemons {
