@@ -1,5 +1,5 @@
 # Helpers shared by nodeguard's shipped policies. The names come from
-# CONTRACT.md: a ConfigMap is a kubelet configuration when it carries the
+# docs/reference.md: a ConfigMap is a kubelet configuration when it carries the
 # eligibility label, and a Node's assignment is its config-source annotation.
 #
 # The helpers read the review through references, never by passing a whole
@@ -42,7 +42,7 @@ object_annotation(key) := value if {
 
 # config_source and old_config_source are the assignment of the Node under
 # review, before and after, as "<namespace>/<name>"; "" for none (or no old
-# object, on CREATE). As CONTRACT.md reads an assignment (and the agent and
+# object, on CREATE). As docs/reference.md reads an assignment (and the agent and
 # the graph with it): the annotation wins, even empty; a Node without it
 # that still carries a legacy spec.configSource.configMap is assigned that
 # ConfigMap, and judged exactly as if the annotation named it. Node writes

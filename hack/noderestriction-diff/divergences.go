@@ -10,7 +10,7 @@ import (
 )
 
 // divergence is a write nodeguard refuses and NodeRestriction allows, on
-// purpose: the contract (CONTRACT.md, docs/security.md) makes nodeguard
+// purpose: the contract (docs/reference.md, docs/security.md) makes nodeguard
 // stricter there. Every other disagreement fails the test.
 type divergence struct {
 	name string
@@ -24,7 +24,7 @@ type divergence struct {
 var divergences = []divergence{
 	{
 		name: "a system:nodes member whose name is not system:node:NAME",
-		why:  "CONTRACT.md, Identities: such a user is a node with no rights; NodeRestriction does not count it as a node",
+		why:  "docs/reference.md, Identities: such a user is a node with no rights; NodeRestriction does not count it as a node",
 		matches: func(wr *nodeWrite, _ admission.Result) bool {
 			return !strings.HasPrefix(wr.user.Username, "system:node:") && slicesContains(wr.user.Groups, "system:nodes")
 		},

@@ -1,5 +1,5 @@
 // Package admission decides AdmissionReviews for the /validate endpoint, as
-// CONTRACT.md's admission rules say:
+// the admission rules of docs/reference.md say:
 //
 //  1. own-node: a node writes only its own Node (nodes and nodes/status);
 //  2. node-restriction: no node-restriction.kubernetes.io labels, no

@@ -1,5 +1,5 @@
 // Package authz decides SubjectAccessReviews for the /authorize endpoint, as
-// CONTRACT.md's authorization rules say: a node may read (get, and list or
+// the authorization rules of docs/reference.md say: a node may read (get, and list or
 // watch by name) a ConfigMap only when the graph has a path from it to the
 // node, and a node whose kubelet is older than the configured minimum is
 // denied everything but reading and updating its own Node.

@@ -40,7 +40,7 @@ type PolicyEvaluator interface {
 //     synced yet, a user in system:nodes that names no node) it is ignored,
 //     so that policies cannot widen a node's rights beyond ConfigMap reads,
 //     which the in-tree Node authorizer and RBAC would otherwise decide;
-//   - users that are not nodes are never judged by policies, as CONTRACT.md
+//   - users that are not nodes are never judged by policies, as docs/reference.md
 //     answers them without looking further.
 type Policies struct {
 	Engine PolicyEvaluator

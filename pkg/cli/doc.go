@@ -9,7 +9,7 @@
 //	rollout  pause|resume NAME
 //	rollout  undo NAME [--dry-run=none|client|server] [--timeout D]
 //
-// status reads what CONTRACT.md has the agent write (the
+// status reads what docs/reference.md has the agent write (the
 // nodeguard.dev/config-status annotation and the KubeletConfigReady
 // condition) and shows it next to the assignment.
 //

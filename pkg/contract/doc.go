@@ -1,5 +1,5 @@
 // Package contract holds the user-facing names of nodeguard, as fixed by
-// CONTRACT.md: the eligibility label, the ConfigMap data key, the Node
+// docs/reference.md: the eligibility label, the ConfigMap data key, the Node
 // annotations that carry the assignment and the status, the Node condition,
 // the rules that tell a node's identity from a request's user, which Node
 // labels a node may write itself (rule 2: NodeMayWriteLabel, which both the

@@ -1,7 +1,7 @@
 // Package graph keeps, for every node, the set of ConfigMaps the node may
 // read, fed by informers on Nodes, Pods and eligible ConfigMaps.
 //
-// A ConfigMap reaches a node along one of two paths, as CONTRACT.md says:
+// A ConfigMap reaches a node along one of two paths, as docs/reference.md says:
 //
 //	ConfigMap --assigned to--> Node      (config-source annotation or legacy
 //	                                      spec.configSource, and only while

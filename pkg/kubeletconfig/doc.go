@@ -1,6 +1,6 @@
 // Package kubeletconfig is the one place where nodeguard decodes and judges a
 // KubeletConfiguration (kubelet.config.k8s.io/v1beta1) before a kubelet reads
-// it: the admission webhook (rules 5 and 6 of CONTRACT.md), the node agent and
+// it: the admission webhook (rules 5 and 6 of docs/reference.md), the node agent and
 // the kubectl plugin all call it, so they refuse the same configurations with
 // the same messages.
 //

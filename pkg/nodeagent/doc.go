@@ -1,5 +1,5 @@
 // Package nodeagent is nodeguard's node agent: it brings back Dynamic
-// Kubelet Config on top of an annotation on the Node (see CONTRACT.md).
+// Kubelet Config on top of an annotation on the Node (see docs/reference.md).
 // Run wires the pieces, each in its own package:
 //
 //	kubeclient   the kubelet's kubeconfig and certificate, waited for and reloaded

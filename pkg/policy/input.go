@@ -64,8 +64,8 @@ type AuthzInput struct {
 	NodeLabels     map[string]string
 }
 
-// NodeOf names the node a request comes from, following CONTRACT.md's
-// identity rules, and looks its kubelet version and labels up in g (which
+// NodeOf names the node a request comes from, following the identity rules
+// of docs/reference.md, and looks its kubelet version and labels up in g (which
 // may be nil). All are empty for a user that is not a node or does not
 // name one, or a node the graph does not know.
 func NodeOf(user string, groups []string, g GraphReader) (node, kubeletVersion string, labels map[string]string) {

@@ -1,5 +1,5 @@
 // Package rollout holds the decisions of the KubeletConfigRollout
-// controller (CONTRACT.md, "Pool rollouts") as a pure function: Decide
+// controller (docs/reference.md, "Pool rollouts") as a pure function: Decide
 // takes a rollout, the identity of its target ConfigMap and what the
 // selected Nodes show, and returns how each Node stands, which Nodes to
 // assign the target next, which to revert, and the status to write. It

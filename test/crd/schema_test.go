@@ -27,8 +27,11 @@ import (
 
 var rollouts = v1alpha1.SchemeGroupVersion.WithResource("kubeletconfigrollouts")
 
-// contractExample is the KubeletConfigRollout of CONTRACT.md, word for word
-// but for the comments.
+// contractExample is the KubeletConfigRollout example of the project's
+// contract, word for word but for the comments. docs/reference.md ("Pool
+// rollouts") now shows every field and selects on nodeguard.dev/pool, as
+// admission's rollout selector rule requires; the CRD alone takes this
+// selector on a plain pool label as well.
 const contractExample = `
 apiVersion: nodeguard.dev/v1alpha1
 kind: KubeletConfigRollout

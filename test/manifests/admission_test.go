@@ -281,7 +281,7 @@ var (
 )
 
 // nodeWrites are the cases the nodes webhook's matchConditions must get
-// right, for each rule of CONTRACT.md: a node's registration (rules 1-4), an
+// right, for each rule of docs/reference.md: a node's registration (rules 1-4), an
 // assignment set or changed by anyone and a changed kubelet version (rules
 // 3 and 5), a node's change of its labels, taints or ownerReferences (rule
 // 2); and nothing else, so that a kubelet's routine status writes and an

@@ -27,7 +27,7 @@ const (
 	// nodes read their config (graph sync, plus client-go's backoff between
 	// refused lists).
 	configDeadline = 60 * time.Second
-	// The contract's names (CONTRACT.md, "Objects and keys").
+	// The contract's names (docs/reference.md, "Objects and keys").
 	eligibleLabel    = "nodeguard.dev/kubelet-config"
 	assignAnnotation = "nodeguard.dev/config-source"
 	configKey        = "kubelet"

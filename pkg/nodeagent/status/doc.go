@@ -1,4 +1,4 @@
-// Package status is how the agent reports on its own Node (CONTRACT.md):
+// Package status is how the agent reports on its own Node (docs/reference.md):
 // the nodeguard.dev/config-status annotation, holding a contract.ConfigStatus
 // as JSON, and the KubeletConfigReady condition, plus an Event for every
 // transition.

@@ -1,6 +1,6 @@
 // Package v1alpha1 is version v1alpha1 of the nodeguard.dev API group: the
 // KubeletConfigRollout, which rolls one eligible kubelet ConfigMap out across
-// the Nodes a selector picks, a few at a time (CONTRACT.md, "Pool rollouts").
+// the Nodes a selector picks, a few at a time (docs/reference.md, "Pool rollouts").
 //
 // The CustomResourceDefinition in manifests/base/crd and the deep-copy
 // functions in zz_generated.deepcopy.go are generated from these types by

@@ -154,7 +154,7 @@ type DrainPolicy string
 
 const (
 	// DrainAuto drains a Node when the change needs it, by the field
-	// classification the agent applies (CONTRACT.md, "Disruptive changes
+	// classification the agent applies (docs/reference.md, "Disruptive changes
 	// and the trial").
 	DrainAuto DrainPolicy = contract.DrainAuto
 	// DrainAlways drains a Node for every change.
