@@ -105,19 +105,19 @@ func run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	policyConfig, err := config.NewWatcher(opts.PolicyConfig, opts.fallbackPolicy(), opts.PolicyReloadInterval, registry)
+	settings, err := config.NewWatcher(opts.PolicyConfig, opts.fallbackSettings(), opts.PolicyReloadInterval, registry)
 	if err != nil {
 		return err
 	}
 	authorizer := authz.New(g, nil)
-	policyConfig.OnChange(func(p *config.Policy) { authorizer.SetMinKubeletVersion(p.MinKubeletVersion) })
+	settings.OnChange(func(s *config.Settings) { authorizer.SetMinKubeletVersion(s.MinKubeletVersion) })
 
 	admissionMetrics, err := admission.NewMetrics(registry)
 	if err != nil {
 		return err
 	}
 	configMaps := admission.NewConfigMapInformer(client, opts.Resync)
-	admitter := admission.New(policyConfig.Current, corelisters.NewConfigMapLister(configMaps.GetIndexer()), g)
+	admitter := admission.New(settings.Current, corelisters.NewConfigMapLister(configMaps.GetIndexer()), g)
 	// NodeRestriction's rules (standalone manifests only) look up what a
 	// node's write points at, live: the RBAC for it ships with them.
 	admitter.SetCluster(admission.NewAPICluster(client, opts.APIAudiences))
@@ -165,7 +165,7 @@ func run(ctx context.Context, opts *Options) error {
 			policies.engine.HealthChecker(),
 		},
 		// freshness adds the stale graph's detail, which /readyz withholds.
-		Degraded:        []server.Degradable{policyConfig, policyLoadStatus{policies.engine}, freshness},
+		Degraded:        []server.Degradable{settings, policyLoadStatus{policies.engine}, freshness},
 		DrainDuration:   opts.DrainDuration,
 		ShutdownTimeout: opts.ShutdownTimeout,
 	})
@@ -189,7 +189,7 @@ func run(ctx context.Context, opts *Options) error {
 	srv.HandleReview("/validate", validate)
 
 	dynamicTLS.Run(ctx)
-	go policyConfig.Run(ctx)
+	go settings.Run(ctx)
 	go func() { _ = policies.engine.Run(ctx) }()
 	go configMaps.RunWithContext(ctx)
 	go populator.Run(ctx)

@@ -31,8 +31,12 @@ type Options struct {
 	// or watch before it stops allowing; 0 disables the check.
 	GraphStaleAfter time.Duration
 
-	MinKubeletVersion    string
-	PolicyConfig         string
+	MinKubeletVersion string
+	// PolicyConfig is the settings file (a NodeguardPolicy); the field
+	// keeps the name of its flag, --policy-config.
+	PolicyConfig string
+	// PolicyReloadInterval is how often the settings file and the Rego
+	// policy directory are checked for changes.
 	PolicyReloadInterval time.Duration
 
 	PolicyDir  string
@@ -204,12 +208,12 @@ func (o *Options) inFlightLimit(maxInFlight int, shed server.ShedFunc) server.In
 	return server.InFlightLimit{MaxInFlight: maxInFlight, MaxQueued: o.MaxQueuedReviews, MaxWait: o.MaxQueueWait, Shed: shed}
 }
 
-// fallbackPolicy is the policy when no --policy-config is given.
-func (o *Options) fallbackPolicy() *config.Policy {
-	p := config.Default()
+// fallbackSettings are the settings when no --policy-config is given.
+func (o *Options) fallbackSettings() *config.Settings {
+	s := config.Default()
 	if o.MinKubeletVersion != "" {
-		p.MinKubeletVersion = version.MustParseGeneric(o.MinKubeletVersion)
-		p.Source = "--min-kubelet-version"
+		s.MinKubeletVersion = version.MustParseGeneric(o.MinKubeletVersion)
+		s.Source = "--min-kubelet-version"
 	}
-	return p
+	return s
 }

@@ -22,7 +22,6 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/drain"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
@@ -111,7 +110,7 @@ func (s *story) drainForStaticCPUs(ctx context.Context) error {
 	if err := s.c.slow(ctx, "checking that "+names(blue)+" run the static policy and are uncordoned, and that every "+workloadName+" pod runs", func(ctx context.Context) error {
 		for _, n := range blue {
 			if _, err := n.WaitReport(ctx, waitTimeout, n.Name+" to be done with "+cm.Name, func(r framework.Report) bool {
-				return framework.RefersTo(r.Status.LastKnownGood, cm) && r.Status.Phase == "" && r.ConditionIs(corev1.ConditionTrue, status.ReasonConfigActive)
+				return framework.RefersTo(r.Status.LastKnownGood, cm) && r.Status.Phase == "" && r.ConditionIs(corev1.ConditionTrue, contract.ReasonConfigActive)
 			}); err != nil {
 				return err
 			}

@@ -8,9 +8,9 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/config"
 )
 
-// rewritePolicy sets the minimum kubelet version of a NodeguardPolicy, and
-// checks the result as the webhook will.
-func rewritePolicy(shipped []byte, minKubeletVersion string) (string, error) {
+// rewriteSettings sets the minimum kubelet version of a NodeguardPolicy
+// (the settings file), and checks the result as the webhook will.
+func rewriteSettings(shipped []byte, minKubeletVersion string) (string, error) {
 	var f config.File
 	if err := yaml.UnmarshalStrict(shipped, &f); err != nil {
 		return "", fmt.Errorf("the shipped policy: %w", err)

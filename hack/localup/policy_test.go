@@ -13,7 +13,7 @@ import (
 	"github.com/nodeguard/nodeguard/test/controlplane"
 )
 
-func TestRewritePolicy(t *testing.T) {
+func TestRewriteSettings(t *testing.T) {
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -28,19 +28,19 @@ func TestRewritePolicy(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name       string
-		policy     string
+		settings   string
 		minVersion string
 		// wantErr is part of the error expected; empty means success.
 		wantErr string
 	}{
-		{name: "shipped", policy: string(shipped), minVersion: "1.35.0"},
-		{name: "minimal", policy: "apiVersion: config.nodeguard.dev/v1alpha1\nkind: NodeguardPolicy\n", minVersion: "1.34.0"},
-		{name: "bad version", policy: string(shipped), minVersion: "one", wantErr: "minKubeletVersion"},
-		{name: "unknown field", policy: string(shipped) + "surprise: true\n", minVersion: "1.34.0", wantErr: "surprise"},
-		{name: "wrong kind", policy: "apiVersion: v1\nkind: ConfigMap\n", minVersion: "1.34.0", wantErr: "apiVersion/kind"},
+		{name: "shipped", settings: string(shipped), minVersion: "1.35.0"},
+		{name: "minimal", settings: "apiVersion: config.nodeguard.dev/v1alpha1\nkind: NodeguardPolicy\n", minVersion: "1.34.0"},
+		{name: "bad version", settings: string(shipped), minVersion: "one", wantErr: "minKubeletVersion"},
+		{name: "unknown field", settings: string(shipped) + "surprise: true\n", minVersion: "1.34.0", wantErr: "surprise"},
+		{name: "wrong kind", settings: "apiVersion: v1\nkind: ConfigMap\n", minVersion: "1.34.0", wantErr: "apiVersion/kind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := rewritePolicy([]byte(tc.policy), tc.minVersion)
+			got, err := rewriteSettings([]byte(tc.settings), tc.minVersion)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one mentioning %q", err, tc.wantErr)
@@ -62,7 +62,7 @@ func TestRewritePolicy(t *testing.T) {
 					t.Errorf("forbiddenDynamicFields %v, want the shipped ones: %v", f.ForbiddenDynamicFields, original.ForbiddenDynamicFields)
 				}
 				if f.AllowNodeSelfAssignment != original.AllowNodeSelfAssignment || !slices.Equal(f.ExemptUsers, original.ExemptUsers) {
-					t.Errorf("the rest of the shipped policy changed: %+v, was %+v", f, original)
+					t.Errorf("the rest of the shipped settings changed: %+v, was %+v", f, original)
 				}
 			}
 		})

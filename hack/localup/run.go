@@ -106,7 +106,7 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 	}); err != nil {
 		return err
 	}
-	policy, err := demoPolicy(opts.minKubeletVersion)
+	settings, err := demoSettings(opts.minKubeletVersion)
 	if err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 		"    the pods), kube-scheduler (it places them on the nodes, and elsewhere when a node is drained), and the nodeguard webhook",
 		func(ctx context.Context) error {
 			var err error
-			env, err = framework.Start(ctx, framework.Options{WorkDir: filepath.Join(dir, "env"), Policy: policy, PolicyFiles: regoPolicies,
+			env, err = framework.Start(ctx, framework.Options{WorkDir: filepath.Join(dir, "env"), Settings: settings, PolicyFiles: regoPolicies,
 				ControllerManager: true, Scheduler: true})
 			return err
 		}); err != nil {
@@ -230,9 +230,9 @@ func (w indented) Write(p []byte) (int, error) {
 // oldKubeletVersion is what the demonstration's too-old node reports.
 const oldKubeletVersion = "v1.29.4"
 
-// demoPolicy is the shipped policy (manifests/base/policy.yaml) with the
-// minimum kubelet version given.
-func demoPolicy(minKubeletVersion string) (string, error) {
+// demoSettings are the shipped settings (the NodeguardPolicy of
+// manifests/base/policy.yaml) with the minimum kubelet version given.
+func demoSettings(minKubeletVersion string) (string, error) {
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return "", err
@@ -241,5 +241,5 @@ func demoPolicy(minKubeletVersion string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading the shipped policy: %w", err)
 	}
-	return rewritePolicy(shipped, minKubeletVersion)
+	return rewriteSettings(shipped, minKubeletVersion)
 }

@@ -21,7 +21,6 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/cli"
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
@@ -83,7 +82,7 @@ func (s *story) startNodes(ctx context.Context, cleanups *[]func()) error {
 		return err
 	}
 	return s.wait(ctx, "waiting for the agents' first reports", s.nodes, func(r framework.Report) bool {
-		return r.ConditionIs(corev1.ConditionTrue, status.ReasonLocalConfig)
+		return r.ConditionIs(corev1.ConditionTrue, contract.ReasonLocalConfig)
 	})
 }
 
@@ -134,7 +133,7 @@ func (s *story) rollOutToPool(ctx context.Context) (*corev1.ConfigMap, error) {
 	}
 	blue := s.pool("blue")
 	if err := s.wait(ctx, "checking that "+names(blue)+" report it active and last-known-good", blue, func(r framework.Report) bool {
-		return framework.RefersTo(r.Status.LastKnownGood, cm) && r.ConditionIs(corev1.ConditionTrue, status.ReasonConfigActive)
+		return framework.RefersTo(r.Status.LastKnownGood, cm) && r.ConditionIs(corev1.ConditionTrue, contract.ReasonConfigActive)
 	}); err != nil {
 		return nil, err
 	}
@@ -142,7 +141,7 @@ func (s *story) rollOutToPool(ctx context.Context) (*corev1.ConfigMap, error) {
 		return nil, err
 	}
 	for _, n := range blue {
-		s.c.detail("%s: %s is active and last-known-good (KubeletConfigReady=True, %s)", n.Name, refString(cm), status.ReasonConfigActive)
+		s.c.detail("%s: %s is active and last-known-good (KubeletConfigReady=True, %s)", n.Name, refString(cm), contract.ReasonConfigActive)
 	}
 	if err := s.showCapacity(ctx, blue, 150); err != nil {
 		return nil, err
@@ -184,7 +183,7 @@ func (s *story) haltOnCanary(ctx context.Context, good *corev1.ConfigMap) error 
 		// its last-known-good: the agent takes it up without a trial.
 		report, err = canary.WaitReport(ctx, waitTimeout, canary.Name+" to be reverted", func(r framework.Report) bool {
 			return framework.RefersTo(r.Status.Assigned, good) && framework.RefersTo(r.Status.Active, good) &&
-				r.ConditionIs(corev1.ConditionTrue, status.ReasonConfigActive)
+				r.ConditionIs(corev1.ConditionTrue, contract.ReasonConfigActive)
 		})
 		if err != nil {
 			return err

@@ -44,7 +44,7 @@ func (noGraph) NodesAssignedTo(string, string) []string { return nil }
 func (noGraph) Node(string) (*graph.NodeInfo, bool)     { return nil, false }
 
 // newNodeguard is nodeguard's admitter as the webhook runs it, with the
-// default policy (no self-assignment, no minimum version) and its lookups
+// default settings (no self-assignment, no minimum version) and its lookups
 // answered by a fake clientset holding the world.
 func newNodeguard(w *world) *admission.Admitter {
 	client := fake.NewClientset(w.objects...)
@@ -56,7 +56,7 @@ func newNodeguard(w *world) *admission.Admitter {
 		return true, out, nil
 	})
 	configMaps := corelisters.NewConfigMapLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
-	a := admission.New(func() *config.Policy { return config.Default() }, configMaps, noGraph{})
+	a := admission.New(func() *config.Settings { return config.Default() }, configMaps, noGraph{})
 	a.SetCluster(admission.NewAPICluster(client, []string{apiAudience}))
 	return a
 }

@@ -77,7 +77,7 @@ type Graph interface {
 
 // Admitter decides AdmissionReviews. It is safe for concurrent use.
 type Admitter struct {
-	policy     func() *config.Policy
+	settings   func() *config.Settings
 	configMaps corelisters.ConfigMapLister
 	graph      Graph
 	// configs remembers decoded configurations: the same pool's content
@@ -90,10 +90,11 @@ type Admitter struct {
 	cluster Cluster
 }
 
-// New returns an Admitter. policy returns the policy in force at each call;
-// configMaps lists eligible ConfigMaps with their data.
-func New(policy func() *config.Policy, configMaps corelisters.ConfigMapLister, g Graph) *Admitter {
-	return &Admitter{policy: policy, configMaps: configMaps, graph: g,
+// New returns an Admitter. settings returns the settings (NodeguardPolicy)
+// in force at each call; configMaps lists eligible ConfigMaps with their
+// data.
+func New(settings func() *config.Settings, configMaps corelisters.ConfigMapLister, g Graph) *Admitter {
+	return &Admitter{settings: settings, configMaps: configMaps, graph: g,
 		configs: kubeletconfig.NewChecker(kubeletconfig.DefaultCheckerEntries), versions: NewKubeletVersions(),
 		cluster: noCluster{}}
 }
@@ -122,9 +123,9 @@ func (a *Admitter) Admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 		}
 		return admitRollout(req)
 	}
-	policy := a.policy()
+	settings := a.settings()
 	nodeName, isNode := contract.NodeIdentity(req.UserInfo.Username, req.UserInfo.Groups)
-	checkContent := isNode || !policy.IsExempt(req.UserInfo.Username)
+	checkContent := isNode || !settings.IsExempt(req.UserInfo.Username)
 	if isNode {
 		// Only the standalone manifests send these, for clusters without
 		// the in-tree NodeRestriction plugin (noderestricted.go).
@@ -140,12 +141,12 @@ func (a *Admitter) Admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 		if req.SubResource != "" && req.SubResource != "status" {
 			return allow()
 		}
-		return a.admitNode(ctx, req, policy, nodeName, isNode, checkContent)
+		return a.admitNode(ctx, req, settings, nodeName, isNode, checkContent)
 	case "configmaps":
 		if req.SubResource != "" || !checkContent {
 			return allow()
 		}
-		return a.admitConfigMap(ctx, req, policy)
+		return a.admitConfigMap(ctx, req, settings)
 	}
 	return allow()
 }

@@ -66,7 +66,7 @@ func plainCM(name, content string) *corev1.ConfigMap {
 	return cm
 }
 
-func newAdmitter(t *testing.T, policy *config.Policy) *Admitter {
+func newAdmitter(t *testing.T, settings *config.Settings) *Admitter {
 	t.Helper()
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	immutable := true
@@ -85,7 +85,7 @@ func newAdmitter(t *testing.T, policy *config.Policy) *Admitter {
 		assigned: map[string][]string{"cfg/good": {"n1", "n2", "unknown-version"}, "cfg/staticpods": {"n1"}},
 		versions: map[string]string{"n1": "v1.37.2", "n2": "v1.35.1", "unknown-version": "garbage"},
 	}
-	return New(func() *config.Policy { return policy }, corelisters.NewConfigMapLister(indexer), g)
+	return New(func() *config.Settings { return settings }, corelisters.NewConfigMapLister(indexer), g)
 }
 
 type nodeOpt func(*corev1.Node)
@@ -204,13 +204,13 @@ func cmReq(user authenticationv1.UserInfo, op admissionv1.Operation, object, old
 func TestAdmit(t *testing.T) {
 	const C, U, D = admissionv1.Create, admissionv1.Update, admissionv1.Delete
 	base := config.Default()
-	selfAssign := &config.Policy{AllowNodeSelfAssignment: true}
-	minVersion := &config.Policy{MinKubeletVersion: version.MustParseGeneric("1.36.0")}
-	forbidStatic := &config.Policy{ForbiddenDynamicFields: []string{"staticPodPath"}, ExemptUsers: []string{"break-glass"}}
+	selfAssign := &config.Settings{AllowNodeSelfAssignment: true}
+	minVersion := &config.Settings{MinKubeletVersion: version.MustParseGeneric("1.36.0")}
+	forbidStatic := &config.Settings{ForbiddenDynamicFields: []string{"staticPodPath"}, ExemptUsers: []string{"break-glass"}}
 
 	tests := []struct {
 		name     string
-		policy   *config.Policy
+		settings *config.Settings
 		req      request
 		wantRule Rule   // empty: allowed
 		wantText string // in the message when refused, in a warning when allowed
@@ -256,9 +256,9 @@ func TestAdmit(t *testing.T) {
 		{"node registers with spec.configSource", base, nodeReq(n1User, C, "", "", mkNode("n1", withLegacySource("good")), nil), RuleNodeRestriction, "spec.configSource"},
 
 		// Rule 3: self-assignment.
-		{"node assigns itself, policy off", base, nodeReq(n1User, U, "", "n1", mkNode("n1", withAssignment("cfg/good")), mkNode("n1")), RuleConfigSource, "allowNodeSelfAssignment"},
-		{"node assigns itself at registration, policy off", base, nodeReq(n1User, C, "", "", mkNode("n1", withAssignment("cfg/good")), nil), RuleConfigSource, "allowNodeSelfAssignment"},
-		{"node assigns itself an eligible ConfigMap, policy on", selfAssign, nodeReq(n1User, U, "", "n1", mkNode("n1", withAssignment("cfg/good")), mkNode("n1")), "", ""},
+		{"node assigns itself, self-assignment off", base, nodeReq(n1User, U, "", "n1", mkNode("n1", withAssignment("cfg/good")), mkNode("n1")), RuleConfigSource, "allowNodeSelfAssignment"},
+		{"node assigns itself at registration, self-assignment off", base, nodeReq(n1User, C, "", "", mkNode("n1", withAssignment("cfg/good")), nil), RuleConfigSource, "allowNodeSelfAssignment"},
+		{"node assigns itself an eligible ConfigMap, self-assignment on", selfAssign, nodeReq(n1User, U, "", "n1", mkNode("n1", withAssignment("cfg/good")), mkNode("n1")), "", ""},
 		{"node assigns itself a non-eligible ConfigMap", selfAssign, nodeReq(n1User, U, "", "n1", mkNode("n1", withAssignment("cfg/plain")), mkNode("n1")), RuleConfigSource, "cfg/plain does not exist or lacks the label"},
 		{"node assigns itself a missing ConfigMap", selfAssign, nodeReq(n1User, U, "", "n1", mkNode("n1", withAssignment("cfg/missing")), mkNode("n1")), RuleConfigSource, "cfg/missing"},
 		{"node assigns itself a malformed reference", selfAssign, nodeReq(n1User, U, "", "n1", mkNode("n1", withAssignment("good")), mkNode("n1")), RuleConfigSource, "want <namespace>/<name>"},
@@ -321,7 +321,7 @@ func TestAdmit(t *testing.T) {
 		{"change a forbidden field", forbidStatic, cmReq(adminUser, U, eligibleCM("staticpods", staticPodsMove), eligibleCM("staticpods", staticPodsSet)), RuleConfigContent, "staticPodPath"},
 		{"change another field beside a forbidden one", forbidStatic, cmReq(adminUser, U, eligibleCM("staticpods", staticPodsMore), eligibleCM("staticpods", staticPodsSet)), "", ""},
 		{"exempt user sets a forbidden field", forbidStatic, cmReq(exempt, C, eligibleCM("staticpods", staticPodsSet), nil), "", ""},
-		{"nodes are never exempt", &config.Policy{ExemptUsers: []string{"system:node:n1"}}, cmReq(n1User, C, eligibleCM("new", unknownField), nil), RuleConfigContent, "maxPodz"},
+		{"nodes are never exempt", &config.Settings{ExemptUsers: []string{"system:node:n1"}}, cmReq(n1User, C, eligibleCM("new", unknownField), nil), RuleConfigContent, "maxPodz"},
 		{"edit breaks an assigned node", base, cmReq(adminUser, U, eligibleCM("good", newGateConfig), eligibleCM("good", goodConfig)), RuleFeatureGates, "n2 (kubelet v1.35.1)"},
 		{"edit fine for all assigned nodes warns about unknown versions", base, cmReq(adminUser, U, eligibleCM("good", goodConfig+"maxOpenFiles: 1000\n"), eligibleCM("good", goodConfig)), "", "unknown-version (reports no parseable kubelet version \"garbage\")"},
 		{"delete an assigned ConfigMap warns", base, cmReq(adminUser, D, nil, eligibleCM("good", goodConfig)), "", "assigned to n1, n2, unknown-version"},
@@ -334,7 +334,7 @@ func TestAdmit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := newAdmitter(t, tt.policy).Admit(context.Background(), tt.req.build(t))
+			got := newAdmitter(t, tt.settings).Admit(context.Background(), tt.req.build(t))
 			if tt.wantRule == "" {
 				if !got.Allowed {
 					t.Fatalf("refused: %s: %s", got.Rule, got.Message)

@@ -26,9 +26,9 @@ func BenchmarkConfigMapUpdate(b *testing.B) {
 	cm := eligibleCM("x", string(data))
 	old := eligibleCM("x", string(data))
 	body := reviewBody(t, "admission.k8s.io/v1", cmReq(adminUser, admissionv1.Update, cm, old).build(t))
-	p := config.Default()
-	p.ForbiddenDynamicFields = []string{"staticPodPath"}
-	a := newAdmitter(t, p)
+	settings := config.Default()
+	settings.ForbiddenDynamicFields = []string{"staticPodPath"}
+	a := newAdmitter(t, settings)
 	review := ReviewFunc(a, nil)
 	b.Run("remembered", func(b *testing.B) {
 		b.ReportAllocs()

@@ -21,7 +21,7 @@ import (
 const maxNodesInMessage = 10
 
 // admitConfigMap is rule 6.
-func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionRequest, policy *config.Policy) Result {
+func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionRequest, settings *config.Settings) Result {
 	switch req.Operation {
 	case admissionv1.Create, admissionv1.Update:
 	case admissionv1.Delete:
@@ -58,12 +58,12 @@ func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionR
 		return refuse(RuleConfigContent, "eligible ConfigMap %s holds an invalid KubeletConfiguration: %v", ref, kubeletconfig.Summarize(checked.Invalid))
 	}
 	cfg := checked.Config
-	if len(policy.ForbiddenDynamicFields) > 0 {
+	if len(settings.ForbiddenDynamicFields) > 0 {
 		old, err := a.storedConfig(req.OldObject)
 		if err != nil {
 			return refuse(RuleMalformed, "%v", err)
 		}
-		if changed := forbiddenChanges(policy, old, cfg); len(changed) > 0 {
+		if changed := forbiddenChanges(settings, old, cfg); len(changed) > 0 {
 			return refuse(RuleConfigContent, "eligible ConfigMap %s may not set or change %s: the policy forbids changing them dynamically (forbiddenDynamicFields)",
 				ref, strings.Join(changed, ", "))
 		}
@@ -101,8 +101,8 @@ func (a *Admitter) eligibleConfig(cm *corev1.ConfigMap) *kubeletconfigv1beta1.Ku
 // does not decode (it may predate the webhook), has no previous and is
 // judged like a new one. The node agent applies the same function, to each
 // configuration as a new one.
-func forbiddenChanges(policy *config.Policy, previous, cfg *kubeletconfigv1beta1.KubeletConfiguration) []string {
-	return hardening.Forbidden(policy.ForbiddenDynamicFields, previous, cfg)
+func forbiddenChanges(settings *config.Settings, previous, cfg *kubeletconfigv1beta1.KubeletConfiguration) []string {
+	return hardening.Forbidden(settings.ForbiddenDynamicFields, previous, cfg)
 }
 
 func (a *Admitter) warnDeletingAssigned(req *admissionv1.AdmissionRequest) Result {

@@ -9,7 +9,7 @@ import (
 )
 
 // admitSelfAssignment is rule 3.
-func (a *Admitter) admitSelfAssignment(policy *config.Policy, nodeName string, node, old *corev1.Node) Result {
+func (a *Admitter) admitSelfAssignment(settings *config.Settings, nodeName string, node, old *corev1.Node) Result {
 	value := node.Annotations[contract.ConfigSourceAnnotation]
 	if value == "" {
 		return allow()
@@ -17,7 +17,7 @@ func (a *Admitter) admitSelfAssignment(policy *config.Policy, nodeName string, n
 	if old != nil && old.Annotations[contract.ConfigSourceAnnotation] == value {
 		return allow()
 	}
-	if !policy.AllowNodeSelfAssignment {
+	if !settings.AllowNodeSelfAssignment {
 		return refuse(RuleConfigSource, "node %q may not set its own %s annotation: the policy does not allow node self-assignment (allowNodeSelfAssignment); an administrator assigns configurations",
 			nodeName, contract.ConfigSourceAnnotation)
 	}

@@ -8,17 +8,17 @@
 //     (contract.NodeMayWriteLabel), no change of taints, ownerReferences or
 //     the legacy spec.configSource;
 //  3. config-source: a node sets its config-source annotation only where the
-//     policy allows self-assignment, and only to an eligible ConfigMap;
+//     settings allow self-assignment, and only to an eligible ConfigMap;
 //     clearing it is always allowed;
 //  4. min-kubelet-version: a node below the minimum may not register;
 //  5. feature-gates: an assignment (by anyone) whose config names a gate the
 //     node's kubelet does not know, or flips a locked one, is refused;
 //  6. config-content: an eligible ConfigMap must hold a valid
-//     KubeletConfiguration that sets no field the policy forbids to change
+//     KubeletConfiguration that sets no field the settings forbid to change
 //     dynamically and breaks rule 5 for no node it is assigned to.
 //
 // Requests from non-nodes are judged by rules 5 and 6 only, and users the
-// policy exempts skip those two. Beside the contract's rules, the rollout
+// settings exempt skip those two. Beside the contract's rules, the rollout
 // selector rule judges everyone who creates a KubeletConfigRollout or
 // changes its nodeSelector: the selector must require a label no node can
 // set on itself. A refusal is a value naming the rule; one that concerns the

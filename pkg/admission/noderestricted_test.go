@@ -81,7 +81,7 @@ func clusterAdmitter(t *testing.T, allow func(authorizationv1.SubjectAccessRevie
 		out.Status.Allowed = allow != nil && allow(sar.Spec)
 		return true, out, nil
 	})
-	a := New(func() *config.Policy { return &config.Policy{} }, nil, nil)
+	a := New(func() *config.Settings { return &config.Settings{} }, nil, nil)
 	a.SetCluster(NewAPICluster(client, []string{testAPIAudience}))
 	return a
 }
@@ -131,7 +131,7 @@ func TestNodeRestrictedResourcesOnlyForNodes(t *testing.T) {
 }
 
 func TestAdmitWithoutClusterRefuses(t *testing.T) {
-	a := New(func() *config.Policy { return &config.Policy{} }, nil, nil)
+	a := New(func() *config.Settings { return &config.Settings{} }, nil, nil)
 	got := a.Admit(t.Context(), write{user: nodeN1, op: admissionv1.Create, res: "pods", namespace: "kube-system", object: mirrorPod("n1")}.request(t))
 	if got.Allowed || !strings.Contains(got.Message, "without access to the cluster") {
 		t.Fatalf("got %+v", got)

@@ -11,7 +11,7 @@ import (
 
 // admitNode judges a write of a Node (nodes or nodes/status): rules 1 to 4
 // for nodes, then rule 5 for everyone the content rules apply to.
-func (a *Admitter) admitNode(ctx context.Context, req *admissionv1.AdmissionRequest, policy *config.Policy, nodeName string, isNode, checkContent bool) Result {
+func (a *Admitter) admitNode(ctx context.Context, req *admissionv1.AdmissionRequest, settings *config.Settings, nodeName string, isNode, checkContent bool) Result {
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update && req.Operation != admissionv1.Delete {
 		return allow()
 	}
@@ -45,14 +45,14 @@ func (a *Admitter) admitNode(ctx context.Context, req *admissionv1.AdmissionRequ
 		if r := admitNodeRestriction(nodeName, node, old); !r.Allowed {
 			return r
 		}
-		if r := a.admitSelfAssignment(policy, nodeName, node, old); !r.Allowed {
+		if r := a.admitSelfAssignment(settings, nodeName, node, old); !r.Allowed {
 			return r
 		}
 		if r := admitRolloutBookkeeping(nodeName, node, old); !r.Allowed {
 			return r
 		}
 		if req.Operation == admissionv1.Create && req.SubResource == "" {
-			if r := admitMinVersion(policy.MinKubeletVersion, nodeName, node); !r.Allowed {
+			if r := admitMinVersion(settings.MinKubeletVersion, nodeName, node); !r.Allowed {
 				return r
 			}
 		}

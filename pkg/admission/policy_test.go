@@ -109,7 +109,7 @@ func testGraph() policyGraph {
 
 func TestPoliciesCombineWithBuiltInRules(t *testing.T) {
 	const C, U = admissionv1.Create, admissionv1.Update
-	forbidStatic := &config.Policy{ForbiddenDynamicFields: []string{"staticPodPath"}, ExemptUsers: []string{"break-glass"}}
+	forbidStatic := &config.Settings{ForbiddenDynamicFields: []string{"staticPodPath"}, ExemptUsers: []string{"break-glass"}}
 	engine := newTestEngine(t, testGraph())
 	tests := []struct {
 		name      string

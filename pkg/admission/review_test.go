@@ -111,7 +111,7 @@ func TestReviewFuncRecoversAndHonoursDeadline(t *testing.T) {
 // decoded AdmissionRequest (objects still raw JSON) to the answer.
 func BenchmarkAdmitNodeStatusUpdate(b *testing.B) {
 
-	a := newAdmitter(&testing.T{}, &config.Policy{MinKubeletVersion: version137})
+	a := newAdmitter(&testing.T{}, &config.Settings{MinKubeletVersion: version137})
 	node := mkNode("n1", withAssignment("cfg/good"))
 	for i := 0; i < 40; i++ {
 		node.Status.Images = append(node.Status.Images, corev1Image(i))

@@ -99,7 +99,7 @@ func TestAdmitRolloutSelector(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := newAdmitter(t, &config.Policy{ExemptUsers: []string{exempt.Username}}).Admit(context.Background(), rolloutReq(t, tt.user, tt.op, tt.object, tt.old))
+			got := newAdmitter(t, &config.Settings{ExemptUsers: []string{exempt.Username}}).Admit(context.Background(), rolloutReq(t, tt.user, tt.op, tt.object, tt.old))
 			if tt.wantRule == "" {
 				if !got.Allowed {
 					t.Fatalf("refused: %s: %s", got.Rule, got.Message)

@@ -18,7 +18,7 @@ import (
 // node may delete its own Node and register again; the record outlives
 // that, so re-registering does not wash a lowered version clean. A Node
 // that comes back later also comes back without its assignment (only an
-// administrator, or self-assignment where the policy allows it, gives it
+// administrator, or self-assignment where the settings allow it, gives it
 // one), and only assigned Nodes count in rule 5.
 const forgetDeletedAfter = time.Hour
 

@@ -16,7 +16,6 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 )
 
 // The rollout tests' cluster: rollout pool-blue rolls kubelet-configs/v3
@@ -163,11 +162,11 @@ func rolloutNodes(t *testing.T) []runtime.Object {
 	fromV2 := testNamespace + "/v2"
 	return []runtime.Object{
 		reporting(t, rolloutNode("node-a", movedBy("pool-blue", &fromV2)),
-			contract.ConfigStatus{Assigned: v3, Active: v3, LastKnownGood: v3}, corev1.ConditionTrue, status.ReasonConfigActive),
+			contract.ConfigStatus{Assigned: v3, Active: v3, LastKnownGood: v3}, corev1.ConditionTrue, contract.ReasonConfigActive),
 		reporting(t, rolloutNode("node-b", movedBy("pool-blue", nil)),
-			contract.ConfigStatus{Assigned: v3, Active: v3, LastKnownGood: v2}, corev1.ConditionFalse, status.ReasonTrialInProgress),
+			contract.ConfigStatus{Assigned: v3, Active: v3, LastKnownGood: v2}, corev1.ConditionFalse, contract.ReasonTrialInProgress),
 		reporting(t, rolloutNode("node-c", assigned(fromV2)),
-			contract.ConfigStatus{Assigned: v2, Active: v2, LastKnownGood: v2}, corev1.ConditionTrue, status.ReasonConfigActive),
+			contract.ConfigStatus{Assigned: v2, Active: v2, LastKnownGood: v2}, corev1.ConditionTrue, contract.ReasonConfigActive),
 		func() *corev1.Node {
 			n := rolloutNode("node-z", nil)
 			n.Labels = map[string]string{"pool": "green"}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
@@ -78,7 +77,7 @@ func TestRolloutStatusShowsTheDrain(t *testing.T) {
 	draining := rolloutNode("node-b", movedBy("pool-blue", nil))
 	draining.Annotations[contract.DrainAnnotation] = contract.DrainAlways
 	objs[1] = reporting(t, draining, contract.ConfigStatus{Assigned: v3, Active: v2, LastKnownGood: v2,
-		Phase: contract.PhaseDraining, PendingPods: []string{"default/web-0", "default/web-1"}}, corev1.ConditionFalse, status.ReasonDraining)
+		Phase: contract.PhaseDraining, PendingPods: []string{"default/web-0", "default/web-1"}}, corev1.ConditionFalse, contract.ReasonDraining)
 	always := func(r *v1alpha1.KubeletConfigRollout) { r.Spec.Drain = v1alpha1.DrainAlways }
 	r := runFakeClients(t, fake.NewClientset(objs...), newRollouts(t, testRollout("pool-blue", rollingOut, always)), "rollout", "status", "pool-blue")
 	if r.code != ExitOK {

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 )
 
 // NodeConfigStatus is one node's configuration as status shows it: what it
@@ -99,7 +98,7 @@ func statusOf(node *corev1.Node) NodeConfigStatus {
 			continue
 		}
 		s.Condition = &ConditionView{Status: c.Status, Reason: c.Reason, Message: c.Message, LastTransitionTime: c.LastTransitionTime}
-		if c.Reason == status.ReasonTrialInProgress {
+		if c.Reason == contract.ReasonTrialInProgress {
 			s.Trial = trialOf(c.Message)
 		}
 		break

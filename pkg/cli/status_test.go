@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 )
 
 func reportedStatus(t *testing.T, s contract.ConfigStatus) string {
@@ -99,9 +98,9 @@ func TestCells(t *testing.T) {
 		{"on trial", withCondition(testNode("n", "v1.37.2", map[string]string{
 			contract.ConfigSourceAnnotation: "kubelet-configs/b",
 			contract.ConfigStatusAnnotation: reportedStatus(t, contract.ConfigStatus{Assigned: ref("b", "7"), Active: ref("b", "7"), LastKnownGood: ref("a", "5")}),
-		}), corev1.ConditionFalse, status.ReasonTrialInProgress, trialMsg),
+		}), corev1.ConditionFalse, contract.ReasonTrialInProgress, trialMsg),
 			"kubelet-configs/b@7", "kubelet-configs/b@7", "kubelet-configs/a@5", "55m left", "<none>"},
-		{"on trial, message without times", withCondition(testNode("n", "v1.37.2", nil), corev1.ConditionFalse, status.ReasonTrialInProgress, "on trial"),
+		{"on trial, message without times", withCondition(testNode("n", "v1.37.2", nil), corev1.ConditionFalse, contract.ReasonTrialInProgress, "on trial"),
 			"local", "<unknown>", "<unknown>", "running", "<none>"},
 		{"legacy source", func() *corev1.Node {
 			n := testNode("n", "v1.37.2", nil)
@@ -139,19 +138,19 @@ func statusNodes(t *testing.T) *fake.Clientset {
 		contract.ConfigSourceAnnotation: "kubelet-configs/b",
 		contract.ConfigStatusAnnotation: reportedStatus(t, contract.ConfigStatus{Assigned: ref("b", "7"), Active: ref("b", "7"), LastKnownGood: ref("a", "5"),
 			Phase: contract.PhaseTrialInProgress}),
-	}), corev1.ConditionFalse, status.ReasonTrialInProgress, "ConfigMap kubelet-configs/b is active and on trial since 2030-01-02T03:00:00Z for 10m0s")
+	}), corev1.ConditionFalse, contract.ReasonTrialInProgress, "ConfigMap kubelet-configs/b is active and on trial since 2030-01-02T03:00:00Z for 10m0s")
 	longError := "the kubelet did not become healthy within 1m0s of its restart; last: Get \"http://127.0.0.1:10248/healthz\": connection refused"
 	rolledBack := withCondition(testNode("node-b", "v1.36.4", map[string]string{
 		contract.ConfigSourceAnnotation: "kubelet-configs/c",
 		contract.ConfigStatusAnnotation: reportedStatus(t, contract.ConfigStatus{Assigned: ref("c", "9"), Active: ref("a", "5"), LastKnownGood: ref("a", "5"), Error: longError}),
-	}), corev1.ConditionFalse, status.ReasonRolledBack, longError)
+	}), corev1.ConditionFalse, contract.ReasonRolledBack, longError)
 	fresh := testNode("node-c", "v1.37.2", nil)
 	fresh.Labels = nil
 	draining := withCondition(testNode("node-d", "v1.37.2", map[string]string{
 		contract.ConfigSourceAnnotation: "kubelet-configs/d",
 		contract.ConfigStatusAnnotation: reportedStatus(t, contract.ConfigStatus{Assigned: ref("d", "11"), Active: ref("a", "5"), LastKnownGood: ref("a", "5"),
 			Phase: contract.PhaseDraining, PendingPods: []string{"default/web-0", "default/web-1", "monitoring/prometheus-k8s-0"}}),
-	}), corev1.ConditionFalse, status.ReasonDraining, "draining the Node to apply kubelet-configs/d: waiting on default/web-0 (eviction refused)")
+	}), corev1.ConditionFalse, contract.ReasonDraining, "draining the Node to apply kubelet-configs/d: waiting on default/web-0 (eviction refused)")
 	draining.Labels = nil
 	return fake.NewClientset(trial, rolledBack, fresh, draining)
 }
@@ -173,7 +172,7 @@ node-d   v1.37.2   kubelet-configs/d@11   kubelet-configs/a@5   kubelet-configs/
 	if r.code != ExitOK || len(lines) != 2 {
 		t.Fatalf("wide with selector: exit %d, output:\n%s", r.code, r.out)
 	}
-	for _, want := range []string{"False", status.ReasonRolledBack, "uid-c-9", "uid-a-5", "connection refused"} {
+	for _, want := range []string{"False", contract.ReasonRolledBack, "uid-c-9", "uid-a-5", "connection refused"} {
 		if !strings.Contains(lines[1], want) {
 			t.Errorf("wide row %q lacks %q", lines[1], want)
 		}
@@ -215,7 +214,7 @@ func TestStatusStructured(t *testing.T) {
 		if b.Reported == nil || b.Reported.Assigned.ResourceVersion != "9" || b.Reported.LastKnownGood.UID != "uid-a-5" || !strings.Contains(b.Reported.Error, "connection refused") {
 			t.Errorf("-o %s: reported %+v", format, b.Reported)
 		}
-		if b.Assignment == nil || b.Assignment.Name != "c" || b.Assignment.Key != contract.ConfigMapKey || b.Condition == nil || b.Condition.Reason != status.ReasonRolledBack {
+		if b.Assignment == nil || b.Assignment.Name != "c" || b.Assignment.Key != contract.ConfigMapKey || b.Condition == nil || b.Condition.Reason != contract.ReasonRolledBack {
 			t.Errorf("-o %s: assignment %+v, condition %+v", format, b.Assignment, b.Condition)
 		}
 	}

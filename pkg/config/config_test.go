@@ -17,13 +17,13 @@ func TestParse(t *testing.T) {
 		name    string
 		data    string
 		wantErr string
-		check   func(*Policy) bool
+		check   func(*Settings) bool
 	}{
 		{"full", "apiVersion: config.nodeguard.dev/v1alpha1\nkind: NodeguardPolicy\nminKubeletVersion: v1.35.2\nallowNodeSelfAssignment: true\nforbiddenDynamicFields: [staticPodPath]\nexemptUsers: [break-glass]\n", "",
-			func(p *Policy) bool {
-				return p.MinKubeletVersion.String() == "1.35.2" && p.AllowNodeSelfAssignment && p.IsForbiddenField("staticPodPath") && p.IsExempt("break-glass") && !p.IsExempt("admin")
+			func(s *Settings) bool {
+				return s.MinKubeletVersion.String() == "1.35.2" && s.AllowNodeSelfAssignment && s.IsForbiddenField("staticPodPath") && s.IsExempt("break-glass") && !s.IsExempt("admin")
 			}},
-		{"minimal", "apiVersion: config.nodeguard.dev/v1alpha1\nkind: NodeguardPolicy\n", "", func(p *Policy) bool { return p.MinKubeletVersion == nil && !p.AllowNodeSelfAssignment }},
+		{"minimal", "apiVersion: config.nodeguard.dev/v1alpha1\nkind: NodeguardPolicy\n", "", func(s *Settings) bool { return s.MinKubeletVersion == nil && !s.AllowNodeSelfAssignment }},
 		{"unknown field", "apiVersion: config.nodeguard.dev/v1alpha1\nkind: NodeguardPolicy\nallowNodeSelfAsignment: true\n", `unknown field "allowNodeSelfAsignment"`, nil},
 		{"wrong type", "apiVersion: config.nodeguard.dev/v1alpha1\nkind: NodeguardPolicy\nallowNodeSelfAssignment: maybe\n", "allowNodeSelfAssignment", nil},
 		{"wrong version", "apiVersion: config.nodeguard.dev/v1\nkind: NodeguardPolicy\n", "apiVersion/kind", nil},
@@ -35,15 +35,15 @@ func TestParse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := Parse([]byte(tt.data), "policy.yaml")
+			s, err := Parse([]byte(tt.data), "policy.yaml")
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
 				}
 				return
 			}
-			if err != nil || !tt.check(p) {
-				t.Fatalf("Parse() = %+v, %v", p, err)
+			if err != nil || !tt.check(s) {
+				t.Fatalf("Parse() = %+v, %v", s, err)
 			}
 		})
 	}
@@ -70,7 +70,7 @@ func TestWatcherReloadsAndKeepsLastGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen []string
-	w.OnChange(func(p *Policy) { seen = append(seen, p.MinKubeletVersion.String()) })
+	w.OnChange(func(s *Settings) { seen = append(seen, s.MinKubeletVersion.String()) })
 	ctx := context.Background()
 
 	write(header + "minKubeletVersion: 1.31.0\n")
@@ -81,7 +81,7 @@ func TestWatcherReloadsAndKeepsLastGood(t *testing.T) {
 	write(header + "minKubeletVersion: [\n")
 	w.Reload(ctx)
 	if got := w.Current().MinKubeletVersion.String(); got != "1.31.0" {
-		t.Fatalf("bad reload replaced the policy: %s", got)
+		t.Fatalf("bad reload replaced the settings: %s", got)
 	}
 	if !strings.Contains(w.Degraded(), "last reload failed") {
 		t.Fatalf("Degraded() = %q", w.Degraded())
@@ -102,7 +102,7 @@ func TestWatcherReloadsAndKeepsLastGood(t *testing.T) {
 	}
 	w.Reload(ctx)
 	if w.Current().MinKubeletVersion.String() != "1.32.0" || w.Degraded() == "" {
-		t.Fatal("a vanished file must keep the last good policy and be reported")
+		t.Fatal("a vanished file must keep the last good settings and be reported")
 	}
 }
 
@@ -110,7 +110,7 @@ func TestNewWatcher(t *testing.T) {
 	if _, err := NewWatcher(filepath.Join(t.TempDir(), "missing"), nil, time.Second, nil); err == nil {
 		t.Fatal("missing file accepted at start")
 	}
-	fallback := &Policy{AllowNodeSelfAssignment: true}
+	fallback := &Settings{AllowNodeSelfAssignment: true}
 	w, err := NewWatcher("", fallback, time.Second, nil)
 	if err != nil || w.Current() != fallback {
 		t.Fatalf("no file: %v %v", w, err)

@@ -4,7 +4,7 @@ import (
 	"testing"
 )
 
-// FuzzParse feeds arbitrary bytes to the policy file's decoder: it must
+// FuzzParse feeds arbitrary bytes to the settings file's decoder: it must
 // refuse or accept, never panic, and what it accepts must be consistent
 // (a minimum version that parsed, only known fields forbidden, no node
 // exempt).
@@ -20,16 +20,16 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := Parse(data, "fuzz")
+		s, err := Parse(data, "fuzz")
 		if err != nil {
 			return
 		}
-		for _, field := range p.ForbiddenDynamicFields {
+		for _, field := range s.ForbiddenDynamicFields {
 			if field == "" {
 				t.Fatalf("accepted an empty forbidden field from %q", data)
 			}
 		}
-		for _, user := range p.ExemptUsers {
+		for _, user := range s.ExemptUsers {
 			if user == "" || len(user) >= len("system:node:") && user[:len("system:node:")] == "system:node:" {
 				t.Fatalf("accepted exempt user %q from %q", user, data)
 			}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Watcher holds the policy from a file and reloads it when the file's
+// Watcher holds the settings from a file and reloads it when the file's
 // content changes. Reading the path anew each time follows the symlink
 // swaps of ConfigMap and Secret volumes.
 type Watcher struct {
@@ -21,17 +21,17 @@ type Watcher struct {
 	metrics  *watcherMetrics
 
 	mu        sync.RWMutex
-	current   *Policy
+	current   *Settings
 	content   []byte
 	lastError error
-	listeners []func(*Policy)
+	listeners []func(*Settings)
 }
 
 // NewWatcher loads path, failing if the first load fails: a webhook must
-// not start with a policy other than the one asked for. An empty path
+// not start with settings other than the ones asked for. An empty path
 // gives a Watcher that always holds fallback (Default() when nil). reg may
 // be nil.
-func NewWatcher(path string, fallback *Policy, interval time.Duration, reg prometheus.Registerer) (*Watcher, error) {
+func NewWatcher(path string, fallback *Settings, interval time.Duration, reg prometheus.Registerer) (*Watcher, error) {
 	if fallback == nil {
 		fallback = Default()
 	}
@@ -51,25 +51,25 @@ func NewWatcher(path string, fallback *Policy, interval time.Duration, reg prome
 	if err != nil {
 		return nil, fmt.Errorf("reading policy file: %w", err)
 	}
-	p, err := Parse(data, path)
+	s, err := Parse(data, path)
 	if err != nil {
 		return nil, err
 	}
-	w.current, w.content = p, data
+	w.current, w.content = s, data
 	w.metrics.loaded(true)
 	return w, nil
 }
 
-// Current returns the policy in force.
-func (w *Watcher) Current() *Policy {
+// Current returns the settings in force.
+func (w *Watcher) Current() *Settings {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	return w.current
 }
 
-// OnChange registers f to be called with each newly loaded policy, and
-// once now with the current one.
-func (w *Watcher) OnChange(f func(*Policy)) {
+// OnChange registers f to be called with each newly loaded settings, and
+// once now with the current ones.
+func (w *Watcher) OnChange(f func(*Settings)) {
 	w.mu.Lock()
 	w.listeners = append(w.listeners, f)
 	current := w.current
@@ -77,7 +77,7 @@ func (w *Watcher) OnChange(f func(*Policy)) {
 	f(current)
 }
 
-// Degraded describes a failed reload while the last good policy stays in
+// Degraded describes a failed reload while the last good settings stay in
 // force; empty when all is well.
 func (w *Watcher) Degraded() string {
 	w.mu.RLock()
@@ -108,7 +108,7 @@ func (w *Watcher) Run(ctx context.Context) {
 	}
 }
 
-// Reload reads the file once; a change that parses replaces the policy,
+// Reload reads the file once; a change that parses replaces the settings,
 // one that does not is reported and ignored.
 func (w *Watcher) Reload(ctx context.Context) {
 	logger := klog.FromContext(ctx)
@@ -121,9 +121,9 @@ func (w *Watcher) Reload(ctx context.Context) {
 			return
 		}
 	}
-	var p *Policy
+	var s *Settings
 	if err == nil {
-		p, err = Parse(data, w.path)
+		s, err = Parse(data, w.path)
 	}
 	w.mu.Lock()
 	if err != nil {
@@ -136,13 +136,13 @@ func (w *Watcher) Reload(ctx context.Context) {
 		}
 		return
 	}
-	w.current, w.content, w.lastError = p, data, nil
-	listeners := append([]func(*Policy){}, w.listeners...)
+	w.current, w.content, w.lastError = s, data, nil
+	listeners := append([]func(*Settings){}, w.listeners...)
 	w.mu.Unlock()
 	w.metrics.loaded(true)
 	logger.Info("Policy reloaded", "path", w.path)
 	for _, f := range listeners {
-		f(p)
+		f(s)
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package contract holds the user-facing names of nodeguard, as fixed by
 // docs/reference.md: the eligibility label, the ConfigMap data key, the Node
-// annotations that carry the assignment and the status, the Node condition,
+// annotations that carry the assignment and the status, the Node condition
+// and its reasons, the reasons of the Events the agent posts on its Node,
 // the rules that tell a node's identity from a request's user, which Node
 // labels a node may write itself (rule 2: NodeMayWriteLabel, which both the
 // webhook and the rollout selector check read), and the status cause that

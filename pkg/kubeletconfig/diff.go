@@ -12,7 +12,8 @@ import (
 
 // Diff returns the top-level fields, by their JSON names and in sorted order,
 // whose values differ between two configurations, so that a caller can refuse
-// changes to fields a policy forbids to change dynamically. A nil
+// changes to fields the settings forbid to change dynamically
+// (forbiddenDynamicFields). A nil
 // configuration counts as an empty one.
 //
 // Values are compared semantically (quantities by value, a nil map or list

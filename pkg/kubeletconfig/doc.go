@@ -75,8 +75,9 @@
 // # Changes
 //
 // Diff lists the top-level fields that differ between two configurations, so
-// that admission can refuse a change to a field the policy does not allow to
-// change dynamically.
+// that admission can refuse a change to a field the settings (the
+// NodeguardPolicy's forbiddenDynamicFields) do not allow to change
+// dynamically.
 //
 // # Cost
 //

@@ -24,7 +24,6 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient/kubeclienttest"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/statelock"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/trial"
 )
 
@@ -111,7 +110,7 @@ func TestAgentWithFakeAPI(t *testing.T) {
 				ready = &n.Status.Conditions[i]
 			}
 		}
-		if st.LastKnownGood != nil && st.LastKnownGood.UID == "uid-a" && ready != nil && ready.Reason == status.ReasonConfigActive {
+		if st.LastKnownGood != nil && st.LastKnownGood.UID == "uid-a" && ready != nil && ready.Reason == contract.ReasonConfigActive {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -140,10 +139,10 @@ func TestAgentWithFakeAPI(t *testing.T) {
 		for _, ev := range events.Items {
 			reasons[ev.Reason] = true
 		}
-		return reasons[status.EventConfigApplied] && reasons[status.EventTrialPassed], nil
+		return reasons[contract.EventConfigApplied] && reasons[contract.EventTrialPassed], nil
 	})
 	if err != nil {
-		t.Errorf("events: %v, want %s and %s: %v", reasons, status.EventConfigApplied, status.EventTrialPassed, err)
+		t.Errorf("events: %v, want %s and %s: %v", reasons, contract.EventConfigApplied, contract.EventTrialPassed, err)
 	}
 
 	cancel()

@@ -44,8 +44,8 @@ func BenchmarkPolicyOverhead(b *testing.B) {
 	if err := indexer.Add(cm); err != nil {
 		b.Fatal(err)
 	}
-	pol := config.Default()
-	admitter := admission.New(func() *config.Policy { return pol }, corelisters.NewConfigMapLister(indexer), g)
+	settings := config.Default()
+	admitter := admission.New(func() *config.Settings { return settings }, corelisters.NewConfigMapLister(indexer), g)
 	admitWithout := admission.ReviewFunc(admitter, nil)
 	admitWith := admission.ReviewFunc(admitter, nil, admission.WithPolicies(&admission.Policies{Engine: engine, Graph: g, FailurePolicy: policy.AdmissionFailurePolicy}))
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 )
 
 // NodeState is how a selected Node stands in a rollout; see the package
@@ -97,7 +96,7 @@ func judge(obs *NodeObservation, target contract.ObjectRef, rollout string, skip
 	switch {
 	case cond != nil && cond.Status != corev1.ConditionTrue && (phase == "" || cond.Reason != obs.Status.Phase):
 		note := fmt.Sprintf("%s=%s %s", contract.ConditionKubeletConfigReady, cond.Status, cond.Reason)
-		if cond.Reason == status.ReasonDrainTimedOut && obs.Status != nil && len(obs.Status.PendingPods) > 0 && j.State != StateDegraded {
+		if cond.Reason == contract.ReasonDrainTimedOut && obs.Status != nil && len(obs.Status.PendingPods) > 0 && j.State != StateDegraded {
 			// A Degraded Node's failure words above name them already.
 			note += ", blocked by " + names(obs.Status.PendingPods)
 		}
@@ -169,11 +168,11 @@ func reportsFailed(obs *NodeObservation, target contract.ObjectRef) bool {
 // target, so the rollout cannot finish on it as things stand.
 func failureReason(agentReason string) string {
 	switch agentReason {
-	case status.ReasonRolledBack:
+	case contract.ReasonRolledBack:
 		return v1alpha1.ReasonTrialFailed
-	case status.ReasonValidationFailed:
+	case contract.ReasonValidationFailed:
 		return v1alpha1.ReasonValidationFailed
-	case status.ReasonDrainTimedOut:
+	case contract.ReasonDrainTimedOut:
 		return v1alpha1.ReasonDrainTimedOut
 	}
 	return ""

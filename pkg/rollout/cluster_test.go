@@ -11,7 +11,6 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 )
 
 // The cluster the tests build: Nodes as the agents would leave them, and
@@ -91,7 +90,7 @@ func newNode(name string, opts ...nodeOpt) *corev1.Node {
 			{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
 		}},
 	}
-	reports(n, contract.ConfigStatus{}, corev1.ConditionTrue, status.ReasonLocalConfig, "local")
+	reports(n, contract.ConfigStatus{}, corev1.ConditionTrue, contract.ReasonLocalConfig, "local")
 	for _, opt := range opts {
 		opt(n)
 	}
@@ -139,7 +138,7 @@ func source(ref contract.ObjectRef) string { return ref.Namespace + "/" + ref.Na
 func on(ref contract.ObjectRef) nodeOpt {
 	return func(n *corev1.Node) {
 		n.Annotations[contract.ConfigSourceAnnotation] = source(ref)
-		reports(n, contract.ConfigStatus{Assigned: &ref, Active: &ref, LastKnownGood: &ref}, corev1.ConditionTrue, status.ReasonConfigActive, "active")
+		reports(n, contract.ConfigStatus{Assigned: &ref, Active: &ref, LastKnownGood: &ref}, corev1.ConditionTrue, contract.ReasonConfigActive, "active")
 	}
 }
 
@@ -147,7 +146,7 @@ func on(ref contract.ObjectRef) nodeOpt {
 func trying(ref contract.ObjectRef) nodeOpt {
 	return func(n *corev1.Node) {
 		n.Annotations[contract.ConfigSourceAnnotation] = source(ref)
-		reports(n, contract.ConfigStatus{Assigned: &ref, Active: &ref}, corev1.ConditionFalse, status.ReasonTrialInProgress, "on trial")
+		reports(n, contract.ConfigStatus{Assigned: &ref, Active: &ref}, corev1.ConditionFalse, contract.ReasonTrialInProgress, "on trial")
 	}
 }
 
@@ -161,7 +160,7 @@ func assignedOnly(ref contract.ObjectRef) nodeOpt {
 func rolledBack(ref contract.ObjectRef) nodeOpt {
 	return func(n *corev1.Node) {
 		n.Annotations[contract.ConfigSourceAnnotation] = source(ref)
-		reports(n, contract.ConfigStatus{Assigned: &ref, Error: "kubelet unhealthy"}, corev1.ConditionFalse, status.ReasonRolledBack, "kubelet unhealthy")
+		reports(n, contract.ConfigStatus{Assigned: &ref, Error: "kubelet unhealthy"}, corev1.ConditionFalse, contract.ReasonRolledBack, "kubelet unhealthy")
 	}
 }
 
@@ -169,7 +168,7 @@ func rolledBack(ref contract.ObjectRef) nodeOpt {
 func invalid(ref contract.ObjectRef) nodeOpt {
 	return func(n *corev1.Node) {
 		n.Annotations[contract.ConfigSourceAnnotation] = source(ref)
-		reports(n, contract.ConfigStatus{Assigned: &ref, Error: "bad field"}, corev1.ConditionFalse, status.ReasonValidationFailed, "bad field")
+		reports(n, contract.ConfigStatus{Assigned: &ref, Error: "bad field"}, corev1.ConditionFalse, contract.ReasonValidationFailed, "bad field")
 	}
 }
 

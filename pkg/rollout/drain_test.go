@@ -11,7 +11,6 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 )
 
 func drainMode(mode v1alpha1.DrainPolicy) rolloutOpt {
@@ -33,7 +32,7 @@ func drainTimedOut(ref contract.ObjectRef, message string, pods ...string) nodeO
 	return func(n *corev1.Node) {
 		n.Annotations[contract.ConfigSourceAnnotation] = source(ref)
 		reports(n, contract.ConfigStatus{Assigned: &ref, Error: "the drain did not finish", PendingPods: pods},
-			corev1.ConditionFalse, status.ReasonDrainTimedOut, message)
+			corev1.ConditionFalse, contract.ReasonDrainTimedOut, message)
 	}
 }
 
@@ -65,7 +64,7 @@ func TestDrainingNodes(t *testing.T) {
 				details: map[string]string{"n2": "Draining, waiting on default/web-0"}}},
 		{name: "a phase the condition does not share yet is shown beside it", rollout: newRollout(statusFor(v3)),
 			nodes: nodes(newNode("n1", inPhase(v3, contract.PhaseDraining, "default/web-0"), movedFrom(nil), func(n *corev1.Node) {
-				n.Status.Conditions[1].Reason = status.ReasonTrialInProgress
+				n.Status.Conditions[1].Reason = contract.ReasonTrialInProgress
 			}), newNode("n2")),
 			want: want{details: map[string]string{"n1": "Draining, waiting on default/web-0, KubeletConfigReady=False TrialInProgress"}}},
 
@@ -88,7 +87,7 @@ func TestDrainingNodes(t *testing.T) {
 				messages:   map[string][]string{v1alpha1.ConditionProgressing: {"n1 (reports kubelet-configs/pool-blue-v3 (resourceVersion 30) failed (DrainTimedOut: " + pdbMessage + ")"}}}},
 		{name: "a timed-out status the condition does not confirm yet fails nothing", rollout: newRollout(statusFor(v3)),
 			nodes: nodes(newNode("n1", drainTimedOut(v3, "x", "default/web-0"), movedFrom(nil), func(n *corev1.Node) {
-				n.Status.Conditions[1].Reason = status.ReasonDraining
+				n.Status.Conditions[1].Reason = contract.ReasonDraining
 			}), newNode("n2")),
 			want: want{states: map[string]NodeState{"n1": StateInTrial}, conditions: map[string]string{v1alpha1.ConditionFailed: "False/NoFailure"}}},
 		{name: "a drain that timed out for another configuration blocks nothing but the Node", rollout: newRollout(statusFor(v3), maxUnavailable(intstr.FromInt32(2))),

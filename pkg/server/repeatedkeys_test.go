@@ -35,8 +35,8 @@ func TestRepeatedKeysAreRefused(t *testing.T) {
 	g := graph.New(nil)
 	g.MarkSynced()
 	configMaps := corelisters.NewConfigMapLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
-	policy := config.Default()
-	admitter := admission.New(func() *config.Policy { return policy }, configMaps, g)
+	settings := config.Default()
+	admitter := admission.New(func() *config.Settings { return settings }, configMaps, g)
 	validate := server.ReviewHandler("validate", 1<<20, admission.ReviewFunc(admitter, nil))
 	authorize := server.ReviewHandler("authorize", 1<<20, authz.ReviewFunc(authz.New(g, nil), nil))
 

@@ -179,8 +179,8 @@ func newValidateAdmitter(tb testing.TB, shape cluster.Shape) *admission.Admitter
 	}
 	g.UpsertConfigMap(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: poolNamespace, Name: poolName,
 		Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}}})
-	policy := config.Default()
-	return admission.New(func() *config.Policy { return policy }, corelisters.NewConfigMapLister(indexer), g)
+	settings := config.Default()
+	return admission.New(func() *config.Settings { return settings }, corelisters.NewConfigMapLister(indexer), g)
 }
 
 // checkAllowed fails a response that is not an allowed AdmissionReview.

@@ -372,7 +372,8 @@ func checkTerminationGrace(t *testing.T, o objects) error {
 	return nil
 }
 
-// checkPolicyConfigMap: the policy the webhook starts with is one it accepts.
+// checkPolicyConfigMap: the settings (the NodeguardPolicy of the
+// nodeguard-policy ConfigMap) the webhook starts with are ones it accepts.
 func checkPolicyConfigMap(t *testing.T, o objects) error {
 	_, c, err := webhookDeployment(o)
 	if err != nil {

@@ -124,7 +124,7 @@ func (a *agent) run(ctx context.Context) {
 			lkg, onTrial = onTrial, nil
 			a.report(ctx, status.Report{
 				Status:    contract.ConfigStatus{Assigned: lkg, Active: lkg, LastKnownGood: lkg},
-				Condition: status.Condition{Status: corev1.ConditionTrue, Reason: status.ReasonConfigActive, Message: describe(lkg) + " is active and passed its trial"},
+				Condition: status.Condition{Status: corev1.ConditionTrue, Reason: contract.ReasonConfigActive, Message: describe(lkg) + " is active and passed its trial"},
 			})
 			a.mu.Lock()
 			a.updatedSent = a.lastPatch
@@ -157,7 +157,7 @@ func (a *agent) run(ctx context.Context) {
 				// the local configuration.
 				lkg = nil
 				a.report(ctx, status.Report{Condition: status.Condition{
-					Status: corev1.ConditionTrue, Reason: status.ReasonLocalConfig, Message: "No configuration is assigned; the node's local configuration is active",
+					Status: corev1.ConditionTrue, Reason: contract.ReasonLocalConfig, Message: "No configuration is assigned; the node's local configuration is active",
 				}})
 				a.markReported()
 				continue
@@ -170,7 +170,7 @@ func (a *agent) run(ctx context.Context) {
 			started := time.Now().UTC()
 			a.report(ctx, status.Report{
 				Status: contract.ConfigStatus{Assigned: target, Active: target, LastKnownGood: lkg},
-				Condition: status.Condition{Status: corev1.ConditionFalse, Reason: status.ReasonTrialInProgress, Message: fmt.Sprintf(
+				Condition: status.Condition{Status: corev1.ConditionFalse, Reason: contract.ReasonTrialInProgress, Message: fmt.Sprintf(
 					"%s is active and on trial since %s for %v", describe(target), started.Format("2006-01-02T15:04:05Z"), a.trial)},
 			})
 			trialEnd = time.After(a.trial)

@@ -43,7 +43,7 @@ func startCluster(ctx context.Context, dir string, mode Mode) (_ *cluster, err e
 		}
 	}()
 	if mode != ModeNone {
-		policy, args, err := shippedWebhookSettings()
+		settings, args, err := shippedWebhookSettings()
 		if err != nil {
 			return nil, err
 		}
@@ -52,7 +52,7 @@ func startCluster(ctx context.Context, dir string, mode Mode) (_ *cluster, err e
 			return nil, err
 		}
 		c.env, err = framework.Start(ctx, framework.Options{
-			WorkDir: dir, Policy: policy, PolicyFiles: rego, WebhookArgs: args,
+			WorkDir: dir, Settings: settings, PolicyFiles: rego, WebhookArgs: args,
 			AuthorizeEveryNodeRequest: mode == ModeMinVersion,
 		})
 		if err != nil {
@@ -139,7 +139,7 @@ var deploymentArgsLeftOut = []string{
 // shippedWebhookSettings renders manifests/base and returns the
 // NodeguardPolicy of the nodeguard-policy ConfigMap and the webhook
 // container's tuning flags (in-flight limits, queueing, graph staleness).
-func shippedWebhookSettings() (policy string, args []string, err error) {
+func shippedWebhookSettings() (settings string, args []string, err error) {
 	base, err := manifests.Dir("base")
 	if err != nil {
 		return "", nil, err
@@ -156,7 +156,7 @@ func shippedWebhookSettings() (policy string, args []string, err error) {
 				return "", nil, fmt.Errorf("ConfigMap nodeguard-policy has %d keys, want 1", len(data))
 			}
 			for _, v := range data {
-				policy = v
+				settings = v
 			}
 		case obj.GetKind() == "Deployment" && obj.GetName() == "nodeguard-webhook":
 			containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
@@ -174,10 +174,10 @@ func shippedWebhookSettings() (policy string, args []string, err error) {
 			}
 		}
 	}
-	if policy == "" {
+	if settings == "" {
 		return "", nil, errors.New("manifests/base renders no nodeguard-policy ConfigMap")
 	}
-	return policy, args, nil
+	return settings, args, nil
 }
 
 func leftOut(arg string) bool {

@@ -9,9 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/trial"
 )
 
@@ -107,7 +107,7 @@ func (c *Controller) apply(ctx context.Context, ch chosen, out kubelet.Rendered,
 		if ch.onTrial {
 			message += fmt.Sprintf(", on trial for %v", c.cfg.Policy.Period)
 		}
-		p.event(corev1.EventTypeNormal, status.EventConfigApplied, "%s", message)
+		p.event(corev1.EventTypeNormal, contract.EventConfigApplied, "%s", message)
 		logger.Info("Applied a kubelet configuration", "config", describe(ch.ref), "onTrial", ch.onTrial, "drained", plan.drain)
 		if plan.drain && !ch.onTrial {
 			// Going back is over once the kubelet runs it: the cordon
@@ -195,11 +195,11 @@ func (c *Controller) judgeTrial(ctx context.Context, ch chosen, justRestarted bo
 		if err := c.clearDrain(); err != nil {
 			return false, err
 		}
-		p.event(corev1.EventTypeNormal, status.EventTrialPassed, "%s passed its trial and is now last-known-good", describe(&ref))
+		p.event(corev1.EventTypeNormal, contract.EventTrialPassed, "%s passed its trial and is now last-known-good", describe(&ref))
 		return false, nil
 
 	case trial.Fail:
-		entry := checkpoint.BadEntry{Ref: t.Ref, Reason: status.ReasonRolledBack, Message: verdict.Message, At: c.deps.Now()}
+		entry := checkpoint.BadEntry{Ref: t.Ref, Reason: contract.ReasonRolledBack, Message: verdict.Message, At: c.deps.Now()}
 		bad := append(slices.Clone(c.state.bad), entry)
 		if len(bad) > checkpoint.MaxBadEntries {
 			bad = bad[len(bad)-checkpoint.MaxBadEntries:]
@@ -210,7 +210,7 @@ func (c *Controller) judgeTrial(ctx context.Context, ch chosen, justRestarted bo
 		c.state.bad = bad
 		c.tracker = nil
 		c.deps.Metrics.RolledBack()
-		p.event(corev1.EventTypeWarning, status.ReasonRolledBack, "%s failed its trial: %s; rolling back to %s",
+		p.event(corev1.EventTypeWarning, contract.ReasonRolledBack, "%s failed its trial: %s; rolling back to %s",
 			describe(&entry.Ref), verdict.Message, describe(c.state.lastKnownGood))
 		return true, nil
 

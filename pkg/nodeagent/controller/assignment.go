@@ -8,7 +8,6 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 )
 
 // syncAssignment brings the assigned pointer in line with the apiserver. The
@@ -20,7 +19,7 @@ func (c *Controller) syncAssignment(obs Observation, p *pass) error {
 		return nil
 	}
 	if obs.AssignmentErr != nil {
-		p.addProblem(&problem{reason: status.ReasonAssignmentInvalid, message: fmt.Sprintf(
+		p.addProblem(&problem{reason: contract.ReasonAssignmentInvalid, message: fmt.Sprintf(
 			"annotation %s: %v; keeping the current configuration", contract.ConfigSourceAnnotation, obs.AssignmentErr)})
 		return nil
 	}
@@ -37,14 +36,14 @@ func (c *Controller) syncAssignment(obs Observation, p *pass) error {
 	ref := contract.ObjectRef{Namespace: cm.Namespace, Name: cm.Name, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion}
 	p.shownAssigned = &ref
 	if err := checkpoint.ValidateRef(ref); err != nil {
-		p.addProblem(&problem{reason: status.ReasonDownloadFailed, message: err.Error()})
+		p.addProblem(&problem{reason: contract.ReasonDownloadFailed, message: err.Error()})
 		p.shownAssigned = c.state.assigned
 		return nil
 	}
 	if !contract.IsEligible(cm.Labels) {
 		// The authorizer should never have let the node read it; refuse it
 		// here too rather than trust that.
-		p.fallback = &problem{reason: status.ReasonValidationFailed, message: fmt.Sprintf(
+		p.fallback = &problem{reason: contract.ReasonValidationFailed, message: fmt.Sprintf(
 			"ConfigMap %s/%s is not labelled %s=%s; only eligible ConfigMaps are applied",
 			cm.Namespace, cm.Name, contract.EligibleLabel, contract.EligibleLabelValue)}
 		return nil
@@ -95,11 +94,11 @@ func (c *Controller) awaitConfigMap(wanted contract.ConfigMapRef, readErr error,
 		p.shownAssigned = &contract.ObjectRef{Namespace: wanted.Namespace, Name: wanted.Name}
 	}
 	if readErr != nil {
-		p.addProblem(&problem{reason: status.ReasonDownloadFailed, message: fmt.Sprintf(
+		p.addProblem(&problem{reason: contract.ReasonDownloadFailed, message: fmt.Sprintf(
 			"reading ConfigMap %s: %v; keeping the current configuration", wanted, readErr)})
 		return
 	}
-	p.addProblem(&problem{reason: status.ReasonDownloading, message: fmt.Sprintf("waiting for ConfigMap %s", wanted)})
+	p.addProblem(&problem{reason: contract.ReasonDownloading, message: fmt.Sprintf("waiting for ConfigMap %s", wanted)})
 }
 
 // ensureCheckpoint saves the ConfigMap's configuration unless a sound
@@ -116,7 +115,7 @@ func (c *Controller) ensureCheckpoint(ref contract.ObjectRef, cm *corev1.ConfigM
 	case err == nil:
 		return nil
 	case errors.Is(err, checkpoint.ErrCorrupt):
-		p.event(corev1.EventTypeWarning, status.ReasonCheckpointCorrupt, "%v; downloading it again", err)
+		p.event(corev1.EventTypeWarning, contract.ReasonCheckpointCorrupt, "%v; downloading it again", err)
 	case !errors.Is(err, checkpoint.ErrNotFound):
 		return fmt.Errorf("reading checkpoint: %w", err)
 	}

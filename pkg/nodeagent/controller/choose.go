@@ -10,7 +10,6 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 )
 
 // chosen is the configuration the kubelet should run.
@@ -33,7 +32,7 @@ func (c *Controller) choose(p *pass) chosen {
 	}
 	if bad := c.badEntry(*assigned); bad != nil {
 		what := "failed its trial"
-		if bad.Reason == status.ReasonDrainTimedOut {
+		if bad.Reason == contract.ReasonDrainTimedOut {
 			what = "was not applied"
 		}
 		return c.fallBack(p, &problem{reason: bad.Reason, pendingPods: bad.PendingPods, message: fmt.Sprintf(
@@ -43,16 +42,16 @@ func (c *Controller) choose(p *pass) chosen {
 	cp, err := c.deps.Store.LoadCheckpoint(*assigned)
 	if err != nil {
 		if errors.Is(err, checkpoint.ErrCorrupt) {
-			p.event(corev1.EventTypeWarning, status.ReasonCheckpointCorrupt, "%v", err)
+			p.event(corev1.EventTypeWarning, contract.ReasonCheckpointCorrupt, "%v", err)
 		}
-		return c.fallBack(p, &problem{reason: status.ReasonCheckpointCorrupt, message: fmt.Sprintf(
+		return c.fallBack(p, &problem{reason: contract.ReasonCheckpointCorrupt, message: fmt.Sprintf(
 			"the checkpoint of %s is unusable (%v); it is downloaded again when the apiserver can be reached", describe(assigned), err)})
 	}
 	if sameRef(assigned, c.state.lastKnownGood) {
 		return chosen{ref: assigned, config: cp.Config}
 	}
 	if !cp.HasKey {
-		return c.fallBack(p, &problem{reason: status.ReasonValidationFailed, message: fmt.Sprintf(
+		return c.fallBack(p, &problem{reason: contract.ReasonValidationFailed, message: fmt.Sprintf(
 			"ConfigMap %s/%s has no data key %q", assigned.Namespace, assigned.Name, cp.Key)})
 	}
 	// A configuration already running was validated before it was applied;
@@ -61,7 +60,7 @@ func (c *Controller) choose(p *pass) chosen {
 	running := c.state.active != nil && sameRef(c.state.active.Ref, assigned)
 	if !running {
 		if err := c.validate(*assigned, cp.Config); err != nil {
-			return c.fallBack(p, &problem{reason: status.ReasonValidationFailed, message: fmt.Sprintf(
+			return c.fallBack(p, &problem{reason: contract.ReasonValidationFailed, message: fmt.Sprintf(
 				"%s is invalid and was not applied: %v", describe(assigned), err)})
 		}
 	}
@@ -78,7 +77,7 @@ func (c *Controller) fallBack(p *pass, why *problem) chosen {
 	}
 	cp, err := c.deps.Store.LoadCheckpoint(*lkg)
 	if err != nil {
-		p.addProblem(&problem{reason: status.ReasonCheckpointCorrupt, message: fmt.Sprintf(
+		p.addProblem(&problem{reason: contract.ReasonCheckpointCorrupt, message: fmt.Sprintf(
 			"the last-known-good checkpoint of %s is unusable (%v); using the local configuration", describe(lkg), err)})
 		if setErr := c.deps.Store.SetLastKnownGood(nil); setErr == nil {
 			c.state.lastKnownGood = nil
@@ -137,15 +136,15 @@ func (c *Controller) render(ch chosen, p *pass) (*kubelet.Rendered, chosen) {
 		case err == nil:
 			return &out, ch
 		case ch.ref == nil:
-			p.addProblem(&problem{reason: status.ReasonApplyFailed, message: fmt.Sprintf("cannot render the local configuration: %v", err)})
+			p.addProblem(&problem{reason: contract.ReasonApplyFailed, message: fmt.Sprintf("cannot render the local configuration: %v", err)})
 			return nil, ch
 		case ch.onTrial:
-			ch = c.fallBack(p, &problem{reason: status.ReasonValidationFailed, message: fmt.Sprintf(
+			ch = c.fallBack(p, &problem{reason: contract.ReasonValidationFailed, message: fmt.Sprintf(
 				"%s is invalid on this node and was not applied: %v", describe(ch.ref), err)})
 		default:
 			// Last-known-good rendered before; the local file must have
 			// changed since.
-			p.addProblem(&problem{reason: status.ReasonApplyFailed, message: fmt.Sprintf(
+			p.addProblem(&problem{reason: contract.ReasonApplyFailed, message: fmt.Sprintf(
 				"last-known-good %s no longer renders on this node (%v); using the local configuration", describe(ch.ref), err)})
 			ch = chosen{}
 		}

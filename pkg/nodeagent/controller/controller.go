@@ -303,7 +303,7 @@ func (c *Controller) Sync(ctx context.Context, obs Observation) (Result, error) 
 		}
 	}
 	if err != nil {
-		p.addProblem(&problem{reason: status.ReasonApplyFailed, message: err.Error()})
+		p.addProblem(&problem{reason: contract.ReasonApplyFailed, message: err.Error()})
 	}
 	result := c.result(p)
 	c.deps.Metrics.ObserveReport(result.Report)
@@ -338,7 +338,7 @@ func (c *Controller) load(p *pass) {
 	s := c.deps.Store
 	corrupt := func(err error) {
 		if err != nil {
-			p.event(corev1.EventTypeWarning, status.ReasonCheckpointCorrupt, "%v", err)
+			p.event(corev1.EventTypeWarning, contract.ReasonCheckpointCorrupt, "%v", err)
 		}
 	}
 	var err error

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 )
 
 var (
@@ -31,35 +30,35 @@ func TestFreshNodeAdoptsTheLocalConfigWithoutRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := e.sync(unassigned)
-	e.check(r, expect{ready: corev1.ConditionTrue, reason: status.ReasonLocalConfig, restarts: 0, fileHas: "providerID: node-1"})
+	e.check(r, expect{ready: corev1.ConditionTrue, reason: contract.ReasonLocalConfig, restarts: 0, fileHas: "providerID: node-1"})
 }
 
 func TestFreshNodeWritesTheLocalConfig(t *testing.T) {
 	e := newEnv(t)
 	r := e.sync(unassigned)
-	e.check(r, expect{ready: corev1.ConditionTrue, reason: status.ReasonLocalConfig, restarts: 1, fileHas: localConfig})
+	e.check(r, expect{ready: corev1.ConditionTrue, reason: contract.ReasonLocalConfig, restarts: 1, fileHas: localConfig})
 	// Nothing changes: nothing happens.
 	r = e.sync(unassigned)
-	e.check(r, expect{ready: corev1.ConditionTrue, reason: status.ReasonLocalConfig, restarts: 1})
+	e.check(r, expect{ready: corev1.ConditionTrue, reason: contract.ReasonLocalConfig, restarts: 1})
 }
 
 func TestGoodConfigPassesItsTrial(t *testing.T) {
 	e := newEnv(t)
 	e.sync(unassigned)
 	r := e.sync(assigned(cmA))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2, fileHas: "registryPullQPS: 7"})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2, fileHas: "registryPullQPS: 7"})
 	if r.RequeueAfter != testProbePeriod {
 		t.Errorf("RequeueAfter = %v during a trial, want the probe period", r.RequeueAfter)
 	}
 	// Node-local fields come from the node.
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2, fileHas: "providerID: node-1"})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2, fileHas: "providerID: node-1"})
 
 	e.clock.Step(testPolicy.Period / 2)
 	r = e.sync(assigned(cmA))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2})
 
 	r = e.passTrial(assigned(cmA))
-	e.check(r, expect{ready: corev1.ConditionTrue, reason: status.ReasonConfigActive, assigned: refA, active: refA, lkg: refA, restarts: 2})
+	e.check(r, expect{ready: corev1.ConditionTrue, reason: contract.ReasonConfigActive, assigned: refA, active: refA, lkg: refA, restarts: 2})
 	if r.RequeueAfter != 0 {
 		t.Errorf("RequeueAfter = %v after the trial", r.RequeueAfter)
 	}
@@ -73,13 +72,13 @@ func TestInvalidConfigIsNeverApplied(t *testing.T) {
 	e.sync(unassigned)
 	bad := configMap("kubelet-bad", "uid-bad", "5", invalid)
 	r := e.sync(assigned(bad))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonValidationFailed, errorHas: "maxPodz",
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonValidationFailed, errorHas: "maxPodz",
 		assigned: refOf(bad), active: nil, restarts: 1, fileHas: localConfig})
-	if !hasEvent(r, status.ReasonValidationFailed) {
+	if !hasEvent(r, contract.ReasonValidationFailed) {
 		t.Error("no ValidationFailed event")
 	}
 	// The warning is not repeated on every pass.
-	if r = e.sync(assigned(bad)); hasEvent(r, status.ReasonValidationFailed) {
+	if r = e.sync(assigned(bad)); hasEvent(r, contract.ReasonValidationFailed) {
 		t.Error("the ValidationFailed event was repeated")
 	}
 }
@@ -109,10 +108,10 @@ func TestValidationCases(t *testing.T) {
 			e.sync(unassigned)
 			r := e.sync(assigned(tc.cm))
 			if tc.errorHas == "" {
-				e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: tc.assigned, active: tc.assigned, restarts: 2})
+				e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: tc.assigned, active: tc.assigned, restarts: 2})
 				return
 			}
-			e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonValidationFailed, errorHas: tc.errorHas,
+			e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonValidationFailed, errorHas: tc.errorHas,
 				assigned: tc.assigned, restarts: 1, fileHas: localConfig})
 		})
 	}
@@ -125,13 +124,13 @@ func TestKubeletNeverHealthyRollsBackToLocal(t *testing.T) {
 	e.sync(assigned(cmA))
 	e.clock.Step(30 * time.Second)
 	r := e.sync(assigned(cmA))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2})
 
 	e.clock.Step(31 * time.Second)
 	r = e.sync(assigned(cmA))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonRolledBack, errorHas: "did not become healthy within 1m0s",
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonRolledBack, errorHas: "did not become healthy within 1m0s",
 		assigned: refA, active: nil, restarts: 3, fileHas: localConfig})
-	if !hasEvent(r, status.ReasonRolledBack) {
+	if !hasEvent(r, contract.ReasonRolledBack) {
 		t.Error("no RolledBack event")
 	}
 
@@ -139,13 +138,13 @@ func TestKubeletNeverHealthyRollsBackToLocal(t *testing.T) {
 	e.startAgent()
 	e.prober.err = nil
 	r = e.sync(assigned(cmA))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonRolledBack, errorHas: "not retried",
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonRolledBack, errorHas: "not retried",
 		assigned: refA, active: nil, restarts: 3})
 
 	// An edit is a new resourceVersion, hence a new trial.
 	edited := configMap("kubelet-a", "uid-a", "11", goodA+"podPidsLimit: 100\n")
 	r = e.sync(assigned(edited))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refOf(edited), active: refOf(edited), restarts: 4})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refOf(edited), active: refOf(edited), restarts: 4})
 }
 
 func TestRepeatedFailuresRollBackToLastKnownGood(t *testing.T) {
@@ -155,7 +154,7 @@ func TestRepeatedFailuresRollBackToLastKnownGood(t *testing.T) {
 	e.passTrial(assigned(cmA))
 
 	r := e.sync(assigned(cmB))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refB, active: refB, lkg: refA, restarts: 3})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refB, active: refB, lkg: refA, restarts: 3})
 	// Healthy at first (probed a period after the restart).
 	e.clock.Step(testProbePeriod)
 	e.sync(assigned(cmB))
@@ -171,7 +170,7 @@ func TestRepeatedFailuresRollBackToLastKnownGood(t *testing.T) {
 		e.clock.Step(testProbePeriod)
 		r = e.sync(assigned(cmB))
 	}
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonRolledBack, errorHas: "failed 3 health checks",
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonRolledBack, errorHas: "failed 3 health checks",
 		assigned: refB, active: refA, lkg: refA, restarts: 4, fileHas: "registryPullQPS: 7"})
 	bad, err := e.store().Bad()
 	if err != nil || len(bad) != 1 || bad[0].Ref != *refB {
@@ -180,7 +179,7 @@ func TestRepeatedFailuresRollBackToLastKnownGood(t *testing.T) {
 	// Going back to A (last-known-good) needs no trial.
 	e.prober.err = nil
 	r = e.sync(assigned(cmA))
-	e.check(r, expect{ready: corev1.ConditionTrue, reason: status.ReasonConfigActive, assigned: refA, active: refA, lkg: refA, restarts: 4})
+	e.check(r, expect{ready: corev1.ConditionTrue, reason: contract.ReasonConfigActive, assigned: refA, active: refA, lkg: refA, restarts: 4})
 }
 
 func TestAgentRestartDuringTrial(t *testing.T) {
@@ -200,12 +199,12 @@ func TestAgentRestartDuringTrial(t *testing.T) {
 	e.startAgent()
 	e.clock.Step(testProbePeriod)
 	r := e.sync(assigned(cmA))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2})
 	// The trial keeps its start: the period ends on time.
 	e.prober.err = nil
 	e.clock.Step(testPolicy.Period - 4*testProbePeriod)
 	r = e.sync(assigned(cmA))
-	e.check(r, expect{ready: corev1.ConditionTrue, reason: status.ReasonConfigActive, assigned: refA, active: refA, lkg: refA, restarts: 2})
+	e.check(r, expect{ready: corev1.ConditionTrue, reason: contract.ReasonConfigActive, assigned: refA, active: refA, lkg: refA, restarts: 2})
 }
 
 func TestRebootDuringTrialStartsItOver(t *testing.T) {
@@ -218,17 +217,17 @@ func TestRebootDuringTrialStartsItOver(t *testing.T) {
 	e.clock.Reboot("boot-2", 30*time.Second)
 	e.startAgent()
 	r := e.sync(Observation{}) // offline after the reboot
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2})
 	tr, err := e.store().Trial()
 	if err != nil || tr == nil || tr.BootID != "boot-2" || tr.StartedSinceBoot != 30*time.Second {
 		t.Fatalf("trial after reboot = %+v, %v", tr, err)
 	}
 	e.clock.Step(testPolicy.Period - time.Second)
-	if r = e.sync(Observation{}); hasEvent(r, status.EventTrialPassed) {
+	if r = e.sync(Observation{}); hasEvent(r, contract.EventTrialPassed) {
 		t.Fatal("time before the reboot counted")
 	}
 	e.clock.Step(time.Second)
-	if r = e.sync(Observation{}); !hasEvent(r, status.EventTrialPassed) {
+	if r = e.sync(Observation{}); !hasEvent(r, contract.EventTrialPassed) {
 		t.Fatalf("the trial did not pass on the new boot: %+v", r.Report.Condition)
 	}
 }
@@ -244,14 +243,14 @@ func TestOfflineStartUsesCheckpoints(t *testing.T) {
 	// B stays on trial and the kubelet is left alone.
 	e.startAgent()
 	r := e.sync(Observation{})
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refB, active: refB, lkg: refA, restarts: 3})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refB, active: refB, lkg: refA, restarts: 3})
 
 	// Someone rewrote the kubelet file meanwhile: put it back.
 	if err := os.WriteFile(e.kubeletCfg, []byte("junk"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r = e.sync(Observation{})
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refB, active: refB, lkg: refA, restarts: 4, fileHas: "registryPullQPS: 8"})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refB, active: refB, lkg: refA, restarts: 4, fileHas: "registryPullQPS: 8"})
 }
 
 func TestConfigMapDeletedAndRecreated(t *testing.T) {
@@ -264,12 +263,12 @@ func TestConfigMapDeletedAndRecreated(t *testing.T) {
 	gone.ConfigMap = nil
 	gone.ConfigMapErr = apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, cmA.Name)
 	r := e.sync(gone)
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonDownloadFailed, errorHas: "not found",
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonDownloadFailed, errorHas: "not found",
 		assigned: refA, active: refA, lkg: refA, restarts: 2})
 
 	recreated := configMap("kubelet-a", "uid-a2", "30", goodB)
 	r = e.sync(assigned(recreated))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refOf(recreated), active: refOf(recreated), lkg: refA, restarts: 3, fileHas: "registryPullQPS: 8"})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refOf(recreated), active: refOf(recreated), lkg: refA, restarts: 3, fileHas: "registryPullQPS: 8"})
 }
 
 func TestNewAssignmentNotReadableYet(t *testing.T) {
@@ -279,11 +278,11 @@ func TestNewAssignmentNotReadableYet(t *testing.T) {
 	pending := assigned(cmB)
 	pending.ConfigMap = nil
 	r := e.sync(pending)
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonDownloading,
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonDownloading,
 		assigned: &contract.ObjectRef{Namespace: "kube-system", Name: "kubelet-b"}, active: refA, restarts: 2})
 	pending.ConfigMapErr = errors.New(`configmaps "kubelet-b" is forbidden`)
 	r = e.sync(pending)
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonDownloadFailed, errorHas: "forbidden",
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonDownloadFailed, errorHas: "forbidden",
 		assigned: &contract.ObjectRef{Namespace: "kube-system", Name: "kubelet-b"}, active: refA, restarts: 2})
 }
 
@@ -293,7 +292,7 @@ func TestClearingTheAssignmentGoesBackToLocal(t *testing.T) {
 	e.sync(assigned(cmA))
 	e.passTrial(assigned(cmA))
 	r := e.sync(unassigned)
-	e.check(r, expect{ready: corev1.ConditionTrue, reason: status.ReasonLocalConfig, restarts: 3, fileHas: localConfig})
+	e.check(r, expect{ready: corev1.ConditionTrue, reason: contract.ReasonLocalConfig, restarts: 3, fileHas: localConfig})
 	names, err := e.store().CheckpointRefs()
 	if err != nil || len(names) != 0 {
 		t.Fatalf("checkpoints left after going local: %v, %v", names, err)
@@ -306,7 +305,7 @@ func TestMalformedAssignmentKeepsTheCurrentConfig(t *testing.T) {
 	e.sync(assigned(cmA))
 	obs := Observation{Online: true, KubeletVersion: kubeletVersion, AssignmentErr: errors.New(`config source "nope": want <namespace>/<name>`)}
 	r := e.sync(obs)
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonAssignmentInvalid, errorHas: "want <namespace>/<name>",
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonAssignmentInvalid, errorHas: "want <namespace>/<name>",
 		assigned: refA, active: refA, restarts: 2})
 }
 
@@ -330,14 +329,14 @@ func TestCorruptCheckpoints(t *testing.T) {
 	corrupt(refB)
 	e.startAgent()
 	r := e.sync(Observation{})
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonCheckpointCorrupt, errorHas: "unusable",
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonCheckpointCorrupt, errorHas: "unusable",
 		assigned: refB, active: nil, lkg: nil, restarts: 4, fileHas: localConfig})
 	if moved, _ := os.ReadDir(filepath.Join(e.store().Dir(), "corrupt")); len(moved) == 0 {
 		t.Fatal("the corrupt checkpoint was not moved aside")
 	}
 	// Back online, B is downloaded again and tried again.
 	r = e.sync(assigned(cmB))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refB, active: refB, restarts: 5, fileHas: "registryPullQPS: 8"})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refB, active: refB, restarts: 5, fileHas: "registryPullQPS: 8"})
 }
 
 func TestRestartFailureIsRetried(t *testing.T) {
@@ -348,12 +347,12 @@ func TestRestartFailureIsRetried(t *testing.T) {
 	if err == nil {
 		t.Fatal("a failed restart was not an error")
 	}
-	if r.Report.Condition.Reason != status.ReasonApplyFailed || r.Report.Status.Error == "" {
+	if r.Report.Condition.Reason != contract.ReasonApplyFailed || r.Report.Status.Error == "" {
 		t.Fatalf("condition %+v, error %q", r.Report.Condition, r.Report.Status.Error)
 	}
 	e.restarter.err = nil
 	r = e.sync(assigned(cmA))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2})
 }
 
 func TestRapidReassignmentsLastOneWins(t *testing.T) {
@@ -364,13 +363,13 @@ func TestRapidReassignmentsLastOneWins(t *testing.T) {
 		e.sync(assigned(cms[i%2]))
 	}
 	r := e.sync(assigned(cmB))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refB, active: refB, restarts: 21, fileHas: "registryPullQPS: 8"})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refB, active: refB, restarts: 21, fileHas: "registryPullQPS: 8"})
 	names, _ := e.store().CheckpointRefs()
 	if len(names) != 1 {
 		t.Fatalf("checkpoints pile up: %v", names)
 	}
 	r = e.passTrial(assigned(cmB))
-	e.check(r, expect{ready: corev1.ConditionTrue, reason: status.ReasonConfigActive, assigned: refB, active: refB, lkg: refB, restarts: 21})
+	e.check(r, expect{ready: corev1.ConditionTrue, reason: contract.ReasonConfigActive, assigned: refB, active: refB, lkg: refB, restarts: 21})
 }
 
 func TestKubeletVersionOverride(t *testing.T) {
@@ -378,9 +377,9 @@ func TestKubeletVersionOverride(t *testing.T) {
 	obs := assigned(cmA)
 	obs.KubeletVersion = nil
 	r := e.sync(obs)
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonValidationFailed, errorHas: "version is not known", assigned: refA, restarts: 1, fileHas: localConfig})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonValidationFailed, errorHas: "version is not known", assigned: refA, restarts: 1, fileHas: localConfig})
 
 	e.c.cfg.KubeletVersion = kubeletVersion
 	r = e.sync(obs)
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2})
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/drain"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 )
 
 // Drainer is what a drain does with the Node's credentials
@@ -108,7 +107,7 @@ func (c *Controller) drainMode(p *pass) string {
 			if contract.ValidDrainMode(mode) && mode != "" {
 				return mode
 			}
-			p.event(corev1.EventTypeWarning, status.ReasonAssignmentInvalid, "%s=%q is not one of %s, %s, %s; using %s",
+			p.event(corev1.EventTypeWarning, contract.ReasonAssignmentInvalid, "%s=%q is not one of %s, %s, %s; using %s",
 				contract.DrainAnnotation, mode, contract.DrainAuto, contract.DrainAlways, contract.DrainNever, c.cfg.DrainMode)
 		}
 	}
@@ -137,7 +136,7 @@ func (c *Controller) drainFor(ctx context.Context, ch chosen, out kubelet.Render
 		}
 		c.state.drain = &started
 		rec = &started
-		p.event(corev1.EventTypeNormal, status.ReasonDraining, "Draining the Node to apply %s: %s", describe(ch.ref), strings.Join(plan.reasons, "; "))
+		p.event(corev1.EventTypeNormal, contract.ReasonDraining, "Draining the Node to apply %s: %s", describe(ch.ref), strings.Join(plan.reasons, "; "))
 		logger.Info("A change needs the Node drained", "config", describe(ch.ref), "reasons", plan.reasons, "stateFiles", plan.stateFiles)
 	}
 	if rec.Drained {
@@ -170,7 +169,7 @@ func (c *Controller) drainFor(ctx context.Context, ch chosen, out kubelet.Render
 		}
 		c.state.drain = &done
 		c.deps.Metrics.Drained()
-		p.event(corev1.EventTypeNormal, status.ReasonRestarting, "Drained the Node; restarting the kubelet with %s%s", describe(ch.ref), removing(rec.StateFiles))
+		p.event(corev1.EventTypeNormal, contract.ReasonRestarting, "Drained the Node; restarting the kubelet with %s%s", describe(ch.ref), removing(rec.StateFiles))
 		// The restart is the next pass's, so that the status says
 		// Restarting while it happens.
 		p.setPhase(contract.PhaseRestarting, fmt.Sprintf("the Node is drained; restarting the kubelet with %s%s", describe(ch.ref), removing(rec.StateFiles)), nil)
@@ -180,7 +179,7 @@ func (c *Controller) drainFor(ctx context.Context, ch chosen, out kubelet.Render
 	elapsed := clock.SinceBoot() - rec.StartedSinceBoot
 	if elapsed >= c.cfg.DrainTimeout {
 		if !ch.onTrial {
-			p.event(corev1.EventTypeWarning, status.ReasonDrainTimedOut, "The drain for going back to %s timed out after %v waiting on %s; going back anyway",
+			p.event(corev1.EventTypeWarning, contract.ReasonDrainTimedOut, "The drain for going back to %s timed out after %v waiting on %s; going back anyway",
 				describe(ch.ref), c.cfg.DrainTimeout, progress.Summary())
 			return true, nil
 		}
@@ -198,7 +197,7 @@ func (c *Controller) giveUpDrain(ch chosen, progress drain.Progress, p *pass) er
 	store := c.deps.Store
 	message := fmt.Sprintf("the drain it needs did not finish within %v; the Node was uncordoned and the change not applied; blocked by %s",
 		c.cfg.DrainTimeout, progress.Summary())
-	entry := checkpoint.BadEntry{Ref: *ch.ref, Reason: status.ReasonDrainTimedOut, Message: message, At: c.deps.Now(), PendingPods: progress.Names()}
+	entry := checkpoint.BadEntry{Ref: *ch.ref, Reason: contract.ReasonDrainTimedOut, Message: message, At: c.deps.Now(), PendingPods: progress.Names()}
 	bad := append(slices.Clone(c.state.bad), entry)
 	if len(bad) > checkpoint.MaxBadEntries {
 		bad = bad[len(bad)-checkpoint.MaxBadEntries:]
@@ -211,7 +210,7 @@ func (c *Controller) giveUpDrain(ch chosen, progress drain.Progress, p *pass) er
 		return err
 	}
 	c.deps.Metrics.DrainTimedOut()
-	p.event(corev1.EventTypeWarning, status.ReasonDrainTimedOut, "%s: %s", describe(ch.ref), message)
+	p.event(corev1.EventTypeWarning, contract.ReasonDrainTimedOut, "%s: %s", describe(ch.ref), message)
 	return errDrainTimedOut
 }
 
@@ -273,7 +272,7 @@ func (c *Controller) releaseCordon(ctx context.Context, p *pass) error {
 	if _, err := d.Uncordon(ctx, node); err != nil {
 		return err
 	}
-	p.event(corev1.EventTypeNormal, "Uncordoned", "Removed the cordon the agent set for a change")
+	p.event(corev1.EventTypeNormal, contract.EventUncordoned, "Removed the cordon the agent set for a change")
 	klog.FromContext(ctx).Info("Uncordoned the Node")
 	return nil
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/drain"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 )
 
 const (
@@ -141,7 +140,7 @@ func TestChangeThatNeedsADrain(t *testing.T) {
 	cm := configMap("static", "u-s", "1", staticCPU)
 	d.blocked["web-1"] = true
 	r := e.sync(d.online(cm))
-	if r.Report.Condition.Reason != status.ReasonDraining || r.Report.Status.Phase != contract.PhaseDraining {
+	if r.Report.Condition.Reason != contract.ReasonDraining || r.Report.Status.Phase != contract.PhaseDraining {
 		t.Fatalf("while a budget holds a pod: %+v phase %q", r.Report.Condition, r.Report.Status.Phase)
 	}
 	if !slices.Equal(r.Report.Status.PendingPods, []string{"default/web-1"}) || !strings.Contains(r.Report.Condition.Message, "web-1") {
@@ -150,8 +149,8 @@ func TestChangeThatNeedsADrain(t *testing.T) {
 	if !slices.Equal(*log, []string{"cordon", "evict web-0"}) || e.restarter.count != 0 || strings.Contains(e.kubeletFile(), "static") {
 		t.Fatalf("after the first step: %v, %d restarts; want cordoned and evicted, nothing written or restarted", *log, e.restarter.count)
 	}
-	if !hasEvent(r, status.ReasonDraining) {
-		t.Errorf("no %s event", status.ReasonDraining)
+	if !hasEvent(r, contract.ReasonDraining) {
+		t.Errorf("no %s event", contract.ReasonDraining)
 	}
 
 	delete(d.blocked, "web-1")
@@ -161,7 +160,7 @@ func TestChangeThatNeedsADrain(t *testing.T) {
 	}
 	r = e.sync(d.online(cm))
 	refS := refOf(cm)
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refS, active: refS, restarts: 1, fileHas: "cpuManagerPolicy: static"})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refS, active: refS, restarts: 1, fileHas: "cpuManagerPolicy: static"})
 	if want := []string{"cordon", "evict web-0", "evict web-1", "stop", "start"}; !slices.Equal(*log, want) {
 		t.Errorf("steps %v, want %v", *log, want)
 	}
@@ -176,7 +175,7 @@ func TestChangeThatNeedsADrain(t *testing.T) {
 	}
 
 	r = e.passTrial(d.online(cm))
-	e.check(r, expect{ready: corev1.ConditionTrue, reason: status.ReasonConfigActive, assigned: refS, active: refS, lkg: refS, restarts: 1, fileHas: "cpuManagerPolicy: static"})
+	e.check(r, expect{ready: corev1.ConditionTrue, reason: contract.ReasonConfigActive, assigned: refS, active: refS, lkg: refS, restarts: 1, fileHas: "cpuManagerPolicy: static"})
 	if d.node.Spec.Unschedulable || drain.CordonedByAgent(d.node) {
 		t.Error("the node is still cordoned after the trial passed")
 	}
@@ -200,7 +199,7 @@ func TestDrainTimesOut(t *testing.T) {
 	}
 	e.clock.Step(testDrainTimeout)
 	r := e.sync(d.online(cm))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonDrainTimedOut, errorHas: "db-0", assigned: refOf(cm), restarts: 0})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonDrainTimedOut, errorHas: "db-0", assigned: refOf(cm), restarts: 0})
 	if !slices.Equal(r.Report.Status.PendingPods, []string{"default/db-0"}) {
 		t.Errorf("pendingPods %v, want the blocking pod", r.Report.Status.PendingPods)
 	}
@@ -214,7 +213,7 @@ func TestDrainTimesOut(t *testing.T) {
 	// naming the pod.
 	*log = nil
 	r = e.sync(d.online(cm))
-	if len(*log) != 0 || !slices.Equal(r.Report.Status.PendingPods, []string{"default/db-0"}) || r.Report.Condition.Reason != status.ReasonDrainTimedOut {
+	if len(*log) != 0 || !slices.Equal(r.Report.Status.PendingPods, []string{"default/db-0"}) || r.Report.Condition.Reason != contract.ReasonDrainTimedOut {
 		t.Errorf("the next pass: %v, %+v, pending %v", *log, r.Report.Condition, r.Report.Status.PendingPods)
 	}
 }
@@ -230,7 +229,7 @@ func TestFailedTrialGoesBackThroughADrain(t *testing.T) {
 	e.prober.err = errUnhealthy
 	e.clock.Step(testPolicy.Grace + testProbePeriod)
 	r := e.sync(d.online(cm))
-	if !hasEvent(r, status.ReasonRolledBack) {
+	if !hasEvent(r, contract.ReasonRolledBack) {
 		t.Fatalf("the trial did not fail: %+v", r.Report.Condition)
 	}
 	for range 3 {

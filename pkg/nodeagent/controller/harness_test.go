@@ -20,7 +20,6 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/bootclock"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/trial"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/validation"
 )
@@ -269,7 +268,7 @@ func (e *env) passTrial(obs Observation) Result {
 	e.prober.err = nil
 	e.clock.Step(testPolicy.Period)
 	r := e.sync(obs)
-	if !hasEvent(r, status.EventTrialPassed) {
+	if !hasEvent(r, contract.EventTrialPassed) {
 		e.t.Fatalf("the trial did not pass: %+v", r.Report.Condition)
 	}
 	return r

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/trial"
 )
 
@@ -58,20 +58,20 @@ func TestRejectedPodRollsBack(t *testing.T) {
 	running := []*corev1.Pod{pod("a", corev1.PodRunning, ""), pod("b", corev1.PodRunning, "")}
 	e.sync(withNode(unassigned, readyNode(), running...))
 	r := e.sync(withNode(assigned(cmA), readyNode(), running...))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2})
 
 	e.clock.Step(testProbePeriod)
 	r = e.sync(withNode(assigned(cmA), readyNode(), running[0], pod("b", corev1.PodFailed, "OutOfpods")))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonRolledBack,
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonRolledBack,
 		errorHas: "pod default/b rejected by the kubelet: OutOfpods: Node didn't have enough resource: pods",
 		assigned: refA, active: nil, restarts: 3, fileHas: localConfig})
-	if !hasEvent(r, status.ReasonRolledBack) {
+	if !hasEvent(r, contract.ReasonRolledBack) {
 		t.Error("no RolledBack event")
 	}
 	// It is not tried again.
 	e.clock.Step(testPolicy.Period)
 	r = e.sync(withNode(assigned(cmA), readyNode(), running[0], pod("b", corev1.PodFailed, "OutOfpods")))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonRolledBack, errorHas: "OutOfpods",
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonRolledBack, errorHas: "OutOfpods",
 		assigned: refA, active: nil, restarts: 3, fileHas: localConfig})
 }
 
@@ -88,7 +88,7 @@ func TestWhatWasThereBeforeDoesNotCount(t *testing.T) {
 	e.clock.Step(testProbePeriod)
 	e.sync(before)
 	r := e.passTrial(before)
-	e.check(r, expect{ready: corev1.ConditionTrue, reason: status.ReasonConfigActive, assigned: refA, active: refA, lkg: refA, restarts: 2})
+	e.check(r, expect{ready: corev1.ConditionTrue, reason: contract.ReasonConfigActive, assigned: refA, active: refA, lkg: refA, restarts: 2})
 }
 
 // TestPressureRaisedRollsBack: a pressure condition raised during the
@@ -100,7 +100,7 @@ func TestPressureRaisedRollsBack(t *testing.T) {
 	e.clock.Step(testProbePeriod)
 	memory := corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionTrue, Reason: "KubeletHasInsufficientMemory", Message: "kubelet has insufficient memory available"}
 	r := e.sync(withNode(assigned(cmA), readyNode(memory)))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonRolledBack,
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonRolledBack,
 		errorHas: "the Node raised MemoryPressure=True KubeletHasInsufficientMemory: kubelet has insufficient memory available",
 		assigned: refA, active: nil, restarts: 3, fileHas: localConfig})
 }
@@ -117,11 +117,11 @@ func TestNodeNotReadyRollsBack(t *testing.T) {
 	for range 12 {
 		e.clock.Step(testProbePeriod)
 		r := e.sync(withNode(assigned(cmA), notReady))
-		e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2})
+		e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2})
 	}
 	e.clock.Step(testProbePeriod)
 	r := e.sync(withNode(assigned(cmA), notReady))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonRolledBack,
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonRolledBack,
 		errorHas: "the Node has not been Ready for 1m0s (grace 1m0s): Ready=False KubeletNotReady: container runtime network not ready",
 		assigned: refA, active: nil, restarts: 3, fileHas: localConfig})
 }
@@ -141,11 +141,11 @@ func TestAgentRestartTakesItsFirstLookAsTheBaseline(t *testing.T) {
 	e.c.cfg.Policy = signalsPolicy
 	seen := withNode(assigned(cmA), readyNode(), running, pod("b", corev1.PodFailed, "OutOfpods"))
 	r := e.sync(seen)
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2})
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refA, active: refA, restarts: 2})
 
 	e.clock.Step(testProbePeriod)
 	r = e.sync(withNode(assigned(cmA), readyNode(), pod("a", corev1.PodFailed, "Evicted"), pod("b", corev1.PodFailed, "OutOfpods")))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonRolledBack,
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonRolledBack,
 		errorHas: "pod default/a evicted by the kubelet: Evicted", assigned: refA, active: nil, restarts: 3, fileHas: localConfig})
 }
 
@@ -158,7 +158,7 @@ func TestOfflineTrialIsJudgedByHealth(t *testing.T) {
 	e.clock.Step(testProbePeriod)
 	e.sync(Observation{})
 	r := e.passTrial(Observation{})
-	e.check(r, expect{ready: corev1.ConditionTrue, reason: status.ReasonConfigActive, assigned: refA, active: refA, lkg: refA, restarts: 2})
+	e.check(r, expect{ready: corev1.ConditionTrue, reason: contract.ReasonConfigActive, assigned: refA, active: refA, lkg: refA, restarts: 2})
 }
 
 // TestRunningPodEndedByTheKubeletRollsBack: a running pod the restarted
@@ -173,7 +173,7 @@ func TestRunningPodEndedByTheKubeletRollsBack(t *testing.T) {
 	ended := pod("a", corev1.PodSucceeded, "")
 	ended.Status.Message = ""
 	r := e.sync(withNode(assigned(cmA), readyNode(), ended))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonRolledBack,
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonRolledBack,
 		errorHas: "pod default/a stopped by the kubelet (Succeeded, restartPolicy Always, not deleted)",
 		assigned: refA, active: nil, restarts: 3, fileHas: localConfig})
 }
@@ -209,7 +209,7 @@ func TestPodsAreListedOnlyForTrials(t *testing.T) {
 		t.Errorf("%d pod lists after a probe period, want 2", lists)
 	}
 	r := e.passTrial(counted(assigned(cmA)))
-	e.check(r, expect{ready: corev1.ConditionTrue, reason: status.ReasonConfigActive, assigned: refA, active: refA, lkg: refA, restarts: 2})
+	e.check(r, expect{ready: corev1.ConditionTrue, reason: contract.ReasonConfigActive, assigned: refA, active: refA, lkg: refA, restarts: 2})
 	after := lists
 	e.clock.Step(testProbePeriod)
 	e.sync(counted(assigned(cmA)))
@@ -232,6 +232,6 @@ func TestAFailedPodListLeavesThePodsUnknown(t *testing.T) {
 	e.clock.Step(testProbePeriod)
 	memory := corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionTrue, Reason: "KubeletHasInsufficientMemory"}
 	r := e.sync(failing(assigned(cmA), readyNode(memory)))
-	e.check(r, expect{ready: corev1.ConditionFalse, reason: status.ReasonRolledBack, errorHas: "MemoryPressure",
+	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonRolledBack, errorHas: "MemoryPressure",
 		assigned: refA, active: nil, restarts: 3, fileHas: localConfig})
 }

@@ -23,11 +23,11 @@ func (c *Controller) result(p *pass) Result {
 	var main *problem
 	var messages, errorMessages []string
 	for _, pr := range p.problems {
-		if main == nil || pr.reason == status.ReasonApplyFailed {
+		if main == nil || pr.reason == contract.ReasonApplyFailed {
 			main = pr
 		}
 		messages = append(messages, pr.message)
-		if pr.reason != status.ReasonDownloading {
+		if pr.reason != contract.ReasonDownloading {
 			errorMessages = append(errorMessages, pr.message)
 		}
 	}
@@ -43,12 +43,12 @@ func (c *Controller) result(p *pass) Result {
 		if t := c.state.trial; t != nil {
 			since = " since " + t.StartedAt.UTC().Format("2006-01-02T15:04:05Z")
 		}
-		*cond = status.Condition{Status: corev1.ConditionFalse, Reason: status.ReasonTrialInProgress, Message: fmt.Sprintf(
+		*cond = status.Condition{Status: corev1.ConditionFalse, Reason: contract.ReasonTrialInProgress, Message: fmt.Sprintf(
 			"%s is active and on trial%s for %v", describe(st.Status.Active), since, c.cfg.Policy.Period)}
 	case st.Status.Assigned == nil:
-		*cond = status.Condition{Status: corev1.ConditionTrue, Reason: status.ReasonLocalConfig, Message: "No configuration is assigned; the node's local configuration is active"}
+		*cond = status.Condition{Status: corev1.ConditionTrue, Reason: contract.ReasonLocalConfig, Message: "No configuration is assigned; the node's local configuration is active"}
 	default:
-		*cond = status.Condition{Status: corev1.ConditionTrue, Reason: status.ReasonConfigActive, Message: describe(st.Status.Active) + " is active and passed its trial"}
+		*cond = status.Condition{Status: corev1.ConditionTrue, Reason: contract.ReasonConfigActive, Message: describe(st.Status.Active) + " is active and passed its trial"}
 	}
 
 	switch {

@@ -13,7 +13,6 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 )
 
 // onDisk is a state directory and kubelet file as an earlier agent left
@@ -132,97 +131,97 @@ func TestStateMachine(t *testing.T) {
 		// Starting up.
 		{name: "fresh node, kubelet file already local: adopted, no restart",
 			start: onDisk{fresh: true}, event: unassigned, script: []act{sync()},
-			want: want{ready: corev1.ConditionTrue, reason: status.ReasonLocalConfig}},
+			want: want{ready: corev1.ConditionTrue, reason: contract.ReasonLocalConfig}},
 		{name: "fresh node, no kubelet file: local written, kubelet restarted",
 			start: onDisk{fresh: true, file: "absent"}, event: unassigned, script: []act{sync()},
-			want: want{ready: corev1.ConditionTrue, reason: status.ReasonLocalConfig, restarts: 1}},
+			want: want{ready: corev1.ConditionTrue, reason: contract.ReasonLocalConfig, restarts: 1}},
 		{name: "offline start keeps last-known-good without a restart",
 			start: aLKG, event: offline, script: []act{sync()},
-			want: want{ready: corev1.ConditionTrue, reason: status.ReasonConfigActive, assigned: smA, lkg: smA, active: smA, file: smA}},
+			want: want{ready: corev1.ConditionTrue, reason: contract.ReasonConfigActive, assigned: smA, lkg: smA, active: smA, file: smA}},
 		{name: "offline start during a trial continues it without a restart",
 			start: bOnTrial, event: offline, script: []act{probes("+")},
-			want: want{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: smB, lkg: smA, active: smB, trial: smB, file: smB}},
+			want: want{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: smB, lkg: smA, active: smB, trial: smB, file: smB}},
 		{name: "offline start, assignment not applied yet (killed before the apply): validated against the recorded kubelet version",
 			start: onDisk{assigned: smB, lkg: smA, running: smA, kubeletVersion: "1.37.2"}, event: offline, script: []act{sync()},
-			want: want{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: smB, lkg: smA, active: smB, trial: smB, file: smB, restarts: 1}},
+			want: want{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: smB, lkg: smA, active: smB, trial: smB, file: smB, restarts: 1}},
 		{name: "offline start, assignment not applied yet, no kubelet version known: last-known-good kept",
 			start: onDisk{assigned: smB, lkg: smA, running: smA}, event: offline, script: []act{sync()},
-			want: want{ready: corev1.ConditionFalse, reason: status.ReasonValidationFailed, errorHas: "version is not known", assigned: smB, lkg: smA, active: smA, file: smA}},
+			want: want{ready: corev1.ConditionFalse, reason: contract.ReasonValidationFailed, errorHas: "version is not known", assigned: smB, lkg: smA, active: smA, file: smA}},
 		{name: "kubelet file overwritten by someone else: put back, kubelet restarted",
 			start: onDisk{assigned: smA, lkg: smA, running: smA, file: "junk: true\n"}, event: assigned(smA), script: []act{sync()},
-			want: want{ready: corev1.ConditionTrue, reason: status.ReasonConfigActive, assigned: smA, lkg: smA, active: smA, file: smA, restarts: 1}},
+			want: want{ready: corev1.ConditionTrue, reason: contract.ReasonConfigActive, assigned: smA, lkg: smA, active: smA, file: smA, restarts: 1}},
 		{name: "corrupt checkpoint of the assigned config, offline: local configuration",
 			start: onDisk{assigned: smA, running: smA, corrupt: []*corev1.ConfigMap{smA}}, event: offline, script: []act{sync()},
-			want: want{ready: corev1.ConditionFalse, reason: status.ReasonCheckpointCorrupt, errorHas: "unusable", assigned: smA, restarts: 1}},
+			want: want{ready: corev1.ConditionFalse, reason: contract.ReasonCheckpointCorrupt, errorHas: "unusable", assigned: smA, restarts: 1}},
 
 		// Assignments.
 		{name: "new assignment: checkpointed, applied, on trial",
 			start: onDisk{}, event: assigned(smA), script: []act{sync()},
-			want: want{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: smA, active: smA, trial: smA, file: smA, restarts: 1}},
+			want: want{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: smA, active: smA, trial: smA, file: smA, restarts: 1}},
 		{name: "invalid assignment: never applied",
 			start: onDisk{}, event: assigned(smBad), script: []act{sync()},
-			want: want{ready: corev1.ConditionFalse, reason: status.ReasonValidationFailed, errorHas: "maxPodz", assigned: smBad}},
+			want: want{ready: corev1.ConditionFalse, reason: contract.ReasonValidationFailed, errorHas: "maxPodz", assigned: smBad}},
 		{name: "reassignment during a trial: the new one is on trial",
 			start: aOnTrial, event: assigned(smB), script: []act{sync()},
-			want: want{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: smB, active: smB, trial: smB, file: smB, restarts: 1}},
+			want: want{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: smB, active: smB, trial: smB, file: smB, restarts: 1}},
 		{name: "assignment cleared: local configuration, last-known-good reset",
 			start: aLKG, event: unassigned, script: []act{sync()},
-			want: want{ready: corev1.ConditionTrue, reason: status.ReasonLocalConfig, restarts: 1}},
+			want: want{ready: corev1.ConditionTrue, reason: contract.ReasonLocalConfig, restarts: 1}},
 		{name: "a config recorded bad is not retried",
 			start: onDisk{assigned: smB, lkg: smA, running: smA, bad: []*corev1.ConfigMap{smB}}, event: assigned(smB), script: []act{sync()},
-			want: want{ready: corev1.ConditionFalse, reason: status.ReasonRolledBack, errorHas: "not retried", assigned: smB, lkg: smA, active: smA, bad: []*corev1.ConfigMap{smB}, file: smA}},
+			want: want{ready: corev1.ConditionFalse, reason: contract.ReasonRolledBack, errorHas: "not retried", assigned: smB, lkg: smA, active: smA, bad: []*corev1.ConfigMap{smB}, file: smA}},
 
 		// Trials passing.
 		{name: "healthy for the whole period: last-known-good",
 			start: aOnTrial, event: assigned(smA), script: []act{probes("+"), wait(testPolicy.Period), probes("+")},
-			want: want{ready: corev1.ConditionTrue, reason: status.ReasonConfigActive, assigned: smA, lkg: smA, active: smA, file: smA}},
+			want: want{ready: corev1.ConditionTrue, reason: contract.ReasonConfigActive, assigned: smA, lkg: smA, active: smA, file: smA}},
 		{name: "unhealthy when the period ends: the trial stays open until healthy",
 			start: aOnTrial, event: assigned(smA), script: []act{probes("+"), wait(testPolicy.Period), probes("-")},
-			want: want{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: smA, active: smA, trial: smA, file: smA}},
+			want: want{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: smA, active: smA, trial: smA, file: smA}},
 		{name: "flapping: brief blips below the threshold do not roll back",
 			start: bOnTrial, event: assigned(smB), script: []act{probes("++-+++-++"), wait(testPolicy.Period), probes("+")},
-			want: want{ready: corev1.ConditionTrue, reason: status.ReasonConfigActive, assigned: smB, lkg: smB, active: smB, file: smB}},
+			want: want{ready: corev1.ConditionTrue, reason: contract.ReasonConfigActive, assigned: smB, lkg: smB, active: smB, file: smB}},
 		{name: "flapping: an admin restart (one outage, back within grace) does not roll back",
 			start: bOnTrial, event: assigned(smB), script: []act{probes("+++--+++"), wait(testPolicy.Period), probes("+")},
-			want: want{ready: corev1.ConditionTrue, reason: status.ReasonConfigActive, assigned: smB, lkg: smB, active: smB, file: smB}},
+			want: want{ready: corev1.ConditionTrue, reason: contract.ReasonConfigActive, assigned: smB, lkg: smB, active: smB, file: smB}},
 		{name: "a burst of passes within one probe period probes once",
 			start: bOnTrial, event: assigned(smB), script: []act{probes("+"), wait(testProbePeriod), burst('-', 10)},
-			want: want{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: smB, lkg: smA, active: smB, trial: smB, file: smB}},
+			want: want{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: smB, lkg: smA, active: smB, trial: smB, file: smB}},
 		{name: "the old kubelet answering just after the restart command does not arm the failure count",
 			start: aLKG, event: assigned(smB), script: []act{sync(), probes("---")},
-			want: want{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: smB, lkg: smA, active: smB, trial: smB, file: smB, restarts: 1}},
+			want: want{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: smB, lkg: smA, active: smB, trial: smB, file: smB, restarts: 1}},
 		{name: "the agent's own restart forgets earlier failures",
 			start: bOnTrial, event: assigned(smB), script: []act{probes("+--"), restartAgent(), probes("+-++-+"), wait(testPolicy.Period), probes("+")},
-			want: want{ready: corev1.ConditionTrue, reason: status.ReasonConfigActive, assigned: smB, lkg: smB, active: smB, file: smB}},
+			want: want{ready: corev1.ConditionTrue, reason: contract.ReasonConfigActive, assigned: smB, lkg: smB, active: smB, file: smB}},
 		{name: "a reboot forgets earlier failures and starts the trial over",
 			start: bOnTrial, event: assigned(smB), script: []act{probes("+--"), reboot(), probes("+--"), wait(testPolicy.Period - 4*testProbePeriod)},
-			want: want{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: smB, lkg: smA, active: smB, trial: smB, file: smB}},
+			want: want{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: smB, lkg: smA, active: smB, trial: smB, file: smB}},
 		{name: "a reboot: the trial passes a period after the new boot's start",
 			start: bOnTrial, event: assigned(smB), script: []act{probes("+--"), reboot(), probes("+--+"), wait(testPolicy.Period), probes("+")},
-			want: want{ready: corev1.ConditionTrue, reason: status.ReasonConfigActive, assigned: smB, lkg: smB, active: smB, file: smB}},
+			want: want{ready: corev1.ConditionTrue, reason: contract.ReasonConfigActive, assigned: smB, lkg: smB, active: smB, file: smB}},
 		{name: "the agent restarted after the period: one healthy probe passes",
 			start: onDisk{assigned: smB, lkg: smA, running: smB, trial: smB, trialAgo: time.Hour}, event: offline, script: []act{probes("+")},
-			want: want{ready: corev1.ConditionTrue, reason: status.ReasonConfigActive, assigned: smB, lkg: smB, active: smB, file: smB}},
+			want: want{ready: corev1.ConditionTrue, reason: contract.ReasonConfigActive, assigned: smB, lkg: smB, active: smB, file: smB}},
 
 		// Trials failing.
 		{name: "crash loop caused by the config (healthy between crashes): rolled back to last-known-good",
 			start: bOnTrial, event: assigned(smB), script: []act{probes("+-+-+-")},
-			want: want{ready: corev1.ConditionFalse, reason: status.ReasonRolledBack, errorHas: "failed 3 health checks",
+			want: want{ready: corev1.ConditionFalse, reason: contract.ReasonRolledBack, errorHas: "failed 3 health checks",
 				assigned: smB, lkg: smA, active: smA, bad: []*corev1.ConfigMap{smB}, file: smA, restarts: 1}},
 		{name: "hung or down kubelet after being healthy: rolled back",
 			start: bOnTrial, event: assigned(smB), script: []act{probes("+---")},
-			want: want{ready: corev1.ConditionFalse, reason: status.ReasonRolledBack, errorHas: "failed 3 health checks",
+			want: want{ready: corev1.ConditionFalse, reason: contract.ReasonRolledBack, errorHas: "failed 3 health checks",
 				assigned: smB, lkg: smA, active: smA, bad: []*corev1.ConfigMap{smB}, file: smA, restarts: 1}},
 		{name: "never healthy within grace: rolled back to the local configuration",
 			start: aOnTrial, event: assigned(smA), script: []act{restartAgent(), probes(strings.Repeat("-", 13))},
-			want: want{ready: corev1.ConditionFalse, reason: status.ReasonRolledBack, errorHas: "did not become healthy within 1m0s",
+			want: want{ready: corev1.ConditionFalse, reason: contract.ReasonRolledBack, errorHas: "did not become healthy within 1m0s",
 				assigned: smA, bad: []*corev1.ConfigMap{smA}, restarts: 1}},
 		{name: "agent restarted during grace: the kubelet gets a full grace period from then",
 			start: aOnTrial, event: assigned(smA), script: []act{probes("----------"), restartAgent(), probes("----------")},
-			want: want{ready: corev1.ConditionFalse, reason: status.ReasonTrialInProgress, assigned: smA, active: smA, trial: smA, file: smA}},
+			want: want{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: smA, active: smA, trial: smA, file: smA}},
 		{name: "a crash loop keeps failing across agent restarts",
 			start: bOnTrial, event: assigned(smB), script: []act{probes("+-+-"), restartAgent(), probes("+-+-+-")},
-			want: want{ready: corev1.ConditionFalse, reason: status.ReasonRolledBack, errorHas: "failed 3 health checks",
+			want: want{ready: corev1.ConditionFalse, reason: contract.ReasonRolledBack, errorHas: "failed 3 health checks",
 				assigned: smB, lkg: smA, active: smA, bad: []*corev1.ConfigMap{smB}, file: smA, restarts: 1}},
 	}
 	for _, row := range rows {
@@ -273,7 +272,7 @@ func (e *env) layOut(d onDisk) {
 	}
 	var bad []checkpoint.BadEntry
 	for _, cm := range d.bad {
-		bad = append(bad, checkpoint.BadEntry{Ref: *refOf(cm), Reason: status.ReasonRolledBack, Message: "crashed"})
+		bad = append(bad, checkpoint.BadEntry{Ref: *refOf(cm), Reason: contract.ReasonRolledBack, Message: "crashed"})
 	}
 	if bad != nil {
 		must(s.SetBad(bad))
@@ -333,7 +332,7 @@ func (e *env) checkWant(r Result, w want) {
 	// checkpoint found corrupt is moved aside while the assigned pointer
 	// keeps naming it until it is downloaded again.
 	got, err := checkpoint.Inspect(e.store().Dir())
-	if err != nil && (w.reason != status.ReasonCheckpointCorrupt || !strings.Contains(err.Error(), "no sound checkpoint")) {
+	if err != nil && (w.reason != contract.ReasonCheckpointCorrupt || !strings.Contains(err.Error(), "no sound checkpoint")) {
 		t.Errorf("state directory: %v", err)
 	}
 	var gotActive, gotTrial *contract.ObjectRef

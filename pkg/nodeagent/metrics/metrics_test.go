@@ -21,7 +21,7 @@ func TestMetrics(t *testing.T) {
 	a := &contract.ObjectRef{Namespace: "kube-system", Name: "a", UID: "uid-a", ResourceVersion: "1"}
 	m.ObserveReport(status.Report{
 		Status:    contract.ConfigStatus{Assigned: a, Active: nil, LastKnownGood: nil, Error: "bad"},
-		Condition: status.Condition{Reason: status.ReasonValidationFailed},
+		Condition: status.Condition{Reason: contract.ReasonValidationFailed},
 	})
 	m.RolledBack()
 	m.KubeletRestarted()
@@ -52,7 +52,7 @@ nodeguard_agent_trial_elapsed_seconds 90
 	}
 
 	// A clean report replaces every series; nothing stale stays behind.
-	m.ObserveReport(status.Report{Status: contract.ConfigStatus{Assigned: a, Active: a, LastKnownGood: a}, Condition: status.Condition{Reason: status.ReasonConfigActive}})
+	m.ObserveReport(status.Report{Status: contract.ConfigStatus{Assigned: a, Active: a, LastKnownGood: a}, Condition: status.Condition{Reason: contract.ReasonConfigActive}})
 	if got := testutil.ToFloat64(m.configError.WithLabelValues("")); got != 0 {
 		t.Fatalf("config_error{reason=\"\"} = %v", got)
 	}

@@ -5,8 +5,11 @@
 //
 // # The condition
 //
-// KubeletConfigReady is True when the assigned configuration is the active
-// one and has nothing left to prove:
+// The condition's reasons and the Events' reasons are part of the contract:
+// they are constants in pkg/contract (contract.Reason*, contract.Event*),
+// listed here as docs/reference.md lists them. KubeletConfigReady is True
+// when the assigned configuration is the active one and has nothing left to
+// prove:
 //
 //	True   ConfigActive           the assigned ConfigMap is active and passed its trial
 //	True   LocalConfig            nothing is assigned; the node's local configuration is active
@@ -15,21 +18,25 @@
 //
 //	Draining            a change that needs a drain is under way: the Node is cordoned and
 //	                    its pods evicted (status.pendingPods names those waited on)
-//	Restarting          drained; the kubelet is being restarted with the change
+//	Restarting          drained; the kubelet is being restarted with the change (its
+//	                    invalidated state files removed)
 //	TrialInProgress     the assigned configuration is active and on trial
-//	Downloading         the assigned ConfigMap has not been read yet
+//	Downloading         the assigned ConfigMap has not been read yet (not an error)
 //	DownloadFailed      the assigned ConfigMap cannot be read (missing, forbidden, deleted)
-//	ValidationFailed    it does not decode, validate or pass the feature-gate check
-//	                    for this kubelet's version, or is not labelled eligible; never applied
-//	RolledBack          it made the kubelet fail its health checks during the trial;
-//	                    not retried until the ConfigMap changes
-//	CheckpointCorrupt   its checkpoint failed its checksum and was moved aside
-//	ApplyFailed         writing the kubelet's config file, the state directory, or the
-//	                    restart command failed; retried with backoff
-//	AssignmentInvalid   the nodeguard.dev/config-source annotation does not parse
+//	ValidationFailed    it does not decode, validate, pass the feature-gate check for this
+//	                    kubelet's version or the webhook's rules the agent applies, render
+//	                    with the node-local fields, or is not labelled eligible; never applied
+//	RolledBack          it failed its trial (the message names the signal) and was rolled
+//	                    back; not retried until the ConfigMap changes
+//	CheckpointCorrupt   a checkpoint failed its checksum and was moved aside; downloaded
+//	                    again when possible
+//	ApplyFailed         writing the kubelet's config file or the state directory, or the
+//	                    kubelet's restart, failed; retried with backoff
+//	AssignmentInvalid   the nodeguard.dev/config-source annotation does not parse; the
+//	                    current configuration is kept
 //	DrainTimedOut       the drain did not finish within --drain-timeout; the Node was
-//	                    uncordoned and the change not applied; not retried until the
-//	                    ConfigMap changes
+//	                    uncordoned and the change not applied (status.pendingPods names the
+//	                    pods that blocked it); not retried until the ConfigMap changes
 //
 // The condition's message, and the status annotation's "error", say why in
 // words. A trial counts as not yet ready (False) rather than Unknown: the
@@ -44,4 +51,11 @@
 // and retried with backoff on conflicts and transient errors. Reporting runs
 // apart from the state machine, so an unreachable apiserver delays the
 // status but never the trial.
+//
+// # Events
+//
+// The Events on the Node are Draining, Restarting, Uncordoned
+// (contract.EventUncordoned), KubeletConfigApplied (contract.EventConfigApplied,
+// each restart), KubeletConfigTrialPassed (contract.EventTrialPassed), and a
+// Warning with the condition's reason for each new problem.
 package status

@@ -9,38 +9,10 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
-// Condition reasons; see the package documentation.
-const (
-	ReasonConfigActive      = "ConfigActive"
-	ReasonLocalConfig       = "LocalConfig"
-	ReasonTrialInProgress   = "TrialInProgress"
-	ReasonDownloading       = "Downloading"
-	ReasonDownloadFailed    = "DownloadFailed"
-	ReasonValidationFailed  = "ValidationFailed"
-	ReasonRolledBack        = "RolledBack"
-	ReasonCheckpointCorrupt = "CheckpointCorrupt"
-	ReasonApplyFailed       = "ApplyFailed"
-	ReasonAssignmentInvalid = "AssignmentInvalid"
-	// ReasonDraining and ReasonRestarting are the phases of a change
-	// before its trial (contract.PhaseDraining, contract.PhaseRestarting).
-	ReasonDraining   = "Draining"
-	ReasonRestarting = "Restarting"
-	// ReasonDrainTimedOut: the drain a change needed did not finish within
-	// the agent's --drain-timeout; the Node was uncordoned and the change
-	// not applied. The message and the status's pendingPods name the pods
-	// that blocked it.
-	ReasonDrainTimedOut = "DrainTimedOut"
-)
-
-// Event reasons, for transitions that are not a condition reason.
-const (
-	EventConfigApplied = "KubeletConfigApplied"
-	EventTrialPassed   = "KubeletConfigTrialPassed"
-)
-
 // Condition is the KubeletConfigReady condition to report.
 type Condition struct {
-	Status  corev1.ConditionStatus
+	Status corev1.ConditionStatus
+	// Reason is one of the contract.Reason* constants.
 	Reason  string
 	Message string
 }
@@ -54,7 +26,8 @@ type Report struct {
 // Event is a Kubernetes Event about the Node.
 type Event struct {
 	// Type is corev1.EventTypeNormal or corev1.EventTypeWarning.
-	Type    string
+	Type string
+	// Reason is a contract.Reason* or contract.Event* constant.
 	Reason  string
 	Message string
 }

@@ -57,7 +57,7 @@ func TestReporterWritesAnnotationAndCondition(t *testing.T) {
 	ref := &contract.ObjectRef{Namespace: "kube-system", Name: "a", UID: "u", ResourceVersion: "1"}
 	report := Report{
 		Status:    contract.ConfigStatus{Assigned: ref, Active: ref},
-		Condition: Condition{Status: corev1.ConditionFalse, Reason: ReasonTrialInProgress, Message: "on trial"},
+		Condition: Condition{Status: corev1.ConditionFalse, Reason: contract.ReasonTrialInProgress, Message: "on trial"},
 	}
 	if err := r.Write(context.Background(), report); err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func TestReporterWritesAnnotationAndCondition(t *testing.T) {
 		t.Fatalf("annotations = %v", node.Annotations)
 	}
 	cond := findCondition(node)
-	if cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != ReasonTrialInProgress || !cond.LastTransitionTime.Time.Equal(clock) {
+	if cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != contract.ReasonTrialInProgress || !cond.LastTransitionTime.Time.Equal(clock) {
 		t.Fatalf("condition = %+v", cond)
 	}
 	if len(node.Status.Conditions) != 2 {
@@ -98,7 +98,7 @@ func TestReporterWritesAnnotationAndCondition(t *testing.T) {
 		t.Fatalf("times after a message change: %+v", cond)
 	}
 	// New status: the transition time moves.
-	report.Condition = Condition{Status: corev1.ConditionTrue, Reason: ReasonConfigActive, Message: "ok"}
+	report.Condition = Condition{Status: corev1.ConditionTrue, Reason: contract.ReasonConfigActive, Message: "ok"}
 	if err := r.Write(context.Background(), report); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestReporterRetriesConflicts(t *testing.T) {
 		return false, nil, nil
 	})
 	r := NewReporter(kubeclienttest.Wrap(client), "node-1", func() *corev1.Node { return nil }, nil)
-	err := r.Write(context.Background(), Report{Condition: Condition{Status: corev1.ConditionTrue, Reason: ReasonLocalConfig}})
+	err := r.Write(context.Background(), Report{Condition: Condition{Status: corev1.ConditionTrue, Reason: contract.ReasonLocalConfig}})
 	if err != nil {
 		t.Fatalf("conflicts were not retried: %v", err)
 	}
@@ -141,7 +141,7 @@ func TestReporterReportsOtherErrors(t *testing.T) {
 func TestReporterEvents(t *testing.T) {
 	recorder := record.NewFakeRecorder(10)
 	r := NewReporter(kubeclienttest.Wrap(fake.NewClientset()), "node-1", func() *corev1.Node { return nil }, recorder)
-	r.Event(context.Background(), Event{Type: corev1.EventTypeWarning, Reason: ReasonRolledBack, Message: "kubelet unhealthy"})
+	r.Event(context.Background(), Event{Type: corev1.EventTypeWarning, Reason: contract.ReasonRolledBack, Message: "kubelet unhealthy"})
 	if got := <-recorder.Events; got != "Warning RolledBack kubelet unhealthy" {
 		t.Fatalf("event %q", got)
 	}
@@ -156,7 +156,7 @@ func TestReporterRunWritesTheLatest(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
-	r.Set(Report{Condition: Condition{Status: corev1.ConditionTrue, Reason: ReasonLocalConfig}})
+	r.Set(Report{Condition: Condition{Status: corev1.ConditionTrue, Reason: contract.ReasonLocalConfig}})
 	deadline := time.Now().Add(10 * time.Second)
 	for findCondition(getNode(t, client)) == nil {
 		if time.Now().After(deadline) {

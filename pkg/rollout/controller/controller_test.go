@@ -30,7 +30,6 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
@@ -333,7 +332,7 @@ func TestRevertsFollowTheStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	failed.Annotations[contract.ConfigStatusAnnotation] = string(report)
-	failed.Status.Conditions[1] = corev1.NodeCondition{Type: contract.ConditionKubeletConfigReady, Status: corev1.ConditionFalse, Reason: status.ReasonRolledBack}
+	failed.Status.Conditions[1] = corev1.NodeCondition{Type: contract.ConditionKubeletConfigReady, Status: corev1.ConditionFalse, Reason: contract.ReasonRolledBack}
 	r := newRollout("r")
 	r.Spec.OnFailure = v1alpha1.FailureRevert
 	h := start(t, r, nil, failed, moved("b"), readyNode("c", blue))

@@ -21,7 +21,6 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 )
 
 var harnessTarget = contract.ObjectRef{Namespace: "kubelet-configs", Name: "v2", UID: "uid-v2", ResourceVersion: "7"}
@@ -31,10 +30,10 @@ var harnessTarget = contract.ObjectRef{Namespace: "kubelet-configs", Name: "v2",
 func reportOn(t *testing.T, node *corev1.Node, passed bool) {
 	t.Helper()
 	st := contract.ConfigStatus{Assigned: &harnessTarget, Active: &harnessTarget, LastKnownGood: &harnessTarget}
-	cond := corev1.NodeCondition{Type: contract.ConditionKubeletConfigReady, Status: corev1.ConditionTrue, Reason: status.ReasonConfigActive}
+	cond := corev1.NodeCondition{Type: contract.ConditionKubeletConfigReady, Status: corev1.ConditionTrue, Reason: contract.ReasonConfigActive}
 	if !passed {
 		st = contract.ConfigStatus{Assigned: &harnessTarget, Error: "the kubelet did not come back"}
-		cond = corev1.NodeCondition{Type: contract.ConditionKubeletConfigReady, Status: corev1.ConditionFalse, Reason: status.ReasonRolledBack}
+		cond = corev1.NodeCondition{Type: contract.ConditionKubeletConfigReady, Status: corev1.ConditionFalse, Reason: contract.ReasonRolledBack}
 	}
 	report, err := json.Marshal(st)
 	if err != nil {

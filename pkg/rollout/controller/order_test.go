@@ -15,7 +15,6 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
@@ -45,9 +44,9 @@ func TestRoutineAssignmentsDoNotWaitForTheStatus(t *testing.T) {
 	updated := contract.ConfigStatus{Assigned: &target, Active: &target, LastKnownGood: &target}
 	trying := contract.ConfigStatus{Assigned: &target, Active: &target}
 	nodes := []*corev1.Node{
-		moved("a", updated, status.ReasonConfigActive),
-		moved("b", updated, status.ReasonConfigActive),
-		moved("c", trying, status.ReasonTrialInProgress),
+		moved("a", updated, contract.ReasonConfigActive),
+		moved("b", updated, contract.ReasonConfigActive),
+		moved("c", trying, contract.ReasonTrialInProgress),
 		readyNode("d", blue), readyNode("e", blue),
 	}
 	// a and b passed their trials as the rollout recorded: no mark to write.

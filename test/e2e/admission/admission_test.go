@@ -249,7 +249,7 @@ func TestNodeRestrictions(t *testing.T) {
 	}
 }
 
-// TestConfigSource is rule 3, including a policy change on disk.
+// TestConfigSource is rule 3, including a settings change on disk.
 func TestConfigSource(t *testing.T) {
 	h := newHarness(t, env)
 	n1, n2 := h.mustRegister("n1"), h.mustRegister("n2")
@@ -264,16 +264,16 @@ func TestConfigSource(t *testing.T) {
 		_, err := nodes.Patch(h.ctx, n1, types.MergePatchType, annotationPatch(value), metav1.PatchOptions{})
 		return err
 	}
-	refused(t, "self-assignment while the policy forbids it", patch(eligible), "nodeguard rule 3 (config-source)", "allowNodeSelfAssignment")
+	refused(t, "self-assignment while the settings forbid it", patch(eligible), "nodeguard rule 3 (config-source)", "allowNodeSelfAssignment")
 
-	if err := env.WritePolicy(basePolicy + "allowNodeSelfAssignment: true\n"); err != nil {
+	if err := env.WriteSettings(baseSettings + "allowNodeSelfAssignment: true\n"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.WritePolicy(basePolicy) })
+	t.Cleanup(func() { _ = env.WriteSettings(baseSettings) })
 	deadline := time.Now().Add(30 * time.Second)
 	for err := patch(eligible); err != nil; err = patch(eligible) {
 		if time.Now().After(deadline) {
-			t.Fatalf("self-assignment still refused after the policy allowed it: %v", err)
+			t.Fatalf("self-assignment still refused after the settings allowed it: %v", err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -287,7 +287,7 @@ func TestConfigSource(t *testing.T) {
 	allowed(t, "clearing its own assignment", patch(""))
 
 	// A rollout's bookkeeping is the controller's alone: the previous
-	// config source is what a revert assigns back. The policy still allows
+	// config source is what a revert assigns back. The settings still allow
 	// self-assignment here, and the node is refused all the same.
 	for key, value := range map[string]string{v1alpha1.PreviousConfigSourceAnnotation: eligible, v1alpha1.RolloutAnnotation: "pool"} {
 		_, err := nodes.Patch(h.ctx, n1, types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, key, value), metav1.PatchOptions{})

@@ -13,7 +13,8 @@ import (
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
-const basePolicy = `apiVersion: config.nodeguard.dev/v1alpha1
+// baseSettings is the suite's NodeguardPolicy.
+const baseSettings = `apiVersion: config.nodeguard.dev/v1alpha1
 kind: NodeguardPolicy
 minKubeletVersion: "1.30.0"
 forbiddenDynamicFields: [staticPodPath]
@@ -31,7 +32,7 @@ func run(m *testing.M) int {
 	return framework.RunSuite(m, "admission", func(ctx context.Context, dir string) ([]*framework.Env, error) {
 		var envs []*framework.Env
 		for _, without := range []bool{false, true} {
-			e, err := framework.Start(ctx, framework.Options{WorkDir: filepath.Join(dir, fmt.Sprint(len(envs))), Policy: basePolicy, WithoutNodeRestriction: without})
+			e, err := framework.Start(ctx, framework.Options{WorkDir: filepath.Join(dir, fmt.Sprint(len(envs))), Settings: baseSettings, WithoutNodeRestriction: without})
 			if err != nil {
 				return envs, err
 			}

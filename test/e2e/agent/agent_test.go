@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
@@ -21,13 +21,13 @@ func (n *node) passed(cm *corev1.ConfigMap) framework.Report {
 	n.t.Helper()
 	return n.waitReport(cm.Name+" to pass its trial", func(o framework.Report) bool {
 		return is(o.Status.Assigned, cm) && is(o.Status.Active, cm) && is(o.Status.LastKnownGood, cm) &&
-			o.Status.Error == "" && reason(o, corev1.ConditionTrue, status.ReasonConfigActive)
+			o.Status.Error == "" && reason(o, corev1.ConditionTrue, contract.ReasonConfigActive)
 	})
 }
 
 func TestGoodConfigBecomesLastKnownGood(t *testing.T) {
 	n := newNode(t, nodeOptions{})
-	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
+	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, contract.ReasonLocalConfig) })
 	if got := n.restarts(); len(got) != 1 {
 		t.Fatalf("the agent restarted a kubelet already running the local configuration: %v", got)
 	}
@@ -35,7 +35,7 @@ func TestGoodConfigBecomesLastKnownGood(t *testing.T) {
 	a := n.configMap("kubelet-a", "maxPods: 42\n")
 	n.assign("kubelet-a")
 	n.waitReport("A on trial", func(o framework.Report) bool {
-		return is(o.Status.Active, a) && reason(o, corev1.ConditionFalse, status.ReasonTrialInProgress)
+		return is(o.Status.Active, a) && reason(o, corev1.ConditionFalse, contract.ReasonTrialInProgress)
 	})
 	n.passed(a)
 	file := n.kubeletFile()
@@ -55,7 +55,7 @@ func TestGoodConfigBecomesLastKnownGood(t *testing.T) {
 	for _, ev := range events.Items {
 		reasons = append(reasons, ev.Reason)
 	}
-	for _, want := range []string{status.EventConfigApplied, status.EventTrialPassed} {
+	for _, want := range []string{contract.EventConfigApplied, contract.EventTrialPassed} {
 		if !slices.Contains(reasons, want) {
 			t.Errorf("no %s event on the Node; events: %v", want, reasons)
 		}
@@ -78,7 +78,7 @@ func TestRuntimeFailureRollsBack(t *testing.T) {
 	n.assign("kubelet-b")
 	o := n.waitReport("B rolled back", func(o framework.Report) bool {
 		return is(o.Status.Assigned, b) && is(o.Status.Active, a) && is(o.Status.LastKnownGood, a) &&
-			reason(o, corev1.ConditionFalse, status.ReasonRolledBack)
+			reason(o, corev1.ConditionFalse, contract.ReasonRolledBack)
 	})
 	if !strings.Contains(o.Status.Error, "did not become healthy") {
 		t.Errorf("the status does not say why: %q", o.Status.Error)
@@ -114,14 +114,14 @@ func TestHangingKubeletRollsBack(t *testing.T) {
 	b := n.configMap("kubelet-b", "maxPods: 44\n")
 	n.assign("kubelet-b")
 	n.waitReport("B on trial", func(o framework.Report) bool {
-		return is(o.Status.Active, b) && reason(o, corev1.ConditionFalse, status.ReasonTrialInProgress)
+		return is(o.Status.Active, b) && reason(o, corev1.ConditionFalse, contract.ReasonTrialInProgress)
 	})
 	n.waitKubeletRuns(44)
 	if err := n.SignalKubelet(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	o := n.waitReport("the hanging B rolled back", func(o framework.Report) bool {
-		return is(o.Status.Assigned, b) && is(o.Status.Active, a) && reason(o, corev1.ConditionFalse, status.ReasonRolledBack)
+		return is(o.Status.Assigned, b) && is(o.Status.Active, a) && reason(o, corev1.ConditionFalse, contract.ReasonRolledBack)
 	})
 	if !strings.Contains(o.Status.Error, "deadline") && !strings.Contains(o.Status.Error, "Timeout") {
 		t.Errorf("the status does not say the kubelet hung: %q", o.Status.Error)
@@ -136,14 +136,14 @@ func TestHangingKubeletRollsBack(t *testing.T) {
 // admission before any node sees it.
 func TestInvalidConfigIsNeverApplied(t *testing.T) {
 	n := newNode(t, nodeOptions{agentArgs: []string{"--kubelet-version=1.36.0"}})
-	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
+	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, contract.ReasonLocalConfig) })
 	before := n.kubeletFile()
 
 	// Alpha since 1.37: unknown to a 1.36 kubelet.
 	gate := n.configMap("kubelet-gate", "featureGates:\n  APIServerWebhookAuthenticationToken: false\n")
 	n.assign("kubelet-gate")
 	o := n.waitReport("the feature-gate failure", func(o framework.Report) bool {
-		return is(o.Status.Assigned, gate) && o.Status.Active == nil && reason(o, corev1.ConditionFalse, status.ReasonValidationFailed)
+		return is(o.Status.Assigned, gate) && o.Status.Active == nil && reason(o, corev1.ConditionFalse, contract.ReasonValidationFailed)
 	})
 	if !strings.Contains(o.Status.Error, "APIServerWebhookAuthenticationToken") || !strings.Contains(o.Status.Error, "1.36") {
 		t.Errorf("the status does not name the gate and the version: %q", o.Status.Error)
@@ -170,7 +170,7 @@ func TestDeleteAndRecreateConfigMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.waitReport("the deletion to be noticed", func(o framework.Report) bool {
-		return is(o.Status.Active, a) && reason(o, corev1.ConditionFalse, status.ReasonDownloadFailed)
+		return is(o.Status.Active, a) && reason(o, corev1.ConditionFalse, contract.ReasonDownloadFailed)
 	})
 	if !strings.Contains(n.kubeletFile(), "maxPods: 42") {
 		t.Error("the deletion changed the kubelet file")
@@ -196,7 +196,7 @@ func TestClearingTheAssignmentRestoresTheLocalConfig(t *testing.T) {
 	n.assign("")
 	n.waitReport("the local configuration", func(o framework.Report) bool {
 		return o.Status.Assigned == nil && o.Status.Active == nil && o.Status.LastKnownGood == nil &&
-			reason(o, corev1.ConditionTrue, status.ReasonLocalConfig)
+			reason(o, corev1.ConditionTrue, contract.ReasonLocalConfig)
 	})
 	if n.kubeletFile() != string(local) {
 		t.Errorf("the kubelet file is not the local configuration:\n%s", n.kubeletFile())
@@ -251,7 +251,7 @@ func TestBootstrapAndCertificateRotation(t *testing.T) {
 	// with the certificate, it registers, and the agent reports.
 	n.rotateCertificate("1")
 	n.waitRegistered()
-	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
+	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, contract.ReasonLocalConfig) })
 	n.assign("kubelet-a")
 	n.passed(a)
 
@@ -293,7 +293,7 @@ func TestRapidReassignments(t *testing.T) {
 	}
 	last := []*corev1.ConfigMap{b, a}[(reassignments-1)%2]
 	n.waitReport("the last assignment to be active", func(o framework.Report) bool {
-		return is(o.Status.Assigned, last) && is(o.Status.Active, last) && reason(o, corev1.ConditionFalse, status.ReasonTrialInProgress)
+		return is(o.Status.Assigned, last) && is(o.Status.Active, last) && reason(o, corev1.ConditionFalse, contract.ReasonTrialInProgress)
 	})
 	if !strings.Contains(n.kubeletFile(), fmt.Sprintf("maxPods: %s", map[string]string{"kubelet-a": "42", "kubelet-b": "43"}[last.Name])) {
 		t.Fatalf("the kubelet file is not the last assignment's:\n%s", n.kubeletFile())

@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
@@ -60,7 +60,7 @@ func (n *node) rssKiB() float64 {
 //	go test -run '^$' -bench AssignmentToRestart -benchtime 20x ./test/e2e/agent/
 func BenchmarkAssignmentToRestart(b *testing.B) {
 	n := newNode(b, nodeOptions{agentArgs: []string{"--trial-period=1h"}})
-	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
+	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, contract.ReasonLocalConfig) })
 	// Let start-up garbage be collected before calling the agent idle.
 	time.Sleep(2 * time.Second)
 	restRSS := n.rssKiB()

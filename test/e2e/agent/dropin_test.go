@@ -12,7 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
@@ -53,7 +53,7 @@ func TestDropInMode(t *testing.T) {
 		}
 	}
 
-	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
+	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, contract.ReasonLocalConfig) })
 	if content, ok := readDropIn(); ok {
 		t.Fatalf("a drop-in exists with the local configuration:\n%s", content)
 	}
@@ -89,7 +89,7 @@ func TestDropInMode(t *testing.T) {
 	n.assign("kubelet-b")
 	n.waitReport("B rolled back", func(o framework.Report) bool {
 		return is(o.Status.Assigned, b) && is(o.Status.Active, a) && is(o.Status.LastKnownGood, a) &&
-			reason(o, corev1.ConditionFalse, status.ReasonRolledBack)
+			reason(o, corev1.ConditionFalse, contract.ReasonRolledBack)
 	})
 	n.eventually("the kubelet to run A's drop-in again", func() (bool, string) {
 		got := n.restarts()
@@ -105,7 +105,7 @@ func TestDropInMode(t *testing.T) {
 	restartsBefore := len(n.restarts())
 	n.assign("")
 	n.waitReport("the local configuration again", func(o framework.Report) bool {
-		return o.Status.Assigned == nil && o.Status.Active == nil && reason(o, corev1.ConditionTrue, status.ReasonLocalConfig)
+		return o.Status.Assigned == nil && o.Status.Active == nil && reason(o, corev1.ConditionTrue, contract.ReasonLocalConfig)
 	})
 	if content, ok := readDropIn(); ok {
 		t.Errorf("the drop-in is still there after clearing the assignment:\n%s", content)

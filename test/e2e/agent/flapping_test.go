@@ -8,7 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
@@ -20,7 +20,7 @@ const flappingTrial = "--trial-period=10s"
 func (n *node) onTrial(cm *corev1.ConfigMap) {
 	n.t.Helper()
 	n.waitReport(cm.Name+" on trial", func(o framework.Report) bool {
-		return is(o.Status.Active, cm) && reason(o, corev1.ConditionFalse, status.ReasonTrialInProgress)
+		return is(o.Status.Active, cm) && reason(o, corev1.ConditionFalse, contract.ReasonTrialInProgress)
 	})
 }
 
@@ -28,7 +28,7 @@ func (n *node) onTrial(cm *corev1.ConfigMap) {
 // happen during the trial came too late to prove anything.
 func (n *node) stillOnTrial(cm *corev1.ConfigMap) {
 	n.t.Helper()
-	if o := n.observe(); !is(o.Status.Active, cm) || !reason(o, corev1.ConditionFalse, status.ReasonTrialInProgress) {
+	if o := n.observe(); !is(o.Status.Active, cm) || !reason(o, corev1.ConditionFalse, contract.ReasonTrialInProgress) {
 		n.t.Fatalf("the trial of %s ended before the faults were over (the machine is too slow for %s): %v", cm.Name, flappingTrial, o)
 	}
 }
@@ -123,7 +123,7 @@ func TestCrashLoopingConfigRollsBack(t *testing.T) {
 	loop := n.configMap("kubelet-loop", "maxPods: 42\n"+framework.CrashingKubelet())
 	n.assign("kubelet-loop")
 	o := n.waitReport("the crash-looping config rolled back", func(o framework.Report) bool {
-		return is(o.Status.Assigned, loop) && o.Status.Active == nil && reason(o, corev1.ConditionFalse, status.ReasonRolledBack)
+		return is(o.Status.Assigned, loop) && o.Status.Active == nil && reason(o, corev1.ConditionFalse, contract.ReasonRolledBack)
 	})
 	if o.Status.Error == "" {
 		t.Errorf("the status does not say why: %+v", o.Status)
@@ -155,7 +155,7 @@ func TestCrashLoopHealthyBetweenCrashes(t *testing.T) {
 	loop := n.allowDangerous(n.configMap("kubelet-loop", "maxPods: 42\nstaticPodURL: http://kubeletstub.invalid/crashloop?up=500ms&down=300ms\n"), "staticPodURL")
 	n.assign("kubelet-loop")
 	o := n.waitReport("the crash-looping config rolled back", func(o framework.Report) bool {
-		return is(o.Status.Assigned, loop) && o.Status.Active == nil && reason(o, corev1.ConditionFalse, status.ReasonRolledBack)
+		return is(o.Status.Assigned, loop) && o.Status.Active == nil && reason(o, corev1.ConditionFalse, contract.ReasonRolledBack)
 	})
 	if !strings.Contains(o.Status.Error, "failed 3 health checks") {
 		t.Errorf("the status does not blame the failures: %q", o.Status.Error)

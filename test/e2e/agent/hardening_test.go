@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig/hardening"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
@@ -23,18 +23,18 @@ import (
 // kubelet is not restarted; the ConfigMap's allowance annotation lifts a
 // dangerous field, as it does at the webhook.
 func TestAgentRefusesWhatTheWebhookRefuses(t *testing.T) {
-	policy := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(policy, []byte("apiVersion: config.nodeguard.dev/v1alpha1\nkind: NodeguardPolicy\nforbiddenDynamicFields: [maxOpenFiles]\n"), 0o600); err != nil {
+	settings := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(settings, []byte("apiVersion: config.nodeguard.dev/v1alpha1\nkind: NodeguardPolicy\nforbiddenDynamicFields: [maxOpenFiles]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n := newNode(t, nodeOptions{agentArgs: []string{"--policy-config=" + policy}})
-	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
+	n := newNode(t, nodeOptions{agentArgs: []string{"--policy-config=" + settings}})
+	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, contract.ReasonLocalConfig) })
 	before := n.kubeletFile()
 
 	refusedFor := func(cm *corev1.ConfigMap, field string) {
 		t.Helper()
 		o := n.waitReport("the refusal of "+field, func(o framework.Report) bool {
-			return is(o.Status.Assigned, cm) && o.Status.Active == nil && reason(o, corev1.ConditionFalse, status.ReasonValidationFailed)
+			return is(o.Status.Assigned, cm) && o.Status.Active == nil && reason(o, corev1.ConditionFalse, contract.ReasonValidationFailed)
 		})
 		if !strings.Contains(o.Status.Error, field) {
 			t.Errorf("the status does not name %s: %q", field, o.Status.Error)

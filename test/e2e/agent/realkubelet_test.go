@@ -12,7 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
@@ -66,7 +66,7 @@ func (n *node) waitKubeletRuns(maxPods int64) {
 // there too.
 func TestRealKubeletRunsTheAssignment(t *testing.T) {
 	n := newNode(t, nodeOptions{})
-	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
+	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, contract.ReasonLocalConfig) })
 	n.waitKubeletRuns(110) // the kubelet's default
 
 	good := n.configMap("kubelet-57", "maxPods: 57\n")
@@ -77,7 +77,7 @@ func TestRealKubeletRunsTheAssignment(t *testing.T) {
 	bad := n.configMap("kubelet-bad", "maxPods: 58\n"+framework.CrashingKubelet())
 	n.assign("kubelet-bad")
 	o := n.waitReport("the bad configuration rolled back", func(o framework.Report) bool {
-		return is(o.Status.Assigned, bad) && is(o.Status.Active, good) && reason(o, corev1.ConditionFalse, status.ReasonRolledBack)
+		return is(o.Status.Assigned, bad) && is(o.Status.Active, good) && reason(o, corev1.ConditionFalse, contract.ReasonRolledBack)
 	})
 	if !strings.Contains(o.Status.Error, "did not become healthy") {
 		t.Errorf("the status does not say why: %q", o.Status.Error)
@@ -105,7 +105,7 @@ func TestStricterThanTheKubelet(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newNode(t, nodeOptions{localConfig: tc.config})
-			n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
+			n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, contract.ReasonLocalConfig) })
 			n.waitKubeletRuns(110)
 			if r := n.restartRecords(); len(r) != 1 || r[0].Behavior != framework.KubeletRunning {
 				t.Fatalf("the kubelet did not keep running with %q: %+v", tc.config, r)
@@ -135,7 +135,7 @@ func TestStricterThanTheKubelet(t *testing.T) {
 // kubelet runs on. Restored by hand, the agent starts again.
 func TestAgentSeedsItsLocalConfiguration(t *testing.T) {
 	n := newNode(t, nodeOptions{withoutLocalConfig: true})
-	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
+	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, contract.ReasonLocalConfig) })
 	own, err := os.ReadFile(n.KubeletConfigFile)
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +179,7 @@ func TestAgentSeedsItsLocalConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.waitReport("the assignment, after the restore", func(o framework.Report) bool {
-		return is(o.Status.Active, good) && reason(o, corev1.ConditionTrue, status.ReasonConfigActive)
+		return is(o.Status.Active, good) && reason(o, corev1.ConditionTrue, contract.ReasonConfigActive)
 	})
 	if restored, err := os.ReadFile(n.LocalConfigFile); err != nil || !bytes.Equal(restored, own) {
 		t.Errorf("the restored local configuration changed: %v", err)

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
@@ -32,7 +32,7 @@ func TestRoutineKubeletWritesSkipTheWebhook(t *testing.T) {
 	// Status reports every second instead of every five minutes: many
 	// routine writes in a short test.
 	n := newNode(t, nodeOptions{localConfig: "nodeStatusReportFrequency: 1s\nnodeStatusUpdateFrequency: 1s\n"})
-	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, status.ReasonLocalConfig) })
+	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, contract.ReasonLocalConfig) })
 	n.waitNodeReady()
 
 	before := nodeReviews(t)

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
@@ -89,7 +89,7 @@ func (n *node) podPhases() map[string]string {
 func (n *node) rolledBackBySignal(bad *corev1.ConfigMap, signals ...string) string {
 	n.t.Helper()
 	o := n.waitReport(bad.Name+" rolled back", func(o framework.Report) bool {
-		return is(o.Status.Assigned, bad) && o.Status.Active == nil && reason(o, corev1.ConditionFalse, status.ReasonRolledBack)
+		return is(o.Status.Assigned, bad) && o.Status.Active == nil && reason(o, corev1.ConditionFalse, contract.ReasonRolledBack)
 	})
 	named := false
 	for _, s := range signals {
@@ -142,7 +142,7 @@ func TestPodBoundDuringTheTrialRejectedRollsBack(t *testing.T) {
 	full := n.configMap("kubelet-maxpods-full", "maxPods: 2\n")
 	n.assign(full.Name)
 	n.waitReport(full.Name+" on trial", func(o framework.Report) bool {
-		return is(o.Status.Active, full) && reason(o, corev1.ConditionFalse, status.ReasonTrialInProgress)
+		return is(o.Status.Active, full) && reason(o, corev1.ConditionFalse, contract.ReasonTrialInProgress)
 	})
 	n.waitKubeletRuns(2)
 	late := &corev1.Pod{

@@ -17,7 +17,6 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/authz"
 	"github.com/nodeguard/nodeguard/pkg/cli"
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 )
 
 const (
@@ -200,10 +199,10 @@ func TestStatus(t *testing.T) {
 	s.annotate(trial, map[string]any{contract.ConfigSourceAnnotation: s.ns + "/pool-b"})
 	since := time.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
 	s.report(trial, contract.ConfigStatus{Assigned: pinned(b), Active: pinned(b), LastKnownGood: pinned(a)}, corev1.ConditionFalse,
-		status.ReasonTrialInProgress, "ConfigMap "+s.ns+"/pool-b is active and on trial since "+since+" for 1h0m0s")
+		contract.ReasonTrialInProgress, "ConfigMap "+s.ns+"/pool-b is active and on trial since "+since+" for 1h0m0s")
 	s.annotate(rolledBack, map[string]any{contract.ConfigSourceAnnotation: s.ns + "/pool-b"})
 	s.report(rolledBack, contract.ConfigStatus{Assigned: pinned(b), Active: pinned(a), LastKnownGood: pinned(a), Error: "the kubelet failed 3 health checks during its trial"},
-		corev1.ConditionFalse, status.ReasonRolledBack, "the kubelet failed 3 health checks during its trial")
+		corev1.ConditionFalse, contract.ReasonRolledBack, "the kubelet failed 3 health checks during its trial")
 
 	r := plugin(t, "status", "-l", scenarioLabel+"="+s.ns)
 	expect(t, "status", r, cli.ExitOK, "NODE ", "KUBELET ", "ASSIGNED ", "ACTIVE ", "LAST-KNOWN-GOOD ", "PHASE ", "PENDING-PODS ", "TRIAL ", "ERROR")
@@ -227,7 +226,7 @@ func TestStatus(t *testing.T) {
 	}
 
 	r = plugin(t, "status", rolledBack, "-o", "wide")
-	expect(t, "status -o wide", r, cli.ExitOK, "REASON", status.ReasonRolledBack, string(a.UID), string(b.UID))
+	expect(t, "status -o wide", r, cli.ExitOK, "REASON", contract.ReasonRolledBack, string(a.UID), string(b.UID))
 
 	r = plugin(t, "status", trial, fresh, "-o", "json")
 	expect(t, "status -o json", r, cli.ExitOK)
@@ -245,7 +244,7 @@ func TestStatus(t *testing.T) {
 	if got.Node != trial {
 		got = list.Items[0]
 	}
-	if got.Reported == nil || got.Reported.Active.UID != string(b.UID) || got.Trial == nil || got.Trial.EndsAt == nil || got.Condition.Reason != status.ReasonTrialInProgress {
+	if got.Reported == nil || got.Reported.Active.UID != string(b.UID) || got.Trial == nil || got.Trial.EndsAt == nil || got.Condition.Reason != contract.ReasonTrialInProgress {
 		t.Errorf("-o json item for %s: %+v", trial, got)
 	}
 }

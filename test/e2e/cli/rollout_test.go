@@ -23,7 +23,6 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/cli"
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 	"github.com/nodeguard/nodeguard/test/controlplane"
 	"github.com/nodeguard/nodeguard/test/manifests"
@@ -155,11 +154,11 @@ func TestRollout(t *testing.T) {
 	// a: moved from v2, updated; b: moved from nothing, on trial; c: on v2,
 	// its turn to come.
 	s.annotate(a, map[string]any{contract.ConfigSourceAnnotation: s.ns + "/v3", v1alpha1.RolloutAnnotation: name, v1alpha1.PreviousConfigSourceAnnotation: s.ns + "/v2"})
-	s.report(a, contract.ConfigStatus{Assigned: pinned(v3), Active: pinned(v3), LastKnownGood: pinned(v3)}, corev1.ConditionTrue, status.ReasonConfigActive, "active")
+	s.report(a, contract.ConfigStatus{Assigned: pinned(v3), Active: pinned(v3), LastKnownGood: pinned(v3)}, corev1.ConditionTrue, contract.ReasonConfigActive, "active")
 	s.annotate(b, map[string]any{contract.ConfigSourceAnnotation: s.ns + "/v3", v1alpha1.RolloutAnnotation: name})
-	s.report(b, contract.ConfigStatus{Assigned: pinned(v3), Active: pinned(v3), LastKnownGood: nil}, corev1.ConditionFalse, status.ReasonTrialInProgress, "on trial")
+	s.report(b, contract.ConfigStatus{Assigned: pinned(v3), Active: pinned(v3), LastKnownGood: nil}, corev1.ConditionFalse, contract.ReasonTrialInProgress, "on trial")
 	s.annotate(c, map[string]any{contract.ConfigSourceAnnotation: s.ns + "/v2"})
-	s.report(c, contract.ConfigStatus{Assigned: pinned(v2), Active: pinned(v2), LastKnownGood: pinned(v2)}, corev1.ConditionTrue, status.ReasonConfigActive, "active")
+	s.report(c, contract.ConfigStatus{Assigned: pinned(v2), Active: pinned(v2), LastKnownGood: pinned(v2)}, corev1.ConditionTrue, contract.ReasonConfigActive, "active")
 	for _, n := range []string{a, b, c} {
 		s.ready(n)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
@@ -97,7 +96,7 @@ func TestFailedStaticTrialReturnsThroughDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	report, err := n.WaitReport(t.Context(), waitTimeout, "the static configuration rolled back", func(r framework.Report) bool {
-		return framework.RefersTo(r.Status.Assigned, bad) && r.Status.Active == nil && r.ConditionIs(corev1.ConditionFalse, status.ReasonRolledBack)
+		return framework.RefersTo(r.Status.Assigned, bad) && r.Status.Active == nil && r.ConditionIs(corev1.ConditionFalse, contract.ReasonRolledBack)
 	})
 	if err != nil {
 		t.Fatalf("%v\nagent log:\n%s", err, n.AgentLogTail(40))
@@ -160,8 +159,8 @@ func TestBudgetThatNeverAllowsEviction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !report.ConditionIs(corev1.ConditionFalse, status.ReasonDrainTimedOut) || !slices.Contains(report.Status.PendingPods, ns+"/"+blocking) {
-		t.Errorf("canary reports %s, pendingPods %v: want %s naming %s/%s", report, report.Status.PendingPods, status.ReasonDrainTimedOut, ns, blocking)
+	if !report.ConditionIs(corev1.ConditionFalse, contract.ReasonDrainTimedOut) || !slices.Contains(report.Status.PendingPods, ns+"/"+blocking) {
+		t.Errorf("canary reports %s, pendingPods %v: want %s naming %s/%s", report, report.Status.PendingPods, contract.ReasonDrainTimedOut, ns, blocking)
 	}
 	uncordoned(t, nodes...)
 	waitPolicy(t, "none", nodes...)
@@ -180,7 +179,7 @@ func TestAdministratorsCordonStays(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := n.WaitReport(t.Context(), waitTimeout, "the static configuration passed", func(r framework.Report) bool {
-		return framework.RefersTo(r.Status.LastKnownGood, cm) && r.ConditionIs(corev1.ConditionTrue, status.ReasonConfigActive)
+		return framework.RefersTo(r.Status.LastKnownGood, cm) && r.ConditionIs(corev1.ConditionTrue, contract.ReasonConfigActive)
 	}); err != nil {
 		t.Fatalf("%v\nagent log:\n%s", err, n.AgentLogTail(40))
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
@@ -66,10 +65,10 @@ func TestAgentKilledThroughoutTheDrain(t *testing.T) {
 		}
 		_, err := n.WaitReport(t.Context(), waitTimeout, "the "+step.policy+" policy in place", func(r framework.Report) bool {
 			if step.cm == nil {
-				return r.Status.Assigned == nil && r.Status.Active == nil && r.ConditionIs(corev1.ConditionTrue, status.ReasonLocalConfig)
+				return r.Status.Assigned == nil && r.Status.Active == nil && r.ConditionIs(corev1.ConditionTrue, contract.ReasonLocalConfig)
 			}
 			return framework.RefersTo(r.Status.LastKnownGood, step.cm) && framework.RefersTo(r.Status.Active, step.cm) &&
-				r.ConditionIs(corev1.ConditionTrue, status.ReasonConfigActive)
+				r.ConditionIs(corev1.ConditionTrue, contract.ReasonConfigActive)
 		})
 		if err != nil {
 			t.Fatalf("%v\nagent log:\n%s", err, n.AgentLogTail(60))

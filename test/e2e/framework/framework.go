@@ -38,9 +38,10 @@ type Options struct {
 	// the base, so that nodeguard's own rules are the only ones judging
 	// node writes, pods included.
 	WithoutNodeRestriction bool
-	// Policy, when set, is written to PolicyFile and passed as
-	// --policy-config; tests may rewrite the file to change the policy.
-	Policy string
+	// Settings, when set, is a NodeguardPolicy written to Env.SettingsFile
+	// and passed as --policy-config; tests may rewrite the file with
+	// WriteSettings to change the settings.
+	Settings string
 	// PolicyFiles are the webhook's Rego policies (file name -> content),
 	// written into Env.PolicyDir and served with --policy-dir; tests may
 	// change them with WritePolicyFile and RemovePolicyFile. Nil means
@@ -89,8 +90,9 @@ type Env struct {
 	// ProbeClient reaches the webhook's health endpoints as the apiserver
 	// would, with a client certificate.
 	ProbeClient *http.Client
-	// PolicyFile is the webhook's --policy-config, when Options.Policy is set.
-	PolicyFile string
+	// SettingsFile is the webhook's --policy-config, when Options.Settings
+	// is set.
+	SettingsFile string
 	// PolicyDir is the webhook's --policy-dir.
 	PolicyDir string
 	// Manifests are the objects applied from the manifests, as applied
@@ -223,12 +225,12 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		"--shutdown-drain-duration=0s",
 		"-v=2",
 	}
-	if opts.Policy != "" {
-		e.PolicyFile = filepath.Join(opts.WorkDir, "policy.yaml")
-		if err := e.WritePolicy(opts.Policy); err != nil {
+	if opts.Settings != "" {
+		e.SettingsFile = filepath.Join(opts.WorkDir, "policy.yaml")
+		if err := e.WriteSettings(opts.Settings); err != nil {
 			return nil, err
 		}
-		e.args = append(e.args, "--policy-config="+e.PolicyFile)
+		e.args = append(e.args, "--policy-config="+e.SettingsFile)
 	}
 	policyArgs, err := e.policyArgs(opts)
 	if err != nil {
@@ -347,15 +349,15 @@ func (e *Env) NodeClient(node string) (kubernetes.Interface, error) {
 // NodeRESTConfig returns the kubelet credentials of node as a rest.Config.
 func (e *Env) NodeRESTConfig(node string) (*rest.Config, error) { return e.CP.NodeConfig(node) }
 
-// WritePolicy replaces the policy file atomically, as a ConfigMap volume
-// update would.
-func (e *Env) WritePolicy(content string) error {
-	tmp := e.PolicyFile + ".tmp"
+// WriteSettings replaces the settings file (the NodeguardPolicy) atomically,
+// as a ConfigMap volume update would.
+func (e *Env) WriteSettings(content string) error {
+	tmp := e.SettingsFile + ".tmp"
 	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
-		return fmt.Errorf("writing policy: %w", err)
+		return fmt.Errorf("writing the settings: %w", err)
 	}
-	if err := os.Rename(tmp, e.PolicyFile); err != nil {
-		return fmt.Errorf("writing policy: %w", err)
+	if err := os.Rename(tmp, e.SettingsFile); err != nil {
+		return fmt.Errorf("writing the settings: %w", err)
 	}
 	return nil
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
@@ -74,7 +73,7 @@ func fakeFailure(t *testing.T, name string, target contract.ObjectRef) {
 		t.Fatalf("%s writing its status annotation: %v", name, err)
 	}
 	condition, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{{
-		Type: contract.ConditionKubeletConfigReady, Status: corev1.ConditionFalse, Reason: status.ReasonRolledBack,
+		Type: contract.ConditionKubeletConfigReady, Status: corev1.ConditionFalse, Reason: contract.ReasonRolledBack,
 		Message: "faked", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
 	}}}})
 	if err != nil {

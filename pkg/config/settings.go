@@ -12,13 +12,14 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 )
 
-// APIVersion and Kind identify the policy file's format.
+// APIVersion and Kind identify the settings file's format. They are the
+// file's user-facing names and do not change with the Go type's name.
 const (
 	APIVersion = "config.nodeguard.dev/v1alpha1"
 	Kind       = "NodeguardPolicy"
 )
 
-// File is the policy file as written.
+// File is the settings file (a NodeguardPolicy) as written.
 type File struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -40,31 +41,31 @@ type File struct {
 	ExemptUsers []string `json:"exemptUsers,omitempty"`
 }
 
-// Policy is a decoded, validated policy. It is immutable.
-type Policy struct {
+// Settings are a decoded, validated NodeguardPolicy. They are immutable.
+type Settings struct {
 	MinKubeletVersion       *version.Version
 	AllowNodeSelfAssignment bool
 	ForbiddenDynamicFields  []string
 	ExemptUsers             []string
-	// Source says where the policy came from, for logs and readiness.
+	// Source says where the settings came from, for logs and readiness.
 	Source string
 }
 
-// Default is the policy in force when no file is given: no minimum
+// Default returns the settings in force when no file is given: no minimum
 // version, no self-assignment, nothing forbidden, nobody exempt.
-func Default() *Policy { return &Policy{Source: "built-in defaults"} }
+func Default() *Settings { return &Settings{Source: "built-in defaults"} }
 
 // IsExempt reports whether user skips the content checks.
-func (p *Policy) IsExempt(user string) bool { return slices.Contains(p.ExemptUsers, user) }
+func (s *Settings) IsExempt(user string) bool { return slices.Contains(s.ExemptUsers, user) }
 
 // IsForbiddenField reports whether a top-level KubeletConfiguration field
 // may not change dynamically.
-func (p *Policy) IsForbiddenField(field string) bool {
-	return slices.Contains(p.ForbiddenDynamicFields, field)
+func (s *Settings) IsForbiddenField(field string) bool {
+	return slices.Contains(s.ForbiddenDynamicFields, field)
 }
 
-// Parse decodes and validates a policy file's content.
-func Parse(data []byte, source string) (*Policy, error) {
+// Parse decodes and validates a settings file's content.
+func Parse(data []byte, source string) (*Settings, error) {
 	var f File
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
@@ -73,20 +74,20 @@ func Parse(data []byte, source string) (*Policy, error) {
 	if f.APIVersion != APIVersion || f.Kind != Kind {
 		errs = append(errs, fmt.Errorf("apiVersion/kind: want %s %s, got %q %q", APIVersion, Kind, f.APIVersion, f.Kind))
 	}
-	p := &Policy{AllowNodeSelfAssignment: f.AllowNodeSelfAssignment, Source: source}
+	s := &Settings{AllowNodeSelfAssignment: f.AllowNodeSelfAssignment, Source: source}
 	if f.MinKubeletVersion != "" {
 		v, err := version.ParseGeneric(f.MinKubeletVersion)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("minKubeletVersion: %w", err))
 		}
-		p.MinKubeletVersion = v
+		s.MinKubeletVersion = v
 	}
 	for i, field := range f.ForbiddenDynamicFields {
 		if !kubeletconfig.IsTopLevelField(field) {
 			errs = append(errs, fmt.Errorf("forbiddenDynamicFields[%d]: %q is not a top-level KubeletConfiguration field (JSON name, e.g. staticPodPath)", i, field))
 		}
 	}
-	p.ForbiddenDynamicFields = slices.Clone(f.ForbiddenDynamicFields)
+	s.ForbiddenDynamicFields = slices.Clone(f.ForbiddenDynamicFields)
 	for i, user := range f.ExemptUsers {
 		if user == "" {
 			errs = append(errs, fmt.Errorf("exemptUsers[%d]: empty user name", i))
@@ -95,9 +96,9 @@ func Parse(data []byte, source string) (*Policy, error) {
 			errs = append(errs, fmt.Errorf("exemptUsers[%d]: nodes cannot be exempt", i))
 		}
 	}
-	p.ExemptUsers = slices.Clone(f.ExemptUsers)
+	s.ExemptUsers = slices.Clone(f.ExemptUsers)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
-	return p, nil
+	return s, nil
 }
