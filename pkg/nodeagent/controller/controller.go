@@ -318,7 +318,9 @@ func (c *Controller) round(ctx context.Context, p *pass) (again bool, err error)
 	chosen := c.choose(p)
 	rendered, chosen := c.render(chosen, p)
 	if rendered == nil {
-		return false, nil
+		// Nothing can be applied, so no drain stands: the kubelet keeps
+		// what it runs, and the Node its pods.
+		return false, c.clearDrain()
 	}
 	restarted, err := c.apply(ctx, chosen, *rendered, p)
 	switch {

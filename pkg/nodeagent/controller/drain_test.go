@@ -329,3 +329,27 @@ func TestKilledBetweenWriteAndRestart(t *testing.T) {
 		t.Error("left cordoned")
 	}
 }
+
+// TestNothingToApplyLiftsTheCordon: a drain under way for a change that
+// can no longer be rendered, nor anything else (the node's own
+// configuration is gone), applies
+// nothing, so it holds the Node no longer.
+func TestNothingToApplyLiftsTheCordon(t *testing.T) {
+	e, d, _ := newDrainEnv(t, "db-0")
+	d.blocked["db-0"] = true
+	cm := configMap("static", "u-s", "1", staticCPU)
+	e.sync(d.online(cm))
+	if !d.node.Spec.Unschedulable {
+		t.Fatal("not cordoned for the drain")
+	}
+	if err := os.Remove(filepath.Join(e.dir, "local.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	r := e.sync(d.online(cm))
+	if r.Report.Status.Error == "" {
+		t.Errorf("condition %+v: the broken configuration is not reported", r.Report.Condition)
+	}
+	if d.node.Spec.Unschedulable || drain.CordonedByAgent(d.node) {
+		t.Error("the Node stays cordoned for a change that cannot be applied")
+	}
+}
