@@ -23,6 +23,8 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		{string(recordLastKnownGood), pointer{}},
 		{string(recordActive), Active{Ref: &ref, FileSHA256: "abc", AppliedAt: time.Unix(2, 0).UTC()}},
 		{string(recordTrial), Trial{Ref: ref, BootID: "b", StartedSinceBoot: time.Minute, StartedAt: time.Unix(3, 0).UTC()}},
+		{string(recordDrain), Drain{Ref: &ref, FileSHA256: "abc", StateFiles: []string{"cpu_manager_state"}, Reasons: []string{"why"},
+			BootID: "b", StartedSinceBoot: time.Minute, StartedAt: time.Unix(4, 0).UTC()}},
 	}
 	for _, s := range seeds {
 		data, err := encodeEnvelope(s.kind, s.v)
@@ -42,6 +44,7 @@ func FuzzDecodeEnvelope(f *testing.F) {
 			{string(recordAssigned), func() any { return &pointer{} }},
 			{string(recordActive), func() any { return &Active{} }},
 			{string(recordTrial), func() any { return &Trial{} }},
+			{string(recordDrain), func() any { return &Drain{} }},
 		} {
 			v := target.v()
 			if decodeEnvelope(data, target.kind, v) != nil {

@@ -184,6 +184,56 @@ func TestDamagedRecordsFallBack(t *testing.T) {
 	}
 }
 
+// TestDamagedDrainRecord: a torn drain record, or one naming a state file
+// that is not a plain name (a path the agent would remove outside the
+// kubelet's root directory), is corrupt: moved aside, read as no drain
+// (after which the agent lifts its cordon), never acted on.
+func TestDamagedDrainRecord(t *testing.T) {
+	s := openStore(t, t.TempDir(), Options{})
+	cp := sample("uid-1", "7", "x")
+	if err := s.SaveCheckpoint(cp); err != nil {
+		t.Fatal(err)
+	}
+	good := Drain{Ref: &cp.Ref, StateFiles: []string{"cpu_manager_state"}, BootID: "b"}
+	if err := s.SetDrain(good); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Drain(); err != nil || got == nil || got.StateFiles[0] != "cpu_manager_state" {
+		t.Fatalf("Drain() = %+v, %v", got, err)
+	}
+	for _, bad := range []string{"../../etc/passwd", "/var/lib/kubelet/cpu_manager_state", "..", ""} {
+		d := good
+		d.StateFiles = []string{bad}
+		if err := s.SetDrain(d); err == nil {
+			t.Errorf("SetDrain with state file %q succeeded", bad)
+		}
+		// Written behind the store's back, it is corrupt on reading.
+		data, err := encodeEnvelope(string(recordDrain), d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(s.recordPath(recordDrain), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Drain(); !errors.Is(err, ErrCorrupt) || got != nil {
+			t.Errorf("Drain() with state file %q = %+v, %v; want nil and ErrCorrupt", bad, got, err)
+		}
+	}
+	data, err := encodeEnvelope(string(recordDrain), good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.recordPath(recordDrain), data[:len(data)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Drain(); !errors.Is(err, ErrCorrupt) || got != nil {
+		t.Fatalf("a torn drain record: %+v, %v; want nil and ErrCorrupt", got, err)
+	}
+	if got, err := s.Drain(); err != nil || got != nil {
+		t.Fatalf("after quarantine: %+v, %v; want nil, nil", got, err)
+	}
+}
+
 func TestPointersRequireDurableCheckpoints(t *testing.T) {
 	s := openStore(t, t.TempDir(), Options{})
 	r := ref("uid-1", "1")
