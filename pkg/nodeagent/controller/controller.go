@@ -160,8 +160,10 @@ type Controller struct {
 	recordedKubeletVersion string
 	// validated caches verdicts by reference and kubelet version.
 	validated map[validationKey]error
-	// lastProblem dedupes warning events.
-	lastProblem string
+	// lastProblem dedupes warning events, badDrainMode the one about an
+	// invalid nodeguard.dev/drain value.
+	lastProblem  string
+	badDrainMode string
 }
 
 type validationKey struct {

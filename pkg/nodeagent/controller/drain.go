@@ -105,8 +105,14 @@ func (c *Controller) drainMode(p *pass) string {
 	if p.obs.Online && p.obs.Node != nil {
 		if mode, ok := p.obs.Node.Annotations[contract.DrainAnnotation]; ok {
 			if contract.ValidDrainMode(mode) && mode != "" {
+				c.badDrainMode = ""
 				return mode
 			}
+			if mode == c.badDrainMode {
+				// Said once, not once a pass.
+				return c.cfg.DrainMode
+			}
+			c.badDrainMode = mode
 			p.event(corev1.EventTypeWarning, contract.ReasonAssignmentInvalid, "%s=%q is not one of %s, %s, %s; using %s",
 				contract.DrainAnnotation, mode, contract.DrainAuto, contract.DrainAlways, contract.DrainNever, c.cfg.DrainMode)
 		}

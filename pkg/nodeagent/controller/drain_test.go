@@ -47,7 +47,10 @@ func (d *fakeDrainer) Cordon(_ context.Context, node *corev1.Node, why string) (
 	}
 	d.node = d.node.DeepCopy()
 	d.node.Spec.Unschedulable = true
-	d.node.Annotations = map[string]string{contract.CordonedAnnotation: why}
+	if d.node.Annotations == nil {
+		d.node.Annotations = map[string]string{}
+	}
+	d.node.Annotations[contract.CordonedAnnotation] = why
 	*d.log = append(*d.log, "cordon")
 	return d.node, nil
 }
@@ -351,5 +354,26 @@ func TestNothingToApplyLiftsTheCordon(t *testing.T) {
 	}
 	if d.node.Spec.Unschedulable || drain.CordonedByAgent(d.node) {
 		t.Error("the Node stays cordoned for a change that cannot be applied")
+	}
+}
+
+// TestInvalidDrainModeIsSaidOnce: an unknown nodeguard.dev/drain value
+// falls back to the agent's --drain, with one Warning, not one a pass.
+func TestInvalidDrainModeIsSaidOnce(t *testing.T) {
+	e, d, _ := newDrainEnv(t, "db-0")
+	d.blocked["db-0"] = true
+	d.node.Annotations = map[string]string{contract.DrainAnnotation: "Sometimes"}
+	cm := configMap("static", "u-s", "1", staticCPU)
+	warnings := 0
+	// A drain that waits on a budget plans the change every pass.
+	for range 3 {
+		for _, ev := range e.sync(d.online(cm)).Events {
+			if ev.Reason == contract.ReasonAssignmentInvalid {
+				warnings++
+			}
+		}
+	}
+	if warnings != 1 {
+		t.Errorf("%d warnings about the drain mode in three passes, want 1", warnings)
 	}
 }
