@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeguard/nodeguard/pkg/admission"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
 // divergence is a write nodeguard refuses and NodeRestriction allows, on
@@ -34,21 +35,21 @@ var divergences = []divergence{
 		why:  "rule 2, CVE-2025-5187: a node that owns its Node to something can have it deleted and re-register with labels it could not set",
 		matches: func(wr *nodeWrite, r admission.Result) bool {
 			n, ok := wr.object.(*corev1.Node)
-			return ok && wr.resource.Resource == "nodes" && wr.operation == "CREATE" && len(n.OwnerReferences) > 0 && r.Rule == admission.RuleNodeRestriction
+			return ok && wr.resource.Resource == "nodes" && wr.operation == "CREATE" && len(n.OwnerReferences) > 0 && r.Rule == contract.RuleNodeRestriction
 		},
 	},
 	{
 		name: "a node writes a nodeguard.dev label",
 		why:  "rule 2: pool membership (nodeguard.dev/pool) is the administrator's word; a node labelling itself into a pool is self-assignment",
 		matches: func(wr *nodeWrite, r admission.Result) bool {
-			return wr.resource.Resource == "nodes" && r.Rule == admission.RuleNodeRestriction && strings.Contains(r.Message, "nodeguard.dev/")
+			return wr.resource.Resource == "nodes" && r.Rule == contract.RuleNodeRestriction && strings.Contains(r.Message, "nodeguard.dev/")
 		},
 	},
 	{
 		name: "a node sets its own assignment or a rollout's bookkeeping",
 		why:  "rule 3: self-assignment is off unless the policy allows it; a rollout's bookkeeping annotations are the controller's",
 		matches: func(wr *nodeWrite, r admission.Result) bool {
-			return wr.resource.Resource == "nodes" && r.Rule == admission.RuleConfigSource
+			return wr.resource.Resource == "nodes" && r.Rule == contract.RuleConfigSource
 		},
 	},
 	{

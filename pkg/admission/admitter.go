@@ -16,33 +16,25 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 )
 
-// Rule names one of the contract's admission rules in answers and metrics.
-type Rule string
-
+// The rules that are not the contract's numbered ones (contract.Rule).
 const (
-	RuleOwnNode           Rule = "rule 1 (own-node)"
-	RuleNodeRestriction   Rule = "rule 2 (node-restriction)"
-	RuleConfigSource      Rule = "rule 3 (config-source)"
-	RuleMinKubeletVersion Rule = "rule 4 (min-kubelet-version)"
-	RuleFeatureGates      Rule = "rule 5 (feature-gates)"
-	RuleConfigContent     Rule = "rule 6 (config-content)"
 	// RuleRolloutSelector refuses a KubeletConfigRollout whose nodeSelector
 	// a node can satisfy with labels it writes itself (rollouts.go). It is
 	// not one of the contract's rules for node writes: it judges everyone.
-	RuleRolloutSelector Rule = "rollout selector"
+	RuleRolloutSelector contract.Rule = "rollout selector"
 	// RuleMalformed refuses a review that names a resource it cannot
 	// judge, such as an UPDATE without the old object.
-	RuleMalformed Rule = "malformed request"
+	RuleMalformed contract.Rule = "malformed request"
 	// RuleInternal refuses when nodeguard itself failed; the webhook's
 	// failurePolicy would refuse too.
-	RuleInternal Rule = "internal error"
+	RuleInternal contract.Rule = "internal error"
 )
 
 // Result is the outcome of one review. Rule and Message are set when the
 // request is refused.
 type Result struct {
 	Allowed  bool
-	Rule     Rule
+	Rule     contract.Rule
 	Message  string
 	Warnings []string
 	// NodeState marks a refusal that concerns the target Node's own
@@ -56,13 +48,13 @@ type Result struct {
 
 func allow(warnings ...string) Result { return Result{Allowed: true, Warnings: warnings} }
 
-func refuse(rule Rule, format string, args ...any) Result {
+func refuse(rule contract.Rule, format string, args ...any) Result {
 	return Result{Rule: rule, Message: fmt.Sprintf(format, args...)}
 }
 
 // refuseForNodeState is refuse for a refusal that concerns the target
 // Node's own reported state (see Result.NodeState).
-func refuseForNodeState(rule Rule, format string, args ...any) Result {
+func refuseForNodeState(rule contract.Rule, format string, args ...any) Result {
 	r := refuse(rule, format, args...)
 	r.NodeState = true
 	return r

@@ -52,10 +52,10 @@ func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionR
 		err = kubeletconfig.ConfigMapError(cm.Namespace, cm.Name, contract.ConfigMapKey, checked.Err)
 	}
 	if err != nil {
-		return refuse(RuleConfigContent, "eligible ConfigMap %s must hold a valid KubeletConfiguration: %v", ref, err)
+		return refuse(contract.RuleConfigContent, "eligible ConfigMap %s must hold a valid KubeletConfiguration: %v", ref, err)
 	}
 	if len(checked.Invalid) > 0 {
-		return refuse(RuleConfigContent, "eligible ConfigMap %s holds an invalid KubeletConfiguration: %v", ref, kubeletconfig.Summarize(checked.Invalid))
+		return refuse(contract.RuleConfigContent, "eligible ConfigMap %s holds an invalid KubeletConfiguration: %v", ref, kubeletconfig.Summarize(checked.Invalid))
 	}
 	cfg := checked.Config
 	if len(settings.ForbiddenDynamicFields) > 0 {
@@ -64,7 +64,7 @@ func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionR
 			return refuse(RuleMalformed, "%v", err)
 		}
 		if changed := forbiddenChanges(settings, old, cfg); len(changed) > 0 {
-			return refuse(RuleConfigContent, "eligible ConfigMap %s may not set or change %s: the policy forbids changing them dynamically (forbiddenDynamicFields)",
+			return refuse(contract.RuleConfigContent, "eligible ConfigMap %s may not set or change %s: the policy forbids changing them dynamically (forbiddenDynamicFields)",
 				ref, strings.Join(changed, ", "))
 		}
 	}

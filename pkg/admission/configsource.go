@@ -18,19 +18,19 @@ func (a *Admitter) admitSelfAssignment(settings *config.Settings, nodeName strin
 		return allow()
 	}
 	if !settings.AllowNodeSelfAssignment {
-		return refuse(RuleConfigSource, "node %q may not set its own %s annotation: the policy does not allow node self-assignment (allowNodeSelfAssignment); an administrator assigns configurations",
+		return refuse(contract.RuleConfigSource, "node %q may not set its own %s annotation: the policy does not allow node self-assignment (allowNodeSelfAssignment); an administrator assigns configurations",
 			nodeName, contract.ConfigSourceAnnotation)
 	}
 	ref, _, err := contract.ParseConfigSource(value)
 	if err != nil {
-		return refuse(RuleConfigSource, "node %q: %v", nodeName, err)
+		return refuse(contract.RuleConfigSource, "node %q: %v", nodeName, err)
 	}
 	cm, err := a.eligibleConfigMap(ref)
 	if err != nil {
-		return refuse(RuleConfigSource, "node %q: %v", nodeName, err)
+		return refuse(contract.RuleConfigSource, "node %q: %v", nodeName, err)
 	}
 	if cm == nil {
-		return refuse(RuleConfigSource, "node %q may only assign itself an eligible ConfigMap: %s does not exist or lacks the label %s=%s",
+		return refuse(contract.RuleConfigSource, "node %q may only assign itself an eligible ConfigMap: %s does not exist or lacks the label %s=%s",
 			nodeName, ref, contract.EligibleLabel, contract.EligibleLabelValue)
 	}
 	return allow()
@@ -49,7 +49,7 @@ func admitRolloutBookkeeping(nodeName string, node, old *corev1.Node) Result {
 			oldValue, oldHas = old.Annotations[key]
 		}
 		if has != oldHas || value != oldValue {
-			return refuse(RuleConfigSource, "node %q may not add, change or remove its %s annotation: only the KubeletConfigRollout controller keeps it",
+			return refuse(contract.RuleConfigSource, "node %q may not add, change or remove its %s annotation: only the KubeletConfigRollout controller keeps it",
 				nodeName, key)
 		}
 	}

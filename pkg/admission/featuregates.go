@@ -30,7 +30,7 @@ func (a *Admitter) admitAssignment(_ context.Context, node, old *corev1.Node) Re
 	ref := assigned.ConfigMap
 	cm, err := a.eligibleConfigMap(ref)
 	if err != nil {
-		return refuse(RuleFeatureGates, "cannot check the assignment of %s to node %q: %v", ref, node.Name, err)
+		return refuse(contract.RuleFeatureGates, "cannot check the assignment of %s to node %q: %v", ref, node.Name, err)
 	}
 	if cm == nil {
 		return allow("ConfigMap " + ref.String() + " is not an eligible kubelet configuration (missing, or without the label " +
@@ -41,7 +41,7 @@ func (a *Admitter) admitAssignment(_ context.Context, node, old *corev1.Node) Re
 		err = kubeletconfig.ConfigMapError(cm.Namespace, cm.Name, assigned.Key, checked.Err)
 	}
 	if err != nil {
-		return refuse(RuleConfigContent, "cannot assign %s to node %q: %v", ref, node.Name, err)
+		return refuse(contract.RuleConfigContent, "cannot assign %s to node %q: %v", ref, node.Name, err)
 	}
 	cfg := checked.Config
 	var warnings []string
@@ -54,7 +54,7 @@ func (a *Admitter) admitAssignment(_ context.Context, node, old *corev1.Node) Re
 		// Judged without the node's say: a gate no kubelet knows is refused
 		// whatever it reports.
 		if errs := checkEveryKnownKubelet(cfg); len(errs) > 0 {
-			return refuse(RuleFeatureGates, "cannot assign %s to node %q: it reports no parseable kubelet version (%q), and no kubelet nodeguard knows (%s) can run it: %v",
+			return refuse(contract.RuleFeatureGates, "cannot assign %s to node %q: it reports no parseable kubelet version (%q), and no kubelet nodeguard knows (%s) can run it: %v",
 				ref, node.Name, reported, knownKubelets(), kubeletconfig.Summarize(errs))
 		}
 		return allow(append(warnings, fmt.Sprintf("node %s reports no parseable kubelet version (%q); %s was judged against every kubelet nodeguard knows (%s), not its own",
@@ -65,7 +65,7 @@ func (a *Admitter) admitAssignment(_ context.Context, node, old *corev1.Node) Re
 	// rollout skips the node rather than fail its pool for it. (A
 	// configuration no kubelet can run, above, is refused for what it is.)
 	if errs := kubeletconfig.CheckFeatureGates(cfg, parsed); len(errs) > 0 {
-		return refuseForNodeState(RuleFeatureGates, "cannot assign %s to node %q (kubelet %s): %v", ref, node.Name, reported, kubeletconfig.Summarize(errs))
+		return refuseForNodeState(contract.RuleFeatureGates, "cannot assign %s to node %q (kubelet %s): %v", ref, node.Name, reported, kubeletconfig.Summarize(errs))
 	}
 	if why := a.versions.distrust(node.Name, reported, parsed); why != "" {
 		return allow(append(warnings, fmt.Sprintf("node %s %s; this assignment was judged by the version it reports now, but it no longer counts in rule 5 for edits of the ConfigMaps it shares with other nodes", node.Name, why))...)
@@ -119,14 +119,14 @@ func (a *Admitter) checkAssignedNodes(ref contract.ConfigMapRef, cfg *kubeletcon
 		}
 	}
 	if len(broken) > 0 {
-		return refuse(RuleFeatureGates, "ConfigMap %s is assigned to nodes whose kubelets cannot run it: %s; first: %s",
+		return refuse(contract.RuleFeatureGates, "ConfigMap %s is assigned to nodes whose kubelets cannot run it: %s; first: %s",
 			ref, listNodes(broken), detail)
 	}
 	var warnings []string
 	if len(marked) > 0 {
 		slices.Sort(marked)
 		if errs := checkEveryKnownKubelet(cfg); len(errs) > 0 {
-			return refuse(RuleFeatureGates, "ConfigMap %s is assigned to nodes whose reported kubelet version is not trusted (%s), and no kubelet nodeguard knows (%s) can run it: %v",
+			return refuse(contract.RuleFeatureGates, "ConfigMap %s is assigned to nodes whose reported kubelet version is not trusted (%s), and no kubelet nodeguard knows (%s) can run it: %v",
 				ref, listNodes(marked), knownKubelets(), kubeletconfig.Summarize(errs))
 		}
 		warnings = append(warnings, fmt.Sprintf("ConfigMap %s: nodes whose reported kubelet version is not trusted were judged against every kubelet nodeguard knows (%s), not their own: %s",

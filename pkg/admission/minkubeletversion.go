@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/version"
 )
@@ -14,14 +15,14 @@ func admitMinVersion(min *version.Version, nodeName string, node *corev1.Node) R
 	}
 	reported := node.Status.NodeInfo.KubeletVersion
 	if reported == "" {
-		return refuse(RuleMinKubeletVersion, "node %q reports no kubelet version (status.nodeInfo.kubeletVersion) and the minimum is %s", nodeName, min)
+		return refuse(contract.RuleMinKubeletVersion, "node %q reports no kubelet version (status.nodeInfo.kubeletVersion) and the minimum is %s", nodeName, min)
 	}
 	v, err := version.ParseGeneric(reported)
 	if err != nil {
-		return refuse(RuleMinKubeletVersion, "node %q reports an unparseable kubelet version %q: %v", nodeName, reported, err)
+		return refuse(contract.RuleMinKubeletVersion, "node %q reports an unparseable kubelet version %q: %v", nodeName, reported, err)
 	}
 	if v.LessThan(min) {
-		return refuse(RuleMinKubeletVersion, "node %q runs kubelet %s, below the minimum %s", nodeName, reported, min)
+		return refuse(contract.RuleMinKubeletVersion, "node %q runs kubelet %s, below the minimum %s", nodeName, reported, min)
 	}
 	return allow()
 }

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -15,14 +16,14 @@ import (
 // apiserver has already applied them and these writes never reach the
 // webhook.
 const (
-	RuleNodeLeases            Rule = "node leases (NodeRestriction's lease rule)"
-	RuleNodeCSINodes          Rule = "node CSINodes (NodeRestriction's CSINode rule)"
-	RuleNodeCSRs              Rule = "node CSRs (NodeRestriction's certificate signing request rule)"
-	RuleNodeResourceSlices    Rule = "node ResourceSlices (NodeRestriction's ResourceSlice rule)"
-	RuleNodeTokens            Rule = "node tokens (NodeRestriction's service account token rule)"
-	RuleNodePVCs              Rule = "node PVCs (NodeRestriction's PersistentVolumeClaim rule)"
-	RuleNodePodCertificates   Rule = "node pod certificates (NodeRestriction's PodCertificateRequest rule)"
-	RuleNodeUnidentifiedWrite Rule = "node without a name"
+	RuleNodeLeases            contract.Rule = "node leases (NodeRestriction's lease rule)"
+	RuleNodeCSINodes          contract.Rule = "node CSINodes (NodeRestriction's CSINode rule)"
+	RuleNodeCSRs              contract.Rule = "node CSRs (NodeRestriction's certificate signing request rule)"
+	RuleNodeResourceSlices    contract.Rule = "node ResourceSlices (NodeRestriction's ResourceSlice rule)"
+	RuleNodeTokens            contract.Rule = "node tokens (NodeRestriction's service account token rule)"
+	RuleNodePVCs              contract.Rule = "node PVCs (NodeRestriction's PersistentVolumeClaim rule)"
+	RuleNodePodCertificates   contract.Rule = "node pod certificates (NodeRestriction's PodCertificateRequest rule)"
+	RuleNodeUnidentifiedWrite contract.Rule = "node without a name"
 )
 
 // The resources NodeRestriction confines beside Nodes.

@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
 // The identities the tests write as.
@@ -43,7 +44,7 @@ type write struct {
 	object, old  any
 	version      string
 	wantRefusal  string // "" means allowed
-	wantRuleName Rule
+	wantRuleName contract.Rule
 }
 
 func (w write) request(t *testing.T) *admissionv1.AdmissionRequest {

@@ -23,26 +23,26 @@ func admitNodeRestriction(nodeName string, node, old *corev1.Node) Result {
 		oldLabels = old.Labels
 	}
 	if forbidden := forbiddenLabels(modifiedLabels(node.Labels, oldLabels)); len(forbidden) > 0 {
-		return refuse(RuleNodeRestriction, "node %q may not set, change or remove the labels %s: they are reserved to the control plane and the administrator (%s)",
+		return refuse(contract.RuleNodeRestriction, "node %q may not set, change or remove the labels %s: they are reserved to the control plane and the administrator (%s)",
 			nodeName, strings.Join(forbidden, ", "), contract.NodeReservedLabels)
 	}
 	if old == nil {
 		if len(node.OwnerReferences) > 0 {
-			return refuse(RuleNodeRestriction, "node %q may not register with ownerReferences", nodeName)
+			return refuse(contract.RuleNodeRestriction, "node %q may not register with ownerReferences", nodeName)
 		}
 		if node.Spec.ConfigSource != nil {
-			return refuse(RuleNodeRestriction, "node %q may not register with a spec.configSource", nodeName)
+			return refuse(contract.RuleNodeRestriction, "node %q may not register with a spec.configSource", nodeName)
 		}
 		return allow()
 	}
 	if !apiequality.Semantic.DeepEqual(node.Spec.Taints, old.Spec.Taints) {
-		return refuse(RuleNodeRestriction, "node %q may not change its taints", nodeName)
+		return refuse(contract.RuleNodeRestriction, "node %q may not change its taints", nodeName)
 	}
 	if !apiequality.Semantic.DeepEqual(node.OwnerReferences, old.OwnerReferences) {
-		return refuse(RuleNodeRestriction, "node %q may not change its ownerReferences", nodeName)
+		return refuse(contract.RuleNodeRestriction, "node %q may not change its ownerReferences", nodeName)
 	}
 	if node.Spec.ConfigSource != nil && !apiequality.Semantic.DeepEqual(node.Spec.ConfigSource, old.Spec.ConfigSource) {
-		return refuse(RuleNodeRestriction, "node %q may not set spec.configSource; assignments use the %s annotation",
+		return refuse(contract.RuleNodeRestriction, "node %q may not set spec.configSource; assignments use the %s annotation",
 			nodeName, contract.ConfigSourceAnnotation)
 	}
 	return allow()

@@ -23,21 +23,21 @@ func TestNodeStateRefusals(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
 		req       request
-		wantRule  Rule
+		wantRule  contract.Rule
 		nodeState bool
 	}{
 		{"rule 5: a gate the node's kubelet does not know", nodeReq(adminUser, U, "", "n2",
-			mkNode("n2", withKubelet("v1.35.1"), withAssignment("cfg/newgate")), mkNode("n2", withKubelet("v1.35.1"))), RuleFeatureGates, true},
+			mkNode("n2", withKubelet("v1.35.1"), withAssignment("cfg/newgate")), mkNode("n2", withKubelet("v1.35.1"))), contract.RuleFeatureGates, true},
 		{"rule 5: a gate locked at the node's kubelet version", nodeReq(adminUser, U, "", "n2",
-			mkNode("n2", withAssignment("cfg/locked")), mkNode("n2")), RuleFeatureGates, true},
-		{"rule 5 at creation", nodeReq(adminUser, C, "", "n2", mkNode("n2", withKubelet("v1.35.1"), withAssignment("cfg/newgate")), nil), RuleFeatureGates, true},
+			mkNode("n2", withAssignment("cfg/locked")), mkNode("n2")), contract.RuleFeatureGates, true},
+		{"rule 5 at creation", nodeReq(adminUser, C, "", "n2", mkNode("n2", withKubelet("v1.35.1"), withAssignment("cfg/newgate")), nil), contract.RuleFeatureGates, true},
 		{"rule 5: a gate no kubelet knows, on a node without a parseable version", nodeReq(adminUser, U, "", "n2",
-			mkNode("n2", withKubelet("garbage"), withAssignment("cfg/nosuchgate")), mkNode("n2", withKubelet("garbage"))), RuleFeatureGates, false},
-		{"rule 5: an edit that breaks an assigned node", cmReq(adminUser, U, eligibleCM("good", newGateConfig), eligibleCM("good", goodConfig)), RuleFeatureGates, false},
-		{"rule 6: an assignment that does not decode", nodeReq(adminUser, U, "", "n2", mkNode("n2", withAssignment("cfg/broken")), mkNode("n2")), RuleConfigContent, false},
-		{"rule 6: a ConfigMap that does not decode", cmReq(adminUser, C, eligibleCM("new", unknownField), nil), RuleConfigContent, false},
-		{"rule 2: a node labels itself into a pool", nodeReq(n1User, U, "", "n1", mkNode("n1", withLabel(contract.PoolLabel, "blue")), mkNode("n1")), RuleNodeRestriction, false},
-		{"rule 3: a node assigns itself", nodeReq(n1User, U, "", "n1", mkNode("n1", withAssignment("cfg/good")), mkNode("n1")), RuleConfigSource, false},
+			mkNode("n2", withKubelet("garbage"), withAssignment("cfg/nosuchgate")), mkNode("n2", withKubelet("garbage"))), contract.RuleFeatureGates, false},
+		{"rule 5: an edit that breaks an assigned node", cmReq(adminUser, U, eligibleCM("good", newGateConfig), eligibleCM("good", goodConfig)), contract.RuleFeatureGates, false},
+		{"rule 6: an assignment that does not decode", nodeReq(adminUser, U, "", "n2", mkNode("n2", withAssignment("cfg/broken")), mkNode("n2")), contract.RuleConfigContent, false},
+		{"rule 6: a ConfigMap that does not decode", cmReq(adminUser, C, eligibleCM("new", unknownField), nil), contract.RuleConfigContent, false},
+		{"rule 2: a node labels itself into a pool", nodeReq(n1User, U, "", "n1", mkNode("n1", withLabel(contract.PoolLabel, "blue")), mkNode("n1")), contract.RuleNodeRestriction, false},
+		{"rule 3: a node assigns itself", nodeReq(n1User, U, "", "n1", mkNode("n1", withAssignment("cfg/good")), mkNode("n1")), contract.RuleConfigSource, false},
 		{"malformed", nodeReq(adminUser, U, "", "n1", mkNode("n1"), nil), RuleMalformed, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 // the request may carry none.
 func admitOwnNode(req *admissionv1.AdmissionRequest, nodeName string, node *corev1.Node) Result {
 	if nodeName == "" {
-		return refuse(RuleOwnNode, "user %q is in group %s but does not name a node, so it may not write any Node",
+		return refuse(contract.RuleOwnNode, "user %q is in group %s but does not name a node, so it may not write any Node",
 			req.UserInfo.Username, contract.NodesGroup)
 	}
 	target := req.Name
@@ -21,7 +21,7 @@ func admitOwnNode(req *admissionv1.AdmissionRequest, nodeName string, node *core
 		target = node.Name
 	}
 	if target != nodeName {
-		return refuse(RuleOwnNode, "node %q may not %s Node %q: a node may only write its own Node",
+		return refuse(contract.RuleOwnNode, "node %q may not %s Node %q: a node may only write its own Node",
 			nodeName, strings.ToLower(string(req.Operation)), target)
 	}
 	return allow()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -17,7 +18,7 @@ import (
 // standalone manifests): without them a node could create a pod bound to
 // itself that references any ConfigMap, and the graph, which trusts pods
 // bound to a node, would then let it read that ConfigMap.
-const RuleNodePods Rule = "node pods (NodeRestriction's pod rules)"
+const RuleNodePods contract.Rule = "node pods (NodeRestriction's pod rules)"
 
 // mirrorPodAnnotation marks a mirror pod: the API copy of a kubelet's
 // static pod, the only kind of pod a node may create.

@@ -9,12 +9,13 @@ import (
 	"k8s.io/klog/v2"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/policy"
 )
 
 // RulePolicyEvaluation refuses a request whose admission policies could not
 // be evaluated (an error or a timeout) when they fail closed.
-const RulePolicyEvaluation Rule = "policy evaluation failed"
+const RulePolicyEvaluation contract.Rule = "policy evaluation failed"
 
 // PolicyEvaluator evaluates the admission policies; *policy.Engine is one.
 type PolicyEvaluator interface {
@@ -67,7 +68,7 @@ func (p *Policies) admit(ctx context.Context, a *Admitter, req *admissionv1.Admi
 		builtin.Warnings = warnings
 		return builtin
 	}
-	return Result{Rule: Rule(policyName(res.Deny[0])), Message: denialMessage(res.Deny), Warnings: warnings,
+	return Result{Rule: contract.Rule(policyName(res.Deny[0])), Message: denialMessage(res.Deny), Warnings: warnings,
 		NodeState: nodeScoped(req, res.Deny)}
 }
 

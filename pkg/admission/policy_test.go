@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/policy"
 	"github.com/nodeguard/nodeguard/pkg/server"
 )
@@ -114,13 +115,13 @@ func TestPoliciesCombineWithBuiltInRules(t *testing.T) {
 	tests := []struct {
 		name      string
 		req       request
-		wantRule  Rule     // empty: allowed
-		wantText  string   // in the message when refused
-		warnings  []string // each in some warning
+		wantRule  contract.Rule // empty: allowed
+		wantText  string        // in the message when refused
+		warnings  []string      // each in some warning
 		evaluated bool
 	}{
-		{"built-in refusal stays, policies not consulted", cmReq(adminUser, C, eligibleCM("forbidden", unknownField), nil), RuleConfigContent, "maxPodz", nil, false},
-		{"built-in refusal of a node stays", nodeReq(n1User, U, "status", "n2", mkNode("n2"), mkNode("n2")), RuleOwnNode, `Node "n2"`, nil, false},
+		{"built-in refusal stays, policies not consulted", cmReq(adminUser, C, eligibleCM("forbidden", unknownField), nil), contract.RuleConfigContent, "maxPodz", nil, false},
+		{"built-in refusal of a node stays", nodeReq(n1User, U, "status", "n2", mkNode("n2"), mkNode("n2")), contract.RuleOwnNode, `Node "n2"`, nil, false},
 		{"policy deny wins over built-in allow", cmReq(adminUser, C, eligibleCM("forbidden", goodConfig), nil),
 			"policy nodeguard.admission", "no ConfigMaps named forbidden; policy nodeguard.admission/max_pods: maxPods 110 is above 100", nil, true},
 		{"denials of one policy are listed once", cmReq(adminUser, C, eligibleCM("big", manyPods), nil),

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
 func reviewBody(t *testing.T, apiVersion string, req *admissionv1.AdmissionRequest) []byte {
@@ -42,7 +43,7 @@ func TestReviewFunc(t *testing.T) {
 		wantUID string
 		allowed bool
 		// wantRule is the refusal's rule; "" is rule 1.
-		wantRule Rule
+		wantRule contract.Rule
 	}{
 		{"refusal echoes the uid", reviewBody(t, "admission.k8s.io/v1", refused), "", "refused-uid", false, ""},
 		{"allow echoes the uid", reviewBody(t, "admission.k8s.io/v1", allowed), "", "allowed-uid", true, ""},
@@ -74,7 +75,7 @@ func TestReviewFunc(t *testing.T) {
 				t.Fatalf("response = %+v", r)
 			}
 			if tt.wantRule == "" {
-				tt.wantRule = RuleOwnNode
+				tt.wantRule = contract.RuleOwnNode
 			}
 			if !tt.allowed && (r.Result == nil || r.Result.Code != 403 || !strings.Contains(r.Result.Message, "nodeguard "+string(tt.wantRule))) {
 				t.Fatalf("refusal status = %+v", r.Result)

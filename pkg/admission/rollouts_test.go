@@ -63,8 +63,8 @@ func TestAdmitRolloutSelector(t *testing.T) {
 		op       admissionv1.Operation
 		object   *v1alpha1.KubeletConfigRollout
 		old      *v1alpha1.KubeletConfigRollout
-		wantRule Rule     // empty: allowed
-		wantText []string // each in the message when refused
+		wantRule contract.Rule // empty: allowed
+		wantText []string      // each in the message when refused
 	}{
 		{"the pool label", adminUser, C, mkRollout(matchLabels(contract.PoolLabel, "blue")), nil, "", nil},
 		{"a node-restriction label", adminUser, C, mkRollout(matchLabels("node-restriction.kubernetes.io/pool", "blue")), nil, "", nil},

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
 // A node that lowers its reported version, or reports one that does not
@@ -30,17 +31,17 @@ func TestRule5DoesNotTrustSelfReportedVersionsAgainstOthers(t *testing.T) {
 		// seen are versions nodes reported before the graph's.
 		seen     map[string]string
 		req      request
-		wantRule Rule
+		wantRule contract.Rule
 		wantText string
 	}{
-		{"a trusted older node blocks the edit", nil, edit(newGateConfig), RuleFeatureGates, "n2 (kubelet v1.35.1)"},
+		{"a trusted older node blocks the edit", nil, edit(newGateConfig), contract.RuleFeatureGates, "n2 (kubelet v1.35.1)"},
 		{"a node that lowered its version does not", map[string]string{"n2": "v1.37.2"}, edit(newGateConfig), "",
 			"not their own: n2 (reported kubelet v1.35.1 after 1.37.2), unknown-version (reports no parseable kubelet version \"garbage\")"},
-		{"nor gets a gate no kubelet knows through", map[string]string{"n2": "v1.37.2", "n1": "v1.38.0"}, edit(noSuchGateConfig), RuleFeatureGates,
+		{"nor gets a gate no kubelet knows through", map[string]string{"n2": "v1.37.2", "n1": "v1.38.0"}, edit(noSuchGateConfig), contract.RuleFeatureGates,
 			"not trusted (n1 (reported kubelet v1.37.2 after 1.38.0), n2 (reported kubelet v1.35.1 after 1.37.2), unknown-version (reports no parseable kubelet version \"garbage\")), and no kubelet nodeguard knows (1.34 to 1.37) can run it"},
-		{"a node reporting a higher version is trusted", map[string]string{"n2": "v1.34.0"}, edit(newGateConfig), RuleFeatureGates, "n2 (kubelet v1.35.1)"},
+		{"a node reporting a higher version is trusted", map[string]string{"n2": "v1.34.0"}, edit(newGateConfig), contract.RuleFeatureGates, "n2 (kubelet v1.35.1)"},
 		{"its own assignment is judged by what it reports now", map[string]string{"n2": "v1.37.2"},
-			nodeReq(adminUser, U, "", "n2", mkNode("n2", withKubelet("v1.35.1"), withAssignment("cfg/newgate")), mkNode("n2", withKubelet("v1.35.1"))), RuleFeatureGates, "APIServerWebhookAuthenticationToken"},
+			nodeReq(adminUser, U, "", "n2", mkNode("n2", withKubelet("v1.35.1"), withAssignment("cfg/newgate")), mkNode("n2", withKubelet("v1.35.1"))), contract.RuleFeatureGates, "APIServerWebhookAuthenticationToken"},
 		{"and marked when allowed", map[string]string{"n2": "v1.37.2"},
 			nodeReq(adminUser, U, "", "n2", mkNode("n2", withKubelet("v1.35.1"), withAssignment("cfg/good")), mkNode("n2", withKubelet("v1.35.1"))), "",
 			"node n2 reported kubelet v1.35.1 after 1.37.2; this assignment was judged by the version it reports now"},

@@ -70,8 +70,8 @@ func TestJudge(t *testing.T) {
 }
 
 func TestRuleNamesMatchTheWebhook(t *testing.T) {
-	if ruleFeatureGates != string(admission.RuleFeatureGates) || ruleConfigContent != string(admission.RuleConfigContent) {
-		t.Errorf("rule names %q, %q; the webhook's are %q, %q", ruleFeatureGates, ruleConfigContent, admission.RuleFeatureGates, admission.RuleConfigContent)
+	if ruleFeatureGates != string(contract.RuleFeatureGates) || ruleConfigContent != string(contract.RuleConfigContent) {
+		t.Errorf("rule names %q, %q; the webhook's are %q, %q", ruleFeatureGates, ruleConfigContent, contract.RuleFeatureGates, contract.RuleConfigContent)
 	}
 }
 
@@ -112,7 +112,7 @@ func TestChecksAgreeWithTheWebhook(t *testing.T) {
 	}
 	webhook := admission.New(config.Default, corelisters.NewConfigMapLister(indexer), noGraph{})
 	stricter := map[string]bool{"invalid": true, "plain": true, "missing": true}
-	refusedByWebhook := map[admission.Rule]int{}
+	refusedByWebhook := map[contract.Rule]int{}
 
 	for _, name := range []string{"good", "newgate", "locked", "broken", "invalid", "nokey", "plain", "mutable", "missing"} {
 		for _, kubelet := range []string{"v1.37.2", "v1.35.1", "v1.20.0", "", "garbage"} {
@@ -140,7 +140,7 @@ func TestChecksAgreeWithTheWebhook(t *testing.T) {
 		}
 	}
 	// Both rules must have been exercised, or the comparison proved little.
-	if refusedByWebhook[admission.RuleFeatureGates] == 0 || refusedByWebhook[admission.RuleConfigContent] == 0 {
+	if refusedByWebhook[contract.RuleFeatureGates] == 0 || refusedByWebhook[contract.RuleConfigContent] == 0 {
 		t.Errorf("the webhook refused %v; want refusals under rules 5 and 6", refusedByWebhook)
 	}
 }
