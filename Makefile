@@ -42,9 +42,9 @@ test: lint testbin
 FUZZTIME ?= 10s
 TEST_FUZZTIME ?= 20000x
 FUZZ_TARGETS := \
-	./pkg/admission:FuzzDecodeAdmissionReview \
-	./pkg/admission:FuzzReview \
-	./pkg/authz:FuzzDecodeReview \
+	./pkg/server:FuzzDecodeAdmissionReview \
+	./pkg/server:FuzzValidate \
+	./pkg/server:FuzzDecodeSubjectAccessReview \
 	./pkg/kubeletconfig:FuzzDecode \
 	./pkg/config:FuzzParse \
 	./pkg/nodeagent/checkpoint:FuzzDecodeEnvelope \
@@ -130,11 +130,12 @@ lint:
 		echo "go vet in $$module"; \
 		(cd "$$module" && GOWORK=off $(GO) vet ./...); \
 	done
-	@for script in hack/testbin.sh .ci/run; do bash -n "$$script"; done
+	@for script in hack/testbin.sh hack/update-codegen.sh .ci/run; do bash -n "$$script"; done
 
-## generate: run the go:generate directives: deep-copy functions and the CRD (manifests/base/crd) from
-## pkg/apis with controller-gen (hack/tools/controller-gen, its own module), the feature-gate table, OPA's
-## capabilities. test/crd fails when the generated API files are out of date.
+## generate: run the go:generate directives: from pkg/apis, deep-copy functions and the CRD (manifests/base/crd)
+## with controller-gen, and the typed clientset with its fake, informers and listers (pkg/generated) with
+## k8s.io/code-generator (hack/update-codegen.sh), each generator from its own module under hack/tools; the
+## feature-gate table; OPA's capabilities. test/crd fails when the generated API files are out of date.
 generate:
 	$(GO) generate ./...
 

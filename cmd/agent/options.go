@@ -21,8 +21,8 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig/hardening"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/reconciler"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/trial"
-	agentvalidation "github.com/nodeguard/nodeguard/pkg/nodeagent/validation"
 )
 
 // Options are the agent's command-line settings.
@@ -72,10 +72,10 @@ type Options struct {
 	TrialAllocatableGrace   time.Duration
 
 	// The webhook's hardening rules, which the agent applies itself
-	// (pkg/nodeagent/validation); hardening is what Validate read.
+	// (reconciler.Validator); hardening is what Validate read.
 	PolicyConfig              string
 	ContainerRuntimeEndpoints []string
-	hardening                 agentvalidation.Rules
+	hardening                 reconciler.Rules
 
 	ListenAddress string
 	ResyncPeriod  time.Duration
@@ -261,7 +261,7 @@ func (o *Options) Validate() []error {
 			errs = append(errs, fmt.Errorf("--kubelet-version %q: %w", o.KubeletVersion, err))
 		}
 	}
-	if rules, err := agentvalidation.LoadRules(o.PolicyConfig, o.ContainerRuntimeEndpoints); err != nil {
+	if rules, err := reconciler.LoadRules(o.PolicyConfig, o.ContainerRuntimeEndpoints); err != nil {
 		errs = append(errs, fmt.Errorf("--policy-config: %w", err))
 	} else {
 		o.hardening = rules
@@ -381,7 +381,7 @@ func (o *Options) Config() nodeagent.Config {
 		DrainTimeout:      o.DrainTimeout,
 		DrainPollPeriod:   o.DrainPollPeriod,
 		KubeletRootDir:    o.KubeletRootDir,
-		Trial: trial.Policy{Period: o.TrialPeriod, Grace: o.TrialGracePeriod, FailureThreshold: o.TrialFailureThreshold,
+		Trial: trial.Terms{Period: o.TrialPeriod, Grace: o.TrialGracePeriod, FailureThreshold: o.TrialFailureThreshold,
 			Node: o.nodeSignals()},
 		KubeletVersion: kubeletVersion,
 		Hardening:      o.hardening,

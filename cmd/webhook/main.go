@@ -83,7 +83,7 @@ func run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	authzMetrics, err := authz.NewMetrics(registry)
+	decisionMetrics, err := server.NewDecisionMetrics(registry)
 	if err != nil {
 		return err
 	}
@@ -112,10 +112,6 @@ func run(ctx context.Context, opts *Options) error {
 	authorizer := authz.New(g, nil)
 	settings.OnChange(func(s *config.Settings) { authorizer.SetMinKubeletVersion(s.MinKubeletVersion) })
 
-	admissionMetrics, err := admission.NewMetrics(registry)
-	if err != nil {
-		return err
-	}
 	configMaps := admission.NewConfigMapInformer(client, opts.Resync)
 	admitter := admission.New(settings.Current, corelisters.NewConfigMapLister(configMaps.GetIndexer()), g)
 	// NodeRestriction's rules (standalone manifests only) look up what a
@@ -175,13 +171,13 @@ func run(ctx context.Context, opts *Options) error {
 	decisionLog := opts.decisionLog()
 	authorize, err := srv.LimitInFlight("/authorize", opts.inFlightLimit(opts.MaxAuthorizeInFlight, server.ShedSubjectAccessReview),
 		server.ReviewHandler("authorize", opts.MaxAuthorizeBodyBytes,
-			authz.ReviewFunc(authorizer, authzMetrics, authz.WithPolicies(policies.authz), authz.WithDecisionLog(decisionLog))))
+			server.Authorize(authorizer, policies.authz, server.WithMetrics(decisionMetrics), server.WithDecisionLog(decisionLog))))
 	if err != nil {
 		return err
 	}
 	validate, err := srv.LimitInFlight("/validate", opts.inFlightLimit(opts.MaxValidateInFlight, server.ShedAdmissionReview),
 		server.ReviewHandler("validate", opts.MaxValidateBodyBytes,
-			admission.ReviewFunc(admitter, admissionMetrics, admission.WithPolicies(policies.admission), admission.WithDecisionLog(decisionLog))))
+			server.Validate(admitter, policies.admission, server.WithMetrics(decisionMetrics), server.WithDecisionLog(decisionLog))))
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/nodeguard/nodeguard/pkg/admission"
-	"github.com/nodeguard/nodeguard/pkg/authz"
 	"github.com/nodeguard/nodeguard/pkg/policy"
 	"github.com/nodeguard/nodeguard/pkg/server"
 )
@@ -112,8 +110,8 @@ func loadPolicyData(path string, exempt []string) (map[string]any, error) {
 // policies builds the policy engine and what the two endpoints need of it.
 type policies struct {
 	engine    *policy.Engine
-	admission *admission.Policies
-	authz     *authz.Policies
+	admission *policy.AdmissionPolicies
+	authz     *policy.AuthzPolicies
 }
 
 func newPolicies(ctx context.Context, opts *Options, g policy.GraphReader, registry prometheus.Registerer) (*policies, error) {
@@ -148,8 +146,8 @@ func newPolicies(ctx context.Context, opts *Options, g policy.GraphReader, regis
 	}
 	return &policies{
 		engine:    engine,
-		admission: &admission.Policies{Engine: engine, Graph: g, FailurePolicy: admissionFailure},
-		authz:     &authz.Policies{Engine: engine, Graph: g, FailurePolicy: authzFailure},
+		admission: &policy.AdmissionPolicies{Engine: engine, Graph: g, FailurePolicy: admissionFailure},
+		authz:     &policy.AuthzPolicies{Engine: engine, Graph: g, FailurePolicy: authzFailure},
 	}, nil
 }
 

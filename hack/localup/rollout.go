@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
@@ -16,8 +15,6 @@ import (
 
 // rolloutName is the demonstration's KubeletConfigRollout.
 const rolloutName = "pool-blue"
-
-var rolloutsResource = v1alpha1.SchemeGroupVersion.WithResource("kubeletconfigrollouts")
 
 // rolloutManifest is what an operator would `kubectl apply`: the blue pool
 // (nodeguard.dev/pool, which the administrator sets and no node may set on
@@ -41,11 +38,11 @@ spec:
 func (s *story) createRollout(ctx context.Context, configMap string) error {
 	manifest := rolloutManifest(configMap)
 	s.c.step("creating KubeletConfigRollout %s:\n%s", rolloutName, indent(manifest))
-	var obj unstructured.Unstructured
-	if err := yaml.Unmarshal([]byte(manifest), &obj.Object); err != nil {
+	var r v1alpha1.KubeletConfigRollout
+	if err := yaml.UnmarshalStrict([]byte(manifest), &r); err != nil {
 		return fmt.Errorf("reading the rollout's manifest: %w", err)
 	}
-	if _, err := s.dyn.Resource(rolloutsResource).Create(ctx, &obj, metav1.CreateOptions{}); err != nil {
+	if _, err := s.rollouts.Create(ctx, &r, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating KubeletConfigRollout %s: %w", rolloutName, err)
 	}
 	return nil
@@ -56,7 +53,7 @@ func (s *story) createRollout(ctx context.Context, configMap string) error {
 func (s *story) retarget(ctx context.Context, configMap string) error {
 	s.c.step("pointing KubeletConfigRollout %s at %s/%s (spec.configMapRef.name)", rolloutName, configNamespace, configMap)
 	patch := fmt.Appendf(nil, `{"spec":{"configMapRef":{"name":%q}}}`, configMap)
-	if _, err := s.dyn.Resource(rolloutsResource).Patch(ctx, rolloutName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := s.rollouts.Patch(ctx, rolloutName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("retargeting KubeletConfigRollout %s: %w", rolloutName, err)
 	}
 	return nil

@@ -15,9 +15,9 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned"
 	"github.com/nodeguard/nodeguard/test/controlplane"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
@@ -157,11 +157,11 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 	if err != nil {
 		return fmt.Errorf("admin client: %w", err)
 	}
-	dyn, err := dynamic.NewForConfig(adminConfig)
+	nodeguard, err := versioned.NewForConfig(adminConfig)
 	if err != nil {
-		return fmt.Errorf("admin dynamic client: %w", err)
+		return fmt.Errorf("admin KubeletConfigRollout client: %w", err)
 	}
-	s := &story{c: c, env: env, admin: admin, dyn: dyn, kubeconfig: kubeconfig, binaries: binaries, opts: opts}
+	s := &story{c: c, env: env, admin: admin, rollouts: nodeguard.NodeguardV1alpha1().KubeletConfigRollouts(), kubeconfig: kubeconfig, binaries: binaries, opts: opts}
 	defer func() {
 		if err != nil && ctx.Err() == nil {
 			s.printNodeLogs()

@@ -16,11 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeguard/nodeguard/pkg/cli"
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	nodeguardclient "github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned/typed/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
@@ -39,10 +39,10 @@ const (
 type story struct {
 	c   *console
 	env *framework.Env
-	// admin is the administrator's client, printing the apiserver's
-	// warnings to the console.
+	// admin and rollouts are the administrator's clients, printing the
+	// apiserver's warnings to the console.
 	admin      kubernetes.Interface
-	dyn        dynamic.Interface
+	rollouts   nodeguardclient.KubeletConfigRolloutInterface
 	kubeconfig string
 	binaries   framework.NodeBinaries
 	opts       options

@@ -2,18 +2,22 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/errors"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/graph"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/json"
 )
 
 // The rules that are not the contract's numbered ones (contract.Rule).
@@ -146,7 +150,7 @@ func (a *Admitter) Admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 // eligibleConfigMap returns an eligible ConfigMap with its data, or nil.
 func (a *Admitter) eligibleConfigMap(ref contract.ConfigMapRef) (*corev1.ConfigMap, error) {
 	cm, err := a.configMaps.ConfigMaps(ref.Namespace).Get(ref.Name)
-	if errors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -156,4 +160,67 @@ func (a *Admitter) eligibleConfigMap(ref contract.ConfigMapRef) (*corev1.ConfigM
 		return nil, nil
 	}
 	return cm, nil
+}
+
+// KubeletConfigsOf decodes the configurations of an eligible ConfigMap
+// being created or updated, for the policies' input.nodeguard.kubeletConfig
+// and .oldKubeletConfig. Anything that does not decode is left nil (null to
+// policies): the built-in rules have already refused invalid content, except
+// from exempt users.
+func (a *Admitter) KubeletConfigsOf(req *admissionv1.AdmissionRequest) (cfg, old *kubeletconfigv1beta1.KubeletConfiguration) {
+	if req.Resource.Group != "" || req.Resource.Resource != "configmaps" || req.SubResource != "" {
+		return nil, nil
+	}
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return nil, nil
+	}
+	if cm, err := decodeConfigMap(req.Object, "object"); err == nil {
+		cfg = a.eligibleConfig(cm)
+	}
+	if req.Operation == admissionv1.Update {
+		old, _ = a.storedConfig(req.OldObject)
+	}
+	return cfg, old
+}
+
+// decodeObject decodes an object of the review into its API type
+// case-sensitively, refusing repeated keys, with any stricter options on
+// top; nil raw gives nil.
+func decodeObject[T any](raw runtime.RawExtension, which, kind string, stricter ...json.StrictOption) (*T, error) {
+	if len(raw.Raw) == 0 {
+		return nil, nil
+	}
+	obj := new(T)
+	strict, err := json.UnmarshalStrict(raw.Raw, obj, append([]json.StrictOption{json.DisallowDuplicateFields}, stricter...)...)
+	if err == nil {
+		err = errors.Join(strict...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("decoding the %s as a %s: %w", which, kind, err)
+	}
+	return obj, nil
+}
+
+func decodeNode(raw runtime.RawExtension, which string) (*corev1.Node, error) {
+	return decodeObject[corev1.Node](raw, which, "Node")
+}
+
+func decodeConfigMap(raw runtime.RawExtension, which string) (*corev1.ConfigMap, error) {
+	return decodeObject[corev1.ConfigMap](raw, which, "ConfigMap")
+}
+
+// decodePod decodes a pod of the review; a missing one is an error, since
+// every pod rule reads one.
+func decodePod(raw runtime.RawExtension, which string) (*corev1.Pod, error) {
+	return decodeRequired[corev1.Pod](raw, which, "Pod")
+}
+
+// decodeRequired is decodeObject for an object the rule cannot judge
+// without: a missing one is an error.
+func decodeRequired[T any](raw runtime.RawExtension, which, kind string) (*T, error) {
+	obj, err := decodeObject[T](raw, which, kind)
+	if err == nil && obj == nil {
+		err = fmt.Errorf("the review carries no %s", which)
+	}
+	return obj, err
 }

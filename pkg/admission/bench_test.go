@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 )
 
@@ -23,19 +25,17 @@ func BenchmarkConfigMapUpdate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cm := eligibleCM("x", string(data))
-	old := eligibleCM("x", string(data))
-	body := reviewBody(t, "admission.k8s.io/v1", cmReq(adminUser, admissionv1.Update, cm, old).build(t))
+	cm := reviewtest.EligibleConfigMap("x", string(data))
+	old := reviewtest.EligibleConfigMap("x", string(data))
+	req := reviewtest.ConfigMapRequest(reviewtest.AdminUser, admissionv1.Update, cm, old).Build(t)
 	settings := config.Default()
 	settings.ForbiddenDynamicFields = []string{"staticPodPath"}
 	a := newAdmitter(t, settings)
-	review := ReviewFunc(a, nil)
 	b.Run("remembered", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			resp, err := review(context.Background(), body)
-			if err != nil || !resp.(*admissionv1.AdmissionReview).Response.Allowed {
-				b.Fatal(err, resp)
+			if r := a.Admit(context.Background(), req); !r.Allowed {
+				b.Fatal(r.Message)
 			}
 		}
 	})
@@ -43,10 +43,35 @@ func BenchmarkConfigMapUpdate(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			a.configs = kubeletconfig.NewChecker(1)
-			resp, err := review(context.Background(), body)
-			if err != nil || !resp.(*admissionv1.AdmissionReview).Response.Allowed {
-				b.Fatal(err)
+			if r := a.Admit(context.Background(), req); !r.Allowed {
+				b.Fatal(r.Message)
 			}
 		}
 	})
+}
+
+// BenchmarkAdmitNodeStatusUpdate measures the in-process decision for the
+// most frequent request in a cluster, a kubelet's status update, from the
+// decoded AdmissionRequest (objects still raw JSON) to the answer.
+func BenchmarkAdmitNodeStatusUpdate(b *testing.B) {
+
+	a := newAdmitter(&testing.T{}, &config.Settings{MinKubeletVersion: version137})
+	node := reviewtest.Node("n1", reviewtest.WithAssignment("cfg/good"))
+	for i := 0; i < 40; i++ {
+		node.Status.Images = append(node.Status.Images, reviewtest.Image(i))
+	}
+	// A kubelet's Node carries managed fields for itself and the control
+	// plane; they sit in metadata, which every rule reads.
+	fields := `{"f:metadata":{"f:annotations":{".":{},"f:node.alpha.kubernetes.io/ttl":{},"f:volumes.kubernetes.io/controller-managed-attach-detach":{}},"f:labels":{".":{},"f:beta.kubernetes.io/arch":{},"f:beta.kubernetes.io/os":{},"f:kubernetes.io/arch":{},"f:kubernetes.io/hostname":{},"f:kubernetes.io/os":{}}},"f:spec":{"f:podCIDR":{},"f:podCIDRs":{".":{},"v:\"10.244.0.0/24\"":{}}},"f:status":{"f:conditions":{"k:{\"type\":\"DiskPressure\"}":{"f:lastHeartbeatTime":{}},"k:{\"type\":\"MemoryPressure\"}":{"f:lastHeartbeatTime":{}},"k:{\"type\":\"PIDPressure\"}":{"f:lastHeartbeatTime":{}},"k:{\"type\":\"Ready\"}":{"f:lastHeartbeatTime":{},"f:lastTransitionTime":{},"f:message":{},"f:reason":{},"f:status":{}}},"f:images":{},"f:nodeInfo":{"f:bootID":{},"f:kernelVersion":{}}}}`
+	for _, manager := range []string{"kubelet", "kube-controller-manager", "kubeadm"} {
+		node.ManagedFields = append(node.ManagedFields, metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate,
+			APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}})
+	}
+	req := reviewtest.NodeRequest(reviewtest.N1User, admissionv1.Update, "status", "n1", node, node).Build(&testing.T{})
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := a.Admit(context.Background(), req); !r.Allowed {
+			b.Fatal(r.Message)
+		}
+	}
 }

@@ -25,7 +25,7 @@
 // target Node's own reported state (rule 5 on its kubelet version, a
 // node-scoped policy denial) says so in its status causes
 // (contract.CauseNodeState), so that a rollout skips that Node rather than
-// fail its pool. The HTTP transport lives in pkg/server.
+// fail its pool.
 //
 // Where the in-tree NodeRestriction plugin is off, the standalone manifests
 // send every node write NodeRestriction judges here too, and nodeguard holds
@@ -38,10 +38,11 @@
 // (cluster.go), live from the apiserver. hack/noderestriction-diff checks
 // them against the in-tree plugin itself.
 //
-// A review goes: ReviewFunc (review.go) decodes it (decode.go), Admitter.Admit
-// (admitter.go) decides it with the built-in rules, Policies (policy.go) with
-// the Rego policies, and ReviewFunc answers. Each rule is in the file named
-// after it: ownnode.go, noderestriction.go, configsource.go,
-// minkubeletversion.go, featuregates.go, configcontent.go, rollouts.go, and
-// the NodeRestriction files above.
+// Admitter.Admit (admitter.go) is the pure decision: it takes a decoded
+// AdmissionRequest and returns a Result, and knows nothing of HTTP, of the
+// Rego policies or of metrics, which pkg/server's /validate review adds
+// around it. The rules for Node writes are in nodes.go, rules 1 to 4 in
+// order (rule 5 is featuregates.go), and each other rule is in the file
+// named after it: featuregates.go, configcontent.go, rollouts.go, and the
+// NodeRestriction files above.
 package admission

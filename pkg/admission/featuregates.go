@@ -7,17 +7,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apimachinery/pkg/util/version"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 )
 
-// admitAssignment is rule 5 for a Node write by anyone: a new assignment
-// must be one the node's kubelet can run. Only a change of assignment is
-// judged, so that a node's routine status updates never fail on a config
-// that was accepted before.
+// admitAssignment is rules 5 and 6 for a Node write by anyone: a new
+// assignment must decode, and be one the node's kubelet can run, as
+// kubeletconfig.JudgeAssignment judges it (`kubectl nodeguard` judges with
+// it too). Only a change of assignment is judged, so that a node's routine
+// status updates never fail on a config that was accepted before.
 func (a *Admitter) admitAssignment(_ context.Context, node, old *corev1.Node) Result {
 	assigned, err := assignmentOf(node)
 	if err != nil {
@@ -40,47 +40,31 @@ func (a *Admitter) admitAssignment(_ context.Context, node, old *corev1.Node) Re
 	if err == nil && checked.Err != nil {
 		err = kubeletconfig.ConfigMapError(cm.Namespace, cm.Name, assigned.Key, checked.Err)
 	}
-	if err != nil {
-		return refuse(contract.RuleConfigContent, "cannot assign %s to node %q: %v", ref, node.Name, err)
-	}
-	cfg := checked.Config
-	var warnings []string
-	if cm.Immutable == nil || !*cm.Immutable {
-		warnings = append(warnings, MutableConfigMapWarning(ref.String(), node.Name))
+	candidate := kubeletconfig.Candidate{ConfigMap: ref, Err: err, Mutable: cm.Immutable == nil || !*cm.Immutable}
+	if err == nil {
+		candidate.Config = checked.Config
 	}
 	reported := node.Status.NodeInfo.KubeletVersion
-	parsed, err := version.ParseGeneric(reported)
-	if err != nil {
-		// Judged without the node's say: a gate no kubelet knows is refused
-		// whatever it reports.
-		if errs := checkEveryKnownKubelet(cfg); len(errs) > 0 {
-			return refuse(contract.RuleFeatureGates, "cannot assign %s to node %q: it reports no parseable kubelet version (%q), and no kubelet nodeguard knows (%s) can run it: %v",
-				ref, node.Name, reported, knownKubelets(), kubeletconfig.Summarize(errs))
+	judged := kubeletconfig.JudgeAssignment(candidate, node.Name, reported)
+	switch {
+	case judged.Refused && judged.NodeState:
+		// A refusal for the node's own report concerns that node alone,
+		// and says so, so that a rollout skips the node rather than fail
+		// its pool for it.
+		return refuseForNodeState(judged.Rule, "%s", judged.Message)
+	case judged.Refused:
+		return refuse(judged.Rule, "%s", judged.Message)
+	}
+	warnings := judged.Warnings
+	// The node's own report decided its own assignment, even a lowered
+	// one; a lowered report is named here, since it no longer counts for
+	// the ConfigMaps the node shares (checkAssignedNodes).
+	if parsed := judged.KubeletVersion; parsed != nil {
+		if why := a.versions.distrust(node.Name, reported, parsed); why != "" {
+			warnings = append(warnings, fmt.Sprintf("node %s %s; this assignment was judged by the version it reports now, but it no longer counts in rule 5 for edits of the ConfigMaps it shares with other nodes", node.Name, why))
 		}
-		return allow(append(warnings, fmt.Sprintf("node %s reports no parseable kubelet version (%q); %s was judged against every kubelet nodeguard knows (%s), not its own",
-			node.Name, reported, ref, knownKubelets()))...)
-	}
-	// The node's own report decides its own assignment, even a lowered one:
-	// a refusal here concerns that node alone, and says so, so that a
-	// rollout skips the node rather than fail its pool for it. (A
-	// configuration no kubelet can run, above, is refused for what it is.)
-	if errs := kubeletconfig.CheckFeatureGates(cfg, parsed); len(errs) > 0 {
-		return refuseForNodeState(contract.RuleFeatureGates, "cannot assign %s to node %q (kubelet %s): %v", ref, node.Name, reported, kubeletconfig.Summarize(errs))
-	}
-	if why := a.versions.distrust(node.Name, reported, parsed); why != "" {
-		return allow(append(warnings, fmt.Sprintf("node %s %s; this assignment was judged by the version it reports now, but it no longer counts in rule 5 for edits of the ConfigMaps it shares with other nodes", node.Name, why))...)
 	}
 	return allow(warnings...)
-}
-
-// MutableConfigMapWarning is the warning on assigning a ConfigMap that is
-// not immutable. Revoking a node's access does not reach a watch it already
-// has open (authorization is decided when a watch starts), so edits of a
-// mutable ConfigMap keep arriving after the assignment or the label is
-// gone; a configuration that never changes has nothing more to deliver.
-func MutableConfigMapWarning(ref, node string) string {
-	return fmt.Sprintf("ConfigMap %s is mutable: once node %s has it open, its edits keep reaching the node after the assignment or the label is removed (a watch is authorized when it starts); "+
-		"prefer one immutable ConfigMap per revision (immutable: true, a new name for each change, as 'kubectl nodeguard create' makes them)", ref, node)
 }
 
 // checkAssignedNodes applies rule 5 to every node the ConfigMap is
@@ -125,12 +109,12 @@ func (a *Admitter) checkAssignedNodes(ref contract.ConfigMapRef, cfg *kubeletcon
 	var warnings []string
 	if len(marked) > 0 {
 		slices.Sort(marked)
-		if errs := checkEveryKnownKubelet(cfg); len(errs) > 0 {
+		if errs := kubeletconfig.CheckEveryKnownKubelet(cfg); len(errs) > 0 {
 			return refuse(contract.RuleFeatureGates, "ConfigMap %s is assigned to nodes whose reported kubelet version is not trusted (%s), and no kubelet nodeguard knows (%s) can run it: %v",
-				ref, listNodes(marked), knownKubelets(), kubeletconfig.Summarize(errs))
+				ref, listNodes(marked), kubeletconfig.KnownKubelets(), kubeletconfig.Summarize(errs))
 		}
 		warnings = append(warnings, fmt.Sprintf("ConfigMap %s: nodes whose reported kubelet version is not trusted were judged against every kubelet nodeguard knows (%s), not their own: %s",
-			ref, knownKubelets(), listNodes(marked)))
+			ref, kubeletconfig.KnownKubelets(), listNodes(marked)))
 	}
 	if unchecked > 0 {
 		warnings = append(warnings, fmt.Sprintf("%d node(s) assigned %s are not known yet; their feature gates were not checked", unchecked, ref))

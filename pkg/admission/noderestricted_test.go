@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -17,11 +16,12 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
 )
 
 // The identities the tests write as.
 var (
-	nodeN1       = authenticationv1.UserInfo{Username: "system:node:n1", Groups: []string{"system:nodes", "system:authenticated"}}
+	nodeN1       = reviewtest.N1User
 	namelessNode = authenticationv1.UserInfo{Username: "system:node:", Groups: []string{"system:nodes"}}
 	alice        = authenticationv1.UserInfo{Username: "alice", Groups: []string{"system:authenticated"}}
 )
@@ -57,17 +57,7 @@ func (w write) request(t *testing.T) *admissionv1.AdmissionRequest {
 		UID: "u", UserInfo: w.user, Operation: w.op, SubResource: w.sub, Namespace: w.namespace, Name: w.name,
 		Resource: metav1.GroupVersionResource{Group: w.group, Version: v, Resource: w.res},
 	}
-	encode := func(obj any) runtime.RawExtension {
-		if obj == nil {
-			return runtime.RawExtension{}
-		}
-		data, err := json.Marshal(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return runtime.RawExtension{Raw: data}
-	}
-	req.Object, req.OldObject = encode(w.object), encode(w.old)
+	req.Object, req.OldObject = reviewtest.Raw(t, w.object), reviewtest.Raw(t, w.old)
 	return req
 }
 

@@ -184,6 +184,7 @@ func (a *Admitter) admitPodEviction(ctx context.Context, req *admissionv1.Admiss
 // podAPIReferences lists the API objects a pod names (NodeRestriction's
 // podutil.HasAPIObjectReference): any of them would entitle the pod's node
 // to read it, through the Node authorizer's graph and nodeguard's alike.
+// ConfigMaps are found as the graph finds them (contract.VisitPodConfigMaps).
 // A volume of a type this build does not know is an error, refused too.
 func podAPIReferences(pod *corev1.Pod) ([]string, error) {
 	var refs []string
@@ -206,22 +207,23 @@ func podAPIReferences(pod *corev1.Pod) ([]string, error) {
 			if from.SecretRef != nil {
 				add("secret", from.SecretRef.Name)
 			}
-			if from.ConfigMapRef != nil {
-				add("configmap", from.ConfigMapRef.Name)
-			}
 		}
 		for _, env := range c.Env {
-			if env.ValueFrom == nil {
-				continue
-			}
-			if env.ValueFrom.SecretKeyRef != nil {
+			if env.ValueFrom != nil && env.ValueFrom.SecretKeyRef != nil {
 				add("secret", env.ValueFrom.SecretKeyRef.Name)
-			}
-			if env.ValueFrom.ConfigMapKeyRef != nil {
-				add("configmap", env.ValueFrom.ConfigMapKeyRef.Name)
 			}
 		}
 	}
+	contract.VisitPodConfigMaps(pod, func(use contract.PodConfigMapUse) bool {
+		// A ConfigMap volume reads the API whatever it names: it is
+		// listed even when the name is empty.
+		if use.Volume != "" {
+			refs = append(refs, fmt.Sprintf("configmap %q", use.Name))
+		} else {
+			add("configmap", use.Name)
+		}
+		return true
+	})
 	for _, claim := range pod.Spec.ResourceClaims {
 		refs = append(refs, fmt.Sprintf("resourceclaim %q", claim.Name))
 	}
@@ -236,7 +238,8 @@ func podAPIReferences(pod *corev1.Pod) ([]string, error) {
 }
 
 // volumeAPIReferences lists what one volume names: the secrets of the
-// volume types that take one, and every source that reads the API.
+// volume types that take one, and every source that reads the API but
+// ConfigMaps, which podAPIReferences lists.
 func volumeAPIReferences(v corev1.Volume) ([]string, error) {
 	ref := func(kind, name string) []string { return []string{fmt.Sprintf("%s %q", kind, name)} }
 	secretRef := func(r *corev1.LocalObjectReference) []string {
@@ -269,7 +272,8 @@ func volumeAPIReferences(v corev1.Volume) ([]string, error) {
 		s.PhotonPersistentDisk != nil, s.PortworxVolume != nil, s.Quobyte != nil, s.VsphereVolume != nil:
 		return nil, nil
 	case s.ConfigMap != nil:
-		return ref("configmap", s.ConfigMap.Name), nil
+		// Listed by podAPIReferences, with the other ConfigMaps.
+		return nil, nil
 	case s.Secret != nil:
 		return ref("secret", s.Secret.SecretName), nil
 	case s.CSI != nil:
@@ -287,7 +291,7 @@ func volumeAPIReferences(v corev1.Volume) ([]string, error) {
 		for _, source := range s.Projected.Sources {
 			switch {
 			case source.ConfigMap != nil:
-				refs = append(refs, ref("configmap", source.ConfigMap.Name)...)
+				// Listed by podAPIReferences, with the other ConfigMaps.
 			case source.Secret != nil:
 				refs = append(refs, ref("secret", source.Secret.Name)...)
 			case source.ServiceAccountToken != nil:

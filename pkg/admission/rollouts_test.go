@@ -13,6 +13,7 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
 )
 
 func mkRollout(selector metav1.LabelSelector) *v1alpha1.KubeletConfigRollout {
@@ -42,10 +43,10 @@ func rolloutReq(t *testing.T, user authenticationv1.UserInfo, op admissionv1.Ope
 		Resource: metav1.GroupVersionResource{Group: v1alpha1.GroupName, Version: "v1alpha1", Resource: "kubeletconfigrollouts"},
 	}
 	if object != nil {
-		req.Object = raw(t, object)
+		req.Object = reviewtest.Raw(t, object)
 	}
 	if old != nil {
-		req.OldObject = raw(t, old)
+		req.OldObject = reviewtest.Raw(t, old)
 	}
 	return req
 }
@@ -66,40 +67,40 @@ func TestAdmitRolloutSelector(t *testing.T) {
 		wantRule contract.Rule // empty: allowed
 		wantText []string      // each in the message when refused
 	}{
-		{"the pool label", adminUser, C, mkRollout(matchLabels(contract.PoolLabel, "blue")), nil, "", nil},
-		{"a node-restriction label", adminUser, C, mkRollout(matchLabels("node-restriction.kubernetes.io/pool", "blue")), nil, "", nil},
-		{"a nodeguard.dev subdomain", adminUser, C, mkRollout(matchLabels("team.nodeguard.dev/pool", "blue")), nil, "", nil},
-		{"a control-plane kubernetes.io label", adminUser, C, mkRollout(matchLabels("node-role.kubernetes.io/worker", "")), nil, "", nil},
-		{"the pool label beside node-writable ones", adminUser, C, mkRollout(matchLabels(contract.PoolLabel, "blue", "pool", "blue", "kubernetes.io/os", "linux")), nil, "", nil},
-		{"In on the pool label", adminUser, C, mkRollout(withExprs(metav1.LabelSelector{}, expr(contract.PoolLabel, In, "blue", "green"))), nil, "", nil},
-		{"Exists on the pool label", adminUser, C, mkRollout(withExprs(matchLabels("pool", "blue"), expr(contract.PoolLabel, Exists))), nil, "", nil},
+		{"the pool label", reviewtest.AdminUser, C, mkRollout(matchLabels(contract.PoolLabel, "blue")), nil, "", nil},
+		{"a node-restriction label", reviewtest.AdminUser, C, mkRollout(matchLabels("node-restriction.kubernetes.io/pool", "blue")), nil, "", nil},
+		{"a nodeguard.dev subdomain", reviewtest.AdminUser, C, mkRollout(matchLabels("team.nodeguard.dev/pool", "blue")), nil, "", nil},
+		{"a control-plane kubernetes.io label", reviewtest.AdminUser, C, mkRollout(matchLabels("node-role.kubernetes.io/worker", "")), nil, "", nil},
+		{"the pool label beside node-writable ones", reviewtest.AdminUser, C, mkRollout(matchLabels(contract.PoolLabel, "blue", "pool", "blue", "kubernetes.io/os", "linux")), nil, "", nil},
+		{"In on the pool label", reviewtest.AdminUser, C, mkRollout(withExprs(metav1.LabelSelector{}, expr(contract.PoolLabel, In, "blue", "green"))), nil, "", nil},
+		{"Exists on the pool label", reviewtest.AdminUser, C, mkRollout(withExprs(matchLabels("pool", "blue"), expr(contract.PoolLabel, Exists))), nil, "", nil},
 
-		{"a node-writable label", adminUser, C, mkRollout(matchLabels("pool", "blue")), nil, RuleRolloutSelector,
+		{"a node-writable label", reviewtest.AdminUser, C, mkRollout(matchLabels("pool", "blue")), nil, RuleRolloutSelector,
 			[]string{`KubeletConfigRollout "pool-blue"`, `nodes may write "pool" themselves`, "nodeguard.dev/pool", "kubectl label node NAME nodeguard.dev/pool=blue"}},
-		{"kubelet labels", adminUser, C, mkRollout(matchLabels("kubernetes.io/os", "linux", "topology.kubernetes.io/zone", "a")), nil, RuleRolloutSelector,
+		{"kubelet labels", reviewtest.AdminUser, C, mkRollout(matchLabels("kubernetes.io/os", "linux", "topology.kubernetes.io/zone", "a")), nil, RuleRolloutSelector,
 			[]string{`nodes may write "kubernetes.io/os", "topology.kubernetes.io/zone" themselves`}},
-		{"In on a node-writable label", adminUser, C, mkRollout(withExprs(metav1.LabelSelector{}, expr("pool", In, "blue"))), nil, RuleRolloutSelector, []string{`"pool"`}},
-		{"NotIn on the pool label does not count", adminUser, C, mkRollout(withExprs(matchLabels("pool", "blue"), expr(contract.PoolLabel, NotIn, "gpu"))), nil, RuleRolloutSelector,
+		{"In on a node-writable label", reviewtest.AdminUser, C, mkRollout(withExprs(metav1.LabelSelector{}, expr("pool", In, "blue"))), nil, RuleRolloutSelector, []string{`"pool"`}},
+		{"NotIn on the pool label does not count", reviewtest.AdminUser, C, mkRollout(withExprs(matchLabels("pool", "blue"), expr(contract.PoolLabel, NotIn, "gpu"))), nil, RuleRolloutSelector,
 			[]string{`nodes may write "pool" themselves`, `"nodeguard.dev/pool" appear only under NotIn or DoesNotExist`}},
-		{"DoesNotExist on the pool label alone", adminUser, C, mkRollout(withExprs(metav1.LabelSelector{}, expr(contract.PoolLabel, DoesNotExist))), nil, RuleRolloutSelector,
+		{"DoesNotExist on the pool label alone", reviewtest.AdminUser, C, mkRollout(withExprs(metav1.LabelSelector{}, expr(contract.PoolLabel, DoesNotExist))), nil, RuleRolloutSelector,
 			[]string{`"nodeguard.dev/pool" appear only under NotIn or DoesNotExist`}},
-		{"an exempt user too", exempt, C, mkRollout(matchLabels("pool", "blue")), nil, RuleRolloutSelector, nil},
-		{"an invalid selector", adminUser, C, mkRollout(withExprs(metav1.LabelSelector{}, expr(contract.PoolLabel, In))), nil, RuleRolloutSelector, []string{"not a valid label selector"}},
+		{"an exempt user too", reviewtest.Exempt, C, mkRollout(matchLabels("pool", "blue")), nil, RuleRolloutSelector, nil},
+		{"an invalid selector", reviewtest.AdminUser, C, mkRollout(withExprs(metav1.LabelSelector{}, expr(contract.PoolLabel, In))), nil, RuleRolloutSelector, []string{"not a valid label selector"}},
 
-		{"update to a node-writable selector", adminUser, U, mkRollout(matchLabels("pool", "blue")), mkRollout(matchLabels(contract.PoolLabel, "blue")), RuleRolloutSelector, []string{`"pool"`}},
-		{"update to the pool label", adminUser, U, mkRollout(matchLabels(contract.PoolLabel, "blue")), mkRollout(matchLabels("pool", "blue")), "", nil},
-		{"update that leaves an old selector alone", adminUser, U,
+		{"update to a node-writable selector", reviewtest.AdminUser, U, mkRollout(matchLabels("pool", "blue")), mkRollout(matchLabels(contract.PoolLabel, "blue")), RuleRolloutSelector, []string{`"pool"`}},
+		{"update to the pool label", reviewtest.AdminUser, U, mkRollout(matchLabels(contract.PoolLabel, "blue")), mkRollout(matchLabels("pool", "blue")), "", nil},
+		{"update that leaves an old selector alone", reviewtest.AdminUser, U,
 			func() *v1alpha1.KubeletConfigRollout {
 				r := mkRollout(matchLabels("pool", "blue"))
 				r.Spec.Paused = true
 				return r
 			}(), mkRollout(matchLabels("pool", "blue")), "", nil},
-		{"update without the old object", adminUser, U, mkRollout(matchLabels(contract.PoolLabel, "blue")), nil, RuleMalformed, []string{"without the old object"}},
-		{"create without the object", adminUser, C, nil, nil, RuleMalformed, []string{"without the object"}},
+		{"update without the old object", reviewtest.AdminUser, U, mkRollout(matchLabels(contract.PoolLabel, "blue")), nil, RuleMalformed, []string{"without the old object"}},
+		{"create without the object", reviewtest.AdminUser, C, nil, nil, RuleMalformed, []string{"without the object"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := newAdmitter(t, &config.Settings{ExemptUsers: []string{exempt.Username}}).Admit(context.Background(), rolloutReq(t, tt.user, tt.op, tt.object, tt.old))
+			got := newAdmitter(t, &config.Settings{ExemptUsers: []string{reviewtest.Exempt.Username}}).Admit(context.Background(), rolloutReq(t, tt.user, tt.op, tt.object, tt.old))
 			if tt.wantRule == "" {
 				if !got.Allowed {
 					t.Fatalf("refused: %s: %s", got.Rule, got.Message)
@@ -131,7 +132,7 @@ func TestAdmitRolloutDecodesStrictly(t *testing.T) {
 		{"not an object", `[]`, "KubeletConfigRollout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req := rolloutReq(t, adminUser, admissionv1.Create, nil, nil)
+			req := rolloutReq(t, reviewtest.AdminUser, admissionv1.Create, nil, nil)
 			req.Object = runtime.RawExtension{Raw: []byte(tc.object)}
 			got := a.Admit(context.Background(), req)
 			if got.Allowed || got.Rule != RuleMalformed || !strings.Contains(got.Message, tc.want) {
@@ -140,7 +141,7 @@ func TestAdmitRolloutDecodesStrictly(t *testing.T) {
 		})
 	}
 	// The status subresource cannot change the selector.
-	req := rolloutReq(t, adminUser, admissionv1.Update, mkRollout(matchLabels("pool", "blue")), mkRollout(matchLabels(contract.PoolLabel, "blue")))
+	req := rolloutReq(t, reviewtest.AdminUser, admissionv1.Update, mkRollout(matchLabels("pool", "blue")), mkRollout(matchLabels(contract.PoolLabel, "blue")))
 	req.SubResource = "status"
 	if got := a.Admit(context.Background(), req); !got.Allowed {
 		t.Errorf("a status write was judged: %s", got.Message)

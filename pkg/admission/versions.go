@@ -6,12 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/tools/cache"
-	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
-
-	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 )
 
 // forgetDeletedAfter is how long the record of a deleted Node is kept. A
@@ -130,30 +126,4 @@ func (k *KubeletVersions) distrust(name, reported string, parsed *version.Versio
 		return fmt.Sprintf("reported kubelet %s after %s", reported, r.highest)
 	}
 	return ""
-}
-
-// checkEveryKnownKubelet judges a configuration for a node whose version
-// cannot be trusted: no errors when some kubelet version the feature-gate
-// data covers can run it; otherwise the errors at the newest. A gate no
-// kubelet nodeguard knows is refused this way, whatever the node says.
-func checkEveryKnownKubelet(cfg *kubeletconfigv1beta1.KubeletConfiguration) field.ErrorList {
-	_, oldest, newest := kubeletconfig.FeatureGateCoverage()
-	first := oldest.Minor()
-	if oldest.Major() != newest.Major() {
-		first = newest.Minor()
-	}
-	var errs field.ErrorList
-	for minor := first; minor <= newest.Minor(); minor++ {
-		errs = kubeletconfig.CheckFeatureGates(cfg, version.MajorMinor(newest.Major(), minor))
-		if len(errs) == 0 {
-			return nil
-		}
-	}
-	return errs
-}
-
-// knownKubelets names the versions checkEveryKnownKubelet judges against.
-func knownKubelets() string {
-	_, oldest, newest := kubeletconfig.FeatureGateCoverage()
-	return fmt.Sprintf("%d.%d to %d.%d", oldest.Major(), oldest.Minor(), newest.Major(), newest.Minor())
 }

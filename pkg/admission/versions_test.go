@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
 )
 
 // A node that lowers its reported version, or reports one that does not
@@ -23,35 +24,35 @@ func TestRule5DoesNotTrustSelfReportedVersionsAgainstOthers(t *testing.T) {
 		U = admissionv1.Update
 	)
 	base := config.Default()
-	edit := func(content string) request {
-		return cmReq(adminUser, U, eligibleCM("good", content), eligibleCM("good", goodConfig))
+	edit := func(content string) reviewtest.Request {
+		return reviewtest.ConfigMapRequest(reviewtest.AdminUser, U, reviewtest.EligibleConfigMap("good", content), reviewtest.EligibleConfigMap("good", reviewtest.GoodConfig))
 	}
 	for _, tt := range []struct {
 		name string
 		// seen are versions nodes reported before the graph's.
 		seen     map[string]string
-		req      request
+		req      reviewtest.Request
 		wantRule contract.Rule
 		wantText string
 	}{
-		{"a trusted older node blocks the edit", nil, edit(newGateConfig), contract.RuleFeatureGates, "n2 (kubelet v1.35.1)"},
-		{"a node that lowered its version does not", map[string]string{"n2": "v1.37.2"}, edit(newGateConfig), "",
+		{"a trusted older node blocks the edit", nil, edit(reviewtest.NewGateConfig), contract.RuleFeatureGates, "n2 (kubelet v1.35.1)"},
+		{"a node that lowered its version does not", map[string]string{"n2": "v1.37.2"}, edit(reviewtest.NewGateConfig), "",
 			"not their own: n2 (reported kubelet v1.35.1 after 1.37.2), unknown-version (reports no parseable kubelet version \"garbage\")"},
-		{"nor gets a gate no kubelet knows through", map[string]string{"n2": "v1.37.2", "n1": "v1.38.0"}, edit(noSuchGateConfig), contract.RuleFeatureGates,
+		{"nor gets a gate no kubelet knows through", map[string]string{"n2": "v1.37.2", "n1": "v1.38.0"}, edit(reviewtest.NoSuchGateConfig), contract.RuleFeatureGates,
 			"not trusted (n1 (reported kubelet v1.37.2 after 1.38.0), n2 (reported kubelet v1.35.1 after 1.37.2), unknown-version (reports no parseable kubelet version \"garbage\")), and no kubelet nodeguard knows (1.34 to 1.37) can run it"},
-		{"a node reporting a higher version is trusted", map[string]string{"n2": "v1.34.0"}, edit(newGateConfig), contract.RuleFeatureGates, "n2 (kubelet v1.35.1)"},
+		{"a node reporting a higher version is trusted", map[string]string{"n2": "v1.34.0"}, edit(reviewtest.NewGateConfig), contract.RuleFeatureGates, "n2 (kubelet v1.35.1)"},
 		{"its own assignment is judged by what it reports now", map[string]string{"n2": "v1.37.2"},
-			nodeReq(adminUser, U, "", "n2", mkNode("n2", withKubelet("v1.35.1"), withAssignment("cfg/newgate")), mkNode("n2", withKubelet("v1.35.1"))), contract.RuleFeatureGates, "APIServerWebhookAuthenticationToken"},
+			reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2", reviewtest.Node("n2", reviewtest.WithKubelet("v1.35.1"), reviewtest.WithAssignment("cfg/newgate")), reviewtest.Node("n2", reviewtest.WithKubelet("v1.35.1"))), contract.RuleFeatureGates, "APIServerWebhookAuthenticationToken"},
 		{"and marked when allowed", map[string]string{"n2": "v1.37.2"},
-			nodeReq(adminUser, U, "", "n2", mkNode("n2", withKubelet("v1.35.1"), withAssignment("cfg/good")), mkNode("n2", withKubelet("v1.35.1"))), "",
+			reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2", reviewtest.Node("n2", reviewtest.WithKubelet("v1.35.1"), reviewtest.WithAssignment("cfg/good")), reviewtest.Node("n2", reviewtest.WithKubelet("v1.35.1"))), "",
 			"node n2 reported kubelet v1.35.1 after 1.37.2; this assignment was judged by the version it reports now"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a := newAdmitter(t, base)
 			for name, v := range tt.seen {
-				a.KubeletVersions().Observe(mkNode(name, withKubelet(v)))
+				a.KubeletVersions().Observe(reviewtest.Node(name, reviewtest.WithKubelet(v)))
 			}
-			got := a.Admit(context.Background(), tt.req.build(t))
+			got := a.Admit(context.Background(), tt.req.Build(t))
 			if tt.wantRule == "" {
 				if !got.Allowed {
 					t.Fatalf("refused: %s: %s", got.Rule, got.Message)
@@ -74,8 +75,8 @@ func TestKubeletVersionsRecord(t *testing.T) {
 	k.now = func() time.Time { return now }
 	h := k.EventHandler()
 	v := version.MustParseGeneric
-	h.OnAdd(mkNode("n1", withKubelet("v1.37.2")), false)
-	h.OnUpdate(nil, mkNode("n1", withKubelet("not a version")))
+	h.OnAdd(reviewtest.Node("n1", reviewtest.WithKubelet("v1.37.2")), false)
+	h.OnUpdate(nil, reviewtest.Node("n1", reviewtest.WithKubelet("not a version")))
 	if got := k.distrust("n1", "v1.37.2", v("v1.37.2")); got != "" {
 		t.Errorf("same version distrusted: %s", got)
 	}
@@ -90,13 +91,13 @@ func TestKubeletVersionsRecord(t *testing.T) {
 	}
 
 	// Deleting and registering again does not wash the record clean...
-	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "n1", Obj: mkNode("n1")})
-	h.OnAdd(mkNode("n1", withKubelet("v1.30.0")), false)
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "n1", Obj: reviewtest.Node("n1")})
+	h.OnAdd(reviewtest.Node("n1", reviewtest.WithKubelet("v1.30.0")), false)
 	if got := k.distrust("n1", "v1.30.0", v("v1.30.0")); got == "" {
 		t.Error("re-registering with a lower version is trusted")
 	}
 	// ... until the Node has been gone for longer than forgetDeletedAfter.
-	h.OnDelete(mkNode("n1"))
+	h.OnDelete(reviewtest.Node("n1"))
 	now = now.Add(forgetDeletedAfter + time.Second)
 	h.OnDelete(&corev1.Node{})
 	if got := k.distrust("n1", "v1.30.0", v("v1.30.0")); got != "" {

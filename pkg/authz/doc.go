@@ -4,8 +4,9 @@
 // node, and a node whose kubelet is older than the configured minimum is
 // denied everything but reading and updating its own Node.
 //
-// A refusal is a value (a Decision and a Reason), never an error. The
-// package only decides; HTTP plumbing lives in pkg/server and the graph in
-// pkg/graph, which this package reads through the small GraphReader
-// interface.
+// A refusal is a value (a Decision and a Reason), never an error.
+// Authorizer.Authorize is the pure decision; pkg/server's /authorize review
+// decodes the SubjectAccessReview, adds the Rego policies and answers. The
+// graph is pkg/graph, which this package reads through the small
+// GraphReader interface.
 package authz

@@ -3,6 +3,7 @@ package certs
 import (
 	"errors"
 	"fmt"
+	"github.com/nodeguard/nodeguard/pkg/durable"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -116,7 +117,7 @@ func WriteBundle(b Bundle) ([]string, error) {
 		}
 		written = append(written, path)
 	}
-	if err := syncDir(b.Dir); err != nil {
+	if err := durable.SyncDir(b.Dir); err != nil {
 		return written, err
 	}
 	return written, nil

@@ -7,12 +7,19 @@ import (
 	"os"
 
 	"github.com/google/renameio/v2"
+
+	"github.com/nodeguard/nodeguard/pkg/durable"
 )
 
-// writeFile writes data to path atomically with exactly perm. Without
-// overwrite it links the finished file into place, which fails if path
-// exists, so that a file created since WriteBundle looked is not replaced.
+// writeFile writes data to path atomically with exactly perm. With
+// overwrite it replaces path (pkg/durable). Without, it links the finished
+// file into place, which fails if path exists, so that a file created since
+// WriteBundle looked is not replaced; the caller fsyncs the directory once
+// every file is linked.
 func writeFile(path string, data []byte, perm os.FileMode, overwrite bool) error {
+	if overwrite {
+		return durable.WriteFile(path, data, nil, renameio.WithStaticPermissions(perm))
+	}
 	pending, err := renameio.NewPendingFile(path, renameio.WithStaticPermissions(perm))
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
@@ -20,12 +27,6 @@ func writeFile(path string, data []byte, perm os.FileMode, overwrite bool) error
 	defer func() { _ = pending.Cleanup() }()
 	if _, err := pending.Write(data); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if overwrite {
-		if err := pending.CloseAtomicallyReplace(); err != nil {
-			return fmt.Errorf("writing %s: %w", path, err)
-		}
-		return nil
 	}
 	if err := pending.Sync(); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
@@ -35,19 +36,6 @@ func writeFile(path string, data []byte, perm os.FileMode, overwrite bool) error
 			return &ExistError{Paths: []string{path}}
 		}
 		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
-}
-
-// syncDir makes the directory entries of the files just written durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return nil
 }

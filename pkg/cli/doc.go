@@ -2,6 +2,7 @@
 // operator uses to see and change which kubelet configuration each node runs.
 //
 //	status   [NODE...] [-l SELECTOR] [-o wide|json|yaml]
+//	create   NAME --from-file=FILE [--dry-run=none|client|server] [-o name]
 //	assign   CONFIGMAP (NODE... | -l SELECTOR) [--dry-run=none|client|server]
 //	unassign (NODE... | -l SELECTOR) [--dry-run=none|client|server]
 //	explain  NODE CONFIGMAP
@@ -13,9 +14,15 @@
 // nodeguard.dev/config-status annotation and the KubeletConfigReady
 // condition) and shows it next to the assignment.
 //
+// create writes a kubelet configuration as an eligible, immutable ConfigMap
+// named NAME-HASH after its content (as kustomize's configMapGenerator names
+// them), once it decodes strictly and validates, so that every revision is
+// a ConfigMap of its own and the webhook's warning about mutable ConfigMaps
+// never applies.
+//
 // assign runs, before it writes, the checks the admission webhook makes for
 // an assignment (rule 5, and rule 6's strict decoding), with the webhook's
-// messages, plus the ones the agent makes before it applies a configuration
+// own judgement and messages (kubeletconfig.JudgeAssignment), plus the ones the agent makes before it applies a configuration
 // (the ConfigMap exists, is eligible and validates). A refusal by those
 // checks stops every write, so a selector never half-applies because of a
 // problem known beforehand; the webhook still judges each patch, and with
@@ -23,7 +30,8 @@
 // are JSON merge patches of the assignment annotation alone.
 //
 // explain computes the graph path from a ConfigMap to a node from the API
-// (assignment and eligibility, pods bound to the node that reference it) and
+// (assignment and eligibility, pods bound to the node that reference it,
+// found as the graph finds them with contract.VisitPodConfigMaps) and
 // asks the apiserver's real authorizer chain through a SubjectAccessReview,
 // so an operator sees both what should be and what is.
 //

@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	nodeguardfake "github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned/fake"
+	nodeguardclient "github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned/typed/nodeguard/v1alpha1"
 )
 
 const (
@@ -22,7 +24,9 @@ const (
 	// lockedConfig flips a gate locked to true at 1.37.
 	lockedConfig = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfeatureGates:\n  CPUManagerPolicyOptions: false\n"
 	unknownField = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPodz: 110\n"
-	invalidValue = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: 150\n"
+	// unknownGateConfig names a gate no kubelet knows.
+	unknownGateConfig = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfeatureGates:\n  NoSuchGate: true\n"
+	invalidValue      = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: 150\n"
 )
 
 // testNow is the clock of every unit test.
@@ -42,17 +46,17 @@ func runFake(t *testing.T, client kubernetes.Interface, args ...string) runResul
 
 // runFakeClients is runFake with a rollout client too, for the rollout
 // commands; the waits poll every millisecond.
-func runFakeClients(t *testing.T, client kubernetes.Interface, rollouts *fakeRollouts, args ...string) runResult {
+func runFakeClients(t *testing.T, client kubernetes.Interface, rollouts *nodeguardfake.Clientset, args ...string) runResult {
 	t.Helper()
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
 	e := &env{
 		streams: streams,
 		client:  func() (kubernetes.Interface, error) { return client, nil },
-		rollouts: func() (rolloutAPI, error) {
+		rollouts: func() (nodeguardclient.KubeletConfigRolloutInterface, error) {
 			if rollouts == nil {
 				return nil, errors.New("this test has no rollout client")
 			}
-			return rollouts, nil
+			return rollouts.NodeguardV1alpha1().KubeletConfigRollouts(), nil
 		},
 		poll:      time.Millisecond,
 		namespace: func() (string, bool, error) { return testNamespace, false, nil },

@@ -11,10 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
+	nodeguardclient "github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned/typed/nodeguard/v1alpha1"
 )
-
-// rolloutsResource is the CRD's resource.
-var rolloutsResource = v1alpha1.SchemeGroupVersion.WithResource("kubeletconfigrollouts")
 
 // rolloutKind names a rollout in the output as kubectl would.
 const rolloutKind = "kubeletconfigrollout.nodeguard.dev"
@@ -56,7 +54,7 @@ func oneRolloutName(_ *cobra.Command, args []string) error {
 }
 
 // getRollout reads a rollout.
-func getRollout(ctx context.Context, client rolloutAPI, name string) (*v1alpha1.KubeletConfigRollout, error) {
+func getRollout(ctx context.Context, client nodeguardclient.KubeletConfigRolloutInterface, name string) (*v1alpha1.KubeletConfigRollout, error) {
 	r, err := client.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
@@ -69,7 +67,7 @@ func getRollout(ctx context.Context, client rolloutAPI, name string) (*v1alpha1.
 }
 
 // listRollouts reads every rollout, to tell which of them share a Node.
-func listRollouts(ctx context.Context, client rolloutAPI) ([]*v1alpha1.KubeletConfigRollout, error) {
+func listRollouts(ctx context.Context, client nodeguardclient.KubeletConfigRolloutInterface) ([]*v1alpha1.KubeletConfigRollout, error) {
 	list, err := client.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing KubeletConfigRollouts: %w", err)
@@ -85,7 +83,7 @@ func listRollouts(ctx context.Context, client rolloutAPI) ([]*v1alpha1.KubeletCo
 // alone, so that nothing else of the spec is overwritten from what was
 // read, and returns the rollout as written (or as it would be, in a dry
 // run).
-func patchPaused(ctx context.Context, client rolloutAPI, name string, paused, dryRun bool) (*v1alpha1.KubeletConfigRollout, error) {
+func patchPaused(ctx context.Context, client nodeguardclient.KubeletConfigRolloutInterface, name string, paused, dryRun bool) (*v1alpha1.KubeletConfigRollout, error) {
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"paused": paused}})
 	if err != nil {
 		return nil, fmt.Errorf("building the patch: %w", err)

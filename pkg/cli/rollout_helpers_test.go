@@ -1,21 +1,19 @@
 package cli
 
 import (
-	"context"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	nodeguardfake "github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned/fake"
 )
 
 // The rollout tests' cluster: rollout pool-blue rolls kubelet-configs/v3
@@ -80,54 +78,14 @@ func setConditions(r *v1alpha1.KubeletConfigRollout, specs ...string) {
 	}
 }
 
-// fakeRollouts is the rollout client of the tests: the rollouts in an
-// object tracker, behind the reactors of a k8stesting.Fake, as a generated
-// fake clientset would have them.
-type fakeRollouts struct {
-	k8stesting.Fake
-}
-
-func newRollouts(t *testing.T, rollouts ...*v1alpha1.KubeletConfigRollout) *fakeRollouts {
-	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
+// newRollouts is the rollout clientset of the tests: the generated fake,
+// holding rollouts.
+func newRollouts(rollouts ...*v1alpha1.KubeletConfigRollout) *nodeguardfake.Clientset {
+	objs := make([]runtime.Object, len(rollouts))
+	for i, r := range rollouts {
+		objs[i] = r
 	}
-	tracker := k8stesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
-	for _, r := range rollouts {
-		if err := tracker.Add(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f := &fakeRollouts{}
-	f.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
-	return f
-}
-
-func (f *fakeRollouts) Get(_ context.Context, name string, opts metav1.GetOptions) (*v1alpha1.KubeletConfigRollout, error) {
-	obj, err := f.Invokes(k8stesting.NewRootGetActionWithOptions(rolloutsResource, name, opts), &v1alpha1.KubeletConfigRollout{})
-	if obj == nil {
-		return nil, err
-	}
-	return obj.(*v1alpha1.KubeletConfigRollout), err
-}
-
-func (f *fakeRollouts) List(_ context.Context, opts metav1.ListOptions) (*v1alpha1.KubeletConfigRolloutList, error) {
-	// The tracker lists by the kind of the items.
-	kind := v1alpha1.SchemeGroupVersion.WithKind("KubeletConfigRollout")
-	obj, err := f.Invokes(k8stesting.NewRootListActionWithOptions(rolloutsResource, kind, opts), &v1alpha1.KubeletConfigRolloutList{})
-	if obj == nil {
-		return nil, err
-	}
-	return obj.(*v1alpha1.KubeletConfigRolloutList), err
-}
-
-func (f *fakeRollouts) Patch(_ context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions) (*v1alpha1.KubeletConfigRollout, error) {
-	obj, err := f.Invokes(k8stesting.NewRootPatchActionWithOptions(rolloutsResource, name, pt, data, opts), &v1alpha1.KubeletConfigRollout{})
-	if obj == nil {
-		return nil, err
-	}
-	return obj.(*v1alpha1.KubeletConfigRollout), err
+	return nodeguardfake.NewSimpleClientset(objs...)
 }
 
 // rolloutNode is a Ready Node in pool blue, with annotations.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	nodeguardclient "github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned/typed/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
@@ -68,8 +69,8 @@ type RolloutNode struct {
 // Decide's other outputs (what to assign or revert, the status) are
 // dropped: the plugin shows what the controller would do and does none
 // of it.
-func (e *env) rolloutStatus(ctx context.Context, kube kubernetes.Interface, dyn rolloutAPI, name string) (*RolloutStatus, error) {
-	r, err := getRollout(ctx, dyn, name)
+func (e *env) rolloutStatus(ctx context.Context, kube kubernetes.Interface, rollouts nodeguardclient.KubeletConfigRolloutInterface, name string) (*RolloutStatus, error) {
+	r, err := getRollout(ctx, rollouts, name)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +80,7 @@ func (e *env) rolloutStatus(ctx context.Context, kube kubernetes.Interface, dyn 
 		out.NodesError = err.Error()
 		return out, nil
 	}
-	all, err := listRollouts(ctx, dyn)
+	all, err := listRollouts(ctx, rollouts)
 	if err != nil {
 		return nil, err
 	}

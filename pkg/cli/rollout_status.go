@@ -116,7 +116,7 @@ func runRolloutStatus(cmd *cobra.Command, e *env, o *rolloutStatusOptions, name 
 	if err != nil {
 		return err
 	}
-	dyn, err := e.rollouts()
+	rollouts, err := e.rollouts()
 	if err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func runRolloutStatus(cmd *cobra.Command, e *env, o *rolloutStatusOptions, name 
 			return err
 		}
 	}
-	st, err := e.rolloutStatus(ctx, kube, dyn, name)
+	st, err := e.rolloutStatus(ctx, kube, rollouts, name)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func runRolloutStatus(cmd *cobra.Command, e *env, o *rolloutStatusOptions, name 
 // condition each time it changes. A status from an older generation says
 // nothing about the spec in force, as with kubectl rollout status.
 func waitRolloutDone(ctx context.Context, e *env, timeout time.Duration, name string, progress io.Writer) error {
-	dyn, err := e.rollouts()
+	rollouts, err := e.rollouts()
 	if err != nil {
 		return err
 	}
@@ -167,7 +167,7 @@ func waitRolloutDone(ctx context.Context, e *env, timeout time.Duration, name st
 	}
 	var last string
 	for {
-		r, err := getRollout(ctx, dyn, name)
+		r, err := getRollout(ctx, rollouts, name)
 		if err != nil {
 			if ctx.Err() != nil {
 				return waitError(ctx, timeout, name)

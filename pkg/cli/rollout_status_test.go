@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	nodeguardfake "github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned/fake"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
@@ -31,7 +32,7 @@ func TestRolloutStatus(t *testing.T) {
 	zone := testRollout("zone-a", rollingOut)
 	zone.Spec.NodeSelector.MatchLabels = map[string]string{"zone": "a"}
 	kube := fake.NewClientset(rolloutNodes(t)...)
-	r := runFakeClients(t, kube, newRollouts(t, testRollout("pool-blue", rollingOut), zone), "rollout", "status", "pool-blue")
+	r := runFakeClients(t, kube, newRollouts(testRollout("pool-blue", rollingOut), zone), "rollout", "status", "pool-blue")
 	if r.code != ExitOK {
 		t.Fatalf("exit %d: %s\n%s", r.code, r.errOut, r.out)
 	}
@@ -63,7 +64,7 @@ func TestRolloutStatus(t *testing.T) {
 	// A Node another rollout selects too is Conflicted, as the controller
 	// judges it.
 	zone.Spec.NodeSelector.MatchLabels = map[string]string{"pool": "blue"}
-	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), newRollouts(t, testRollout("pool-blue", rollingOut), zone), "rollout", "status", "pool-blue")
+	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), newRollouts(testRollout("pool-blue", rollingOut), zone), "rollout", "status", "pool-blue")
 	if got := rowOf(r.out, "node-c"); len(got) < 2 || got[1] != string(rollout.StateConflicted) || !strings.Contains(r.out, "also selected by zone-a") {
 		t.Errorf("with zone-a selecting the pool too: row %v\n%s", got, r.out)
 	}
@@ -79,7 +80,7 @@ func TestRolloutStatusShowsTheDrain(t *testing.T) {
 	objs[1] = reporting(t, draining, contract.ConfigStatus{Assigned: v3, Active: v2, LastKnownGood: v2,
 		Phase: contract.PhaseDraining, PendingPods: []string{"default/web-0", "default/web-1"}}, corev1.ConditionFalse, contract.ReasonDraining)
 	always := func(r *v1alpha1.KubeletConfigRollout) { r.Spec.Drain = v1alpha1.DrainAlways }
-	r := runFakeClients(t, fake.NewClientset(objs...), newRollouts(t, testRollout("pool-blue", rollingOut, always)), "rollout", "status", "pool-blue")
+	r := runFakeClients(t, fake.NewClientset(objs...), newRollouts(testRollout("pool-blue", rollingOut, always)), "rollout", "status", "pool-blue")
 	if r.code != ExitOK {
 		t.Fatalf("exit %d: %s\n%s", r.code, r.errOut, r.out)
 	}
@@ -91,7 +92,7 @@ func TestRolloutStatusShowsTheDrain(t *testing.T) {
 		t.Errorf("row %v, want %v", got, want)
 	}
 
-	r = runFakeClients(t, fake.NewClientset(objs...), newRollouts(t, testRollout("pool-blue", rollingOut, always)), "rollout", "status", "pool-blue", "-o", "json")
+	r = runFakeClients(t, fake.NewClientset(objs...), newRollouts(testRollout("pool-blue", rollingOut, always)), "rollout", "status", "pool-blue", "-o", "json")
 	var doc RolloutStatus
 	if err := yaml.Unmarshal([]byte(r.out), &doc); err != nil || len(doc.Nodes) != 3 {
 		t.Fatalf("-o json: %v, %d nodes\n%s", err, len(doc.Nodes), r.out)
@@ -107,7 +108,7 @@ func TestRolloutStatusShowsTheDrain(t *testing.T) {
 }
 
 func TestRolloutStatusFailedExitsWith3(t *testing.T) {
-	r := runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), newRollouts(t, testRollout("pool-blue", failedRollout)), "rollout", "status", "pool-blue")
+	r := runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), newRollouts(testRollout("pool-blue", failedRollout)), "rollout", "status", "pool-blue")
 	if r.code != ExitRolloutFailed || !strings.Contains(r.errOut, "the rollout has failed: Node node-b: TrialFailed") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.errOut)
 	}
@@ -118,7 +119,7 @@ func TestRolloutStatusFailedExitsWith3(t *testing.T) {
 
 func TestRolloutStatusStructured(t *testing.T) {
 	for _, format := range []string{"json", "yaml"} {
-		r := runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), newRollouts(t, testRollout("pool-blue", rollingOut)), "rollout", "status", "pool-blue", "-o", format)
+		r := runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), newRollouts(testRollout("pool-blue", rollingOut)), "rollout", "status", "pool-blue", "-o", format)
 		if r.code != ExitOK {
 			t.Fatalf("-o %s: exit %d: %s", format, r.code, r.errOut)
 		}
@@ -151,9 +152,9 @@ func TestRolloutStatusStructured(t *testing.T) {
 
 // sequence makes every get of the rollout answer the next of states,
 // then the last one for ever.
-func sequence(client *fakeRollouts, states ...*v1alpha1.KubeletConfigRollout) *atomic.Int32 {
+func sequence(client *nodeguardfake.Clientset, states ...*v1alpha1.KubeletConfigRollout) *atomic.Int32 {
 	var gets atomic.Int32
-	client.PrependReactor("get", rolloutsResource.Resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+	client.PrependReactor("get", "kubeletconfigrollouts", func(k8stesting.Action) (bool, runtime.Object, error) {
 		i := min(int(gets.Add(1))-1, len(states)-1)
 		return true, states[i].DeepCopy(), nil
 	})
@@ -163,9 +164,9 @@ func sequence(client *fakeRollouts, states ...*v1alpha1.KubeletConfigRollout) *a
 func TestRolloutStatusWatch(t *testing.T) {
 	stale := testRollout("pool-blue", completeRollout)
 	stale.Generation = 3 // the controller has not seen the latest spec
-	dyn := newRollouts(t, testRollout("pool-blue", rollingOut))
-	sequence(dyn, stale, testRollout("pool-blue", rollingOut), testRollout("pool-blue", rollingOut), testRollout("pool-blue", completeRollout))
-	r := runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), dyn, "rollout", "status", "pool-blue", "-w")
+	rollouts := newRollouts(testRollout("pool-blue", rollingOut))
+	sequence(rollouts, stale, testRollout("pool-blue", rollingOut), testRollout("pool-blue", rollingOut), testRollout("pool-blue", completeRollout))
+	r := runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), rollouts, "rollout", "status", "pool-blue", "-w")
 	if r.code != ExitOK {
 		t.Fatalf("exit %d: %s\n%s", r.code, r.errOut, r.out)
 	}
@@ -182,9 +183,9 @@ func TestRolloutStatusWatch(t *testing.T) {
 
 	// Failed ends the watch too, with exit code 3; -o keeps the progress
 	// off standard output.
-	dyn = newRollouts(t, testRollout("pool-blue", rollingOut))
-	sequence(dyn, testRollout("pool-blue", rollingOut), testRollout("pool-blue", failedRollout))
-	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), dyn, "rollout", "status", "pool-blue", "--watch", "-o", "json")
+	rollouts = newRollouts(testRollout("pool-blue", rollingOut))
+	sequence(rollouts, testRollout("pool-blue", rollingOut), testRollout("pool-blue", failedRollout))
+	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), rollouts, "rollout", "status", "pool-blue", "--watch", "-o", "json")
 	if r.code != ExitRolloutFailed || !strings.Contains(r.errOut, "Waiting for rollout") || !strings.HasPrefix(r.out, "{") {
 		t.Errorf("failed: exit %d, stdout %q, stderr %q", r.code, r.out, r.errOut)
 	}
@@ -196,16 +197,16 @@ func TestRolloutStatusWatch(t *testing.T) {
 		setConditions(r, "False/ProgressDeadlineExceeded/no Node was assigned or became updated for 10m0s; waiting on node-b", "False/ProgressDeadlineExceeded/1 of 3",
 			"False/NoFailure/no Node has failed", "False/NotPaused/spec.paused is false")
 	}
-	dyn = newRollouts(t, testRollout("pool-blue", rollingOut))
-	sequence(dyn, testRollout("pool-blue", rollingOut), testRollout("pool-blue", stalled))
-	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), dyn, "rollout", "status", "pool-blue", "-w")
+	rollouts = newRollouts(testRollout("pool-blue", rollingOut))
+	sequence(rollouts, testRollout("pool-blue", rollingOut), testRollout("pool-blue", stalled))
+	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), rollouts, "rollout", "status", "pool-blue", "-w")
 	if r.code != ExitError || !strings.Contains(r.errOut, "exceeded its progress deadline") || !strings.Contains(r.errOut, "waiting on node-b") {
 		t.Errorf("stalled: exit %d, stderr %q", r.code, r.errOut)
 	}
 
 	// --timeout gives up with exit 1.
-	dyn = newRollouts(t, testRollout("pool-blue", rollingOut))
-	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), dyn, "rollout", "status", "pool-blue", "-w", "--timeout=30ms")
+	rollouts = newRollouts(testRollout("pool-blue", rollingOut))
+	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)...), rollouts, "rollout", "status", "pool-blue", "-w", "--timeout=30ms")
 	if r.code != ExitError || !strings.Contains(r.errOut, "timed out after 30ms") {
 		t.Errorf("timeout: exit %d, stderr %q", r.code, r.errOut)
 	}
@@ -213,7 +214,7 @@ func TestRolloutStatusWatch(t *testing.T) {
 
 func TestRolloutStatusErrors(t *testing.T) {
 	kube := fake.NewClientset(rolloutNodes(t)...)
-	r := runFakeClients(t, kube, newRollouts(t), "rollout", "status", "nope")
+	r := runFakeClients(t, kube, newRollouts(), "rollout", "status", "nope")
 	if r.code != ExitError || !strings.Contains(r.errOut, `KubeletConfigRollout "nope" not found`) {
 		t.Errorf("missing rollout: exit %d, stderr %q", r.code, r.errOut)
 	}
@@ -224,7 +225,7 @@ func TestRolloutStatusErrors(t *testing.T) {
 		{"rollout", "status", "pool-blue", "--timeout=-1s"},
 		{"rollout", "frobnicate"},
 	} {
-		r := runFakeClients(t, kube, newRollouts(t, testRollout("pool-blue")), args...)
+		r := runFakeClients(t, kube, newRollouts(testRollout("pool-blue")), args...)
 		if r.code != ExitError || !strings.Contains(r.errOut, "--help' for usage") {
 			t.Errorf("%v: exit %d, stderr %q; want a usage error", args, r.code, r.errOut)
 		}
@@ -234,14 +235,14 @@ func TestRolloutStatusErrors(t *testing.T) {
 	plain := testTarget()
 	plain.Labels = nil
 	objs := append(rolloutNodes(t)[:4], plain)
-	r = runFakeClients(t, fake.NewClientset(objs...), newRollouts(t, testRollout("pool-blue", rollingOut)), "rollout", "status", "pool-blue", "-o", "json")
+	r = runFakeClients(t, fake.NewClientset(objs...), newRollouts(testRollout("pool-blue", rollingOut)), "rollout", "status", "pool-blue", "-o", "json")
 	if r.code != ExitOK || !strings.Contains(r.out, `"target": null`) || strings.Contains(r.out, `"state": "Updated"`) {
 		t.Errorf("a target that is not eligible: exit %d:\n%s%s", r.code, r.out, r.errOut)
 	}
 
 	// No status yet, and a ConfigMap that does not exist: the Nodes are
 	// still judged, against nothing.
-	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)[:3]...), newRollouts(t, testRollout("pool-blue")), "rollout", "status", "pool-blue")
+	r = runFakeClients(t, fake.NewClientset(rolloutNodes(t)[:3]...), newRollouts(testRollout("pool-blue")), "rollout", "status", "pool-blue")
 	if r.code != ExitOK || !strings.Contains(r.out, "is the rollout controller running?") || !strings.Contains(r.out, "(not rolled out yet)") {
 		t.Errorf("no status: exit %d:\n%s%s", r.code, r.out, r.errOut)
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
+	nodeguardclient "github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned/typed/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
@@ -110,11 +111,11 @@ func runRolloutUndo(cmd *cobra.Command, e *env, o *rolloutUndoOptions, name stri
 	if err != nil {
 		return err
 	}
-	dyn, err := e.rollouts()
+	rollouts, err := e.rollouts()
 	if err != nil {
 		return err
 	}
-	r, err := getRollout(ctx, dyn, name)
+	r, err := getRollout(ctx, rollouts, name)
 	if err != nil {
 		return err
 	}
@@ -125,7 +126,7 @@ func runRolloutUndo(cmd *cobra.Command, e *env, o *rolloutUndoOptions, name stri
 	case o.dryRun == dryRunClient:
 		fmt.Fprintf(out, "%s/%s: would be paused\n", rolloutKind, name)
 	default:
-		paused, err := patchPaused(ctx, dyn, name, true, o.dryRun == dryRunServer)
+		paused, err := patchPaused(ctx, rollouts, name, true, o.dryRun == dryRunServer)
 		if err != nil {
 			return err
 		}
@@ -137,7 +138,7 @@ func runRolloutUndo(cmd *cobra.Command, e *env, o *rolloutUndoOptions, name stri
 		}
 	}
 	if o.dryRun == dryRunNone && o.timeout > 0 {
-		if r, err = waitPauseShown(ctx, e, dyn, r, o.timeout); err != nil {
+		if r, err = waitPauseShown(ctx, e, rollouts, r, o.timeout); err != nil {
 			return err
 		}
 	}
@@ -174,7 +175,7 @@ func runRolloutUndo(cmd *cobra.Command, e *env, o *rolloutUndoOptions, name stri
 // returns only once its status write and Node patches have all returned,
 // so once it shows the pause every assignment decided before the pause has
 // been written, and undo's list of Nodes sees it.
-func waitPauseShown(ctx context.Context, e *env, dyn rolloutAPI, r *v1alpha1.KubeletConfigRollout, timeout time.Duration) (*v1alpha1.KubeletConfigRollout, error) {
+func waitPauseShown(ctx context.Context, e *env, rollouts nodeguardclient.KubeletConfigRolloutInterface, r *v1alpha1.KubeletConfigRollout, timeout time.Duration) (*v1alpha1.KubeletConfigRollout, error) {
 	shown := func(r *v1alpha1.KubeletConfigRollout) bool {
 		return r.Status.ObservedGeneration >= r.Generation && meta.IsStatusConditionTrue(r.Status.Conditions, v1alpha1.ConditionPaused)
 	}
@@ -191,7 +192,7 @@ func waitPauseShown(ctx context.Context, e *env, dyn rolloutAPI, r *v1alpha1.Kub
 			return r, nil
 		case <-time.After(e.poll):
 		}
-		latest, err := getRollout(waitCtx, dyn, r.Name)
+		latest, err := getRollout(waitCtx, rollouts, r.Name)
 		switch {
 		case err == nil:
 			r = latest

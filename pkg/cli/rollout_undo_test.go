@@ -2,11 +2,11 @@ package cli
 
 import (
 	"encoding/json"
-	corev1 "k8s.io/api/core/v1"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -51,8 +51,8 @@ func nodePatch(t *testing.T, p k8stesting.PatchAction) map[string]any {
 
 func TestRolloutUndo(t *testing.T) {
 	kube := fake.NewClientset(undoNodes(t)...)
-	dyn := newRollouts(t, testRollout("pool-blue", rollingOut))
-	r := runFakeClients(t, kube, dyn, "rollout", "undo", "pool-blue", "--timeout=20ms")
+	rollouts := newRollouts(testRollout("pool-blue", rollingOut))
+	r := runFakeClients(t, kube, rollouts, "rollout", "undo", "pool-blue", "--timeout=20ms")
 	if r.code != ExitOK {
 		t.Fatalf("exit %d: %s\n%s", r.code, r.errOut, r.out)
 	}
@@ -71,7 +71,7 @@ kubeletconfigrollout.nodeguard.dev/pool-blue stays paused: resuming it rolls kub
 	if !strings.Contains(r.errOut, "has not shown the pause in the status within 20ms") {
 		t.Errorf("stderr %q", r.errOut)
 	}
-	if !pausedOf(t, dyn, "pool-blue") {
+	if !pausedOf(t, rollouts, "pool-blue") {
 		t.Error("the rollout is not paused")
 	}
 	patched := map[string]map[string]any{}
@@ -100,7 +100,7 @@ kubeletconfigrollout.nodeguard.dev/pool-blue stays paused: resuming it rolls kub
 
 	// Again: nothing left to undo, nothing written.
 	before := len(patches(kube))
-	r = runFakeClients(t, kube, dyn, "rollout", "undo", "pool-blue", "--timeout=0")
+	r = runFakeClients(t, kube, rollouts, "rollout", "undo", "pool-blue", "--timeout=0")
 	if r.code != ExitOK || !strings.Contains(r.out, "already paused") || !strings.Contains(r.out, "left as it is") || len(patches(kube)) != before {
 		t.Errorf("undo again: exit %d, %d new patches:\n%s", r.code, len(patches(kube))-before, r.out)
 	}
@@ -108,11 +108,11 @@ kubeletconfigrollout.nodeguard.dev/pool-blue stays paused: resuming it rolls kub
 
 func TestRolloutUndoWaitsForTheController(t *testing.T) {
 	kube := fake.NewClientset(undoNodes(t)...)
-	dyn := newRollouts(t, testRollout("pool-blue", rollingOut))
+	rollouts := newRollouts(testRollout("pool-blue", rollingOut))
 	// The controller shows the pause on the third read after the patch.
-	gets := sequence(dyn, testRollout("pool-blue", rollingOut), testRollout("pool-blue", rollingOut, pausedSpec),
+	gets := sequence(rollouts, testRollout("pool-blue", rollingOut), testRollout("pool-blue", rollingOut, pausedSpec),
 		testRollout("pool-blue", rollingOut, pausedSpec), testRollout("pool-blue", acknowledged))
-	r := runFakeClients(t, kube, dyn, "rollout", "undo", "pool-blue")
+	r := runFakeClients(t, kube, rollouts, "rollout", "undo", "pool-blue")
 	if r.code != ExitOK || r.errOut != "" || gets.Load() != 4 {
 		t.Fatalf("exit %d after %d reads, stderr %q", r.code, gets.Load(), r.errOut)
 	}
@@ -128,9 +128,9 @@ func TestRolloutUndoWaitsForTheController(t *testing.T) {
 func TestRolloutUndoDryRun(t *testing.T) {
 	for _, mode := range []string{"--dry-run", "--dry-run=server"} {
 		kube := fake.NewClientset(undoNodes(t)...)
-		dyn := newRollouts(t, testRollout("pool-blue", rollingOut))
-		r := runFakeClients(t, kube, dyn, "rollout", "undo", "pool-blue", mode)
-		if r.code != ExitOK || (mode == "--dry-run" && pausedOf(t, dyn, "pool-blue")) {
+		rollouts := newRollouts(testRollout("pool-blue", rollingOut))
+		r := runFakeClients(t, kube, rollouts, "rollout", "undo", "pool-blue", mode)
+		if r.code != ExitOK || (mode == "--dry-run" && pausedOf(t, rollouts, "pool-blue")) {
 			t.Fatalf("%s: exit %d: %s\n%s", mode, r.code, r.errOut, r.out)
 		}
 		if mode == "--dry-run" {
@@ -139,7 +139,7 @@ func TestRolloutUndoDryRun(t *testing.T) {
 					t.Errorf("%s: output lacks %q:\n%s", mode, want, r.out)
 				}
 			}
-			if len(patches(kube))+len(rolloutPatches(dyn)) != 0 {
+			if len(patches(kube))+len(rolloutPatches(rollouts)) != 0 {
 				t.Errorf("%s sent patches", mode)
 			}
 			continue
@@ -151,7 +151,7 @@ func TestRolloutUndoDryRun(t *testing.T) {
 				t.Errorf("%s: output lacks %q:\n%s", mode, want, r.out)
 			}
 		}
-		for _, p := range append(patches(kube), rolloutPatches(dyn)...) {
+		for _, p := range append(patches(kube), rolloutPatches(rollouts)...) {
 			if impl, ok := p.(k8stesting.PatchActionImpl); !ok || len(impl.PatchOptions.DryRun) != 1 || impl.PatchOptions.DryRun[0] != metav1.DryRunAll {
 				t.Errorf("%s: a patch of %s without dryRun=All", mode, p.GetName())
 			}
@@ -196,8 +196,8 @@ func TestRolloutUndoRetriesOnConflict(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	dyn := newRollouts(t, testRollout("pool-blue", acknowledged))
-	r := runFakeClients(t, kube, dyn, "rollout", "undo", "pool-blue")
+	rollouts := newRollouts(testRollout("pool-blue", acknowledged))
+	r := runFakeClients(t, kube, rollouts, "rollout", "undo", "pool-blue")
 	if r.code != ExitRefused {
 		t.Fatalf("exit %d: %s\n%s", r.code, r.errOut, r.out)
 	}

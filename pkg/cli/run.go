@@ -11,6 +11,9 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned"
+	nodeguardclient "github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned/typed/nodeguard/v1alpha1"
 )
 
 // Exit codes. A script can tell "the cluster said no" (ExitRefused) from
@@ -55,9 +58,9 @@ const fieldManager = "kubectl-nodeguard"
 type env struct {
 	streams genericiooptions.IOStreams
 	client  func() (kubernetes.Interface, error)
-	// rollouts reads and patches KubeletConfigRollouts, which the
-	// clientset does not know.
-	rollouts func() (rolloutAPI, error)
+	// rollouts reads and patches KubeletConfigRollouts, with the
+	// generated clientset of nodeguard.dev (pkg/generated).
+	rollouts func() (nodeguardclient.KubeletConfigRolloutInterface, error)
 	// namespace returns the namespace of -n or of the kubeconfig context,
 	// and whether -n set it.
 	namespace func() (namespace string, explicit bool, err error)
@@ -96,12 +99,16 @@ func Run(ctx context.Context, args []string, streams genericiooptions.IOStreams)
 			}
 			return client, nil
 		},
-		rollouts: func() (rolloutAPI, error) {
+		rollouts: func() (nodeguardclient.KubeletConfigRolloutInterface, error) {
 			cfg, err := restConfig()
 			if err != nil {
 				return nil, err
 			}
-			return newRolloutClient(cfg)
+			client, err := versioned.NewForConfig(cfg)
+			if err != nil {
+				return nil, fmt.Errorf("building the KubeletConfigRollout client: %w", err)
+			}
+			return client.NodeguardV1alpha1().KubeletConfigRollouts(), nil
 		},
 		namespace: func() (string, bool, error) {
 			return configFlags.ToRawKubeConfigLoader().Namespace()

@@ -88,3 +88,9 @@ func TestAssignmentOf(t *testing.T) {
 		})
 	}
 }
+
+func TestRuleRefusal(t *testing.T) {
+	if got, want := RuleFeatureGates.Refusal("cannot assign a/b to node \"n\""), `nodeguard rule 5 (feature-gates): cannot assign a/b to node "n"`; got != want {
+		t.Errorf("Refusal = %q, want %q", got, want)
+	}
+}

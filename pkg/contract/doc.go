@@ -4,9 +4,11 @@
 // and its reasons, the reasons of the Events the agent posts on its Node,
 // the rules that tell a node's identity from a request's user, which Node
 // labels a node may write itself (rule 2: NodeMayWriteLabel, which both the
-// webhook and the rollout selector check read), and the status cause that
+// webhook and the rollout selector check read), the status cause that
 // marks a refusal concerning a Node's own reported state
-// (IsNodeStateRefusal).
+// (IsNodeStateRefusal), the wording of a refusal (Rule.Refusal), and the
+// places a pod names a ConfigMap (VisitPodConfigMaps: what the graph counts,
+// the pod rules refuse and `kubectl nodeguard explain` shows).
 //
 // Everything that reads or writes those names (the webhook, the agent, the
 // kubectl plugin, the rollout controller) goes through this package, so a

@@ -8,6 +8,12 @@ package contract
 // same names, so that a refusal reads the same from either.
 type Rule string
 
+// Refusal words a refusal under the rule as the webhook's answer does and
+// `kubectl nodeguard` repeats it: "nodeguard <rule>: <message>".
+func (r Rule) Refusal(message string) string {
+	return "nodeguard " + string(r) + ": " + message
+}
+
 // The numbered admission rules.
 const (
 	RuleOwnNode           Rule = "rule 1 (own-node)"

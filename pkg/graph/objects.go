@@ -46,53 +46,21 @@ func assignedConfigMap(info *NodeInfo) *objectKey {
 }
 
 // podConfigMaps lists, sorted and without repeats, the ConfigMaps a pod
-// references: volumes, projected volumes, and env and envFrom in every kind
-// of container.
+// references (contract.VisitPodConfigMaps: volumes, projected volumes, and
+// env and envFrom in every kind of container).
 func podConfigMaps(pod *corev1.Pod) []objectKey {
 	var names []string
-	for i := range pod.Spec.Volumes {
-		v := &pod.Spec.Volumes[i]
-		if v.ConfigMap != nil {
-			names = append(names, v.ConfigMap.Name)
+	contract.VisitPodConfigMaps(pod, func(use contract.PodConfigMapUse) bool {
+		if use.Name != "" {
+			names = append(names, use.Name)
 		}
-		if v.Projected != nil {
-			for _, src := range v.Projected.Sources {
-				if src.ConfigMap != nil {
-					names = append(names, src.ConfigMap.Name)
-				}
-			}
-		}
-	}
-	visit := func(env []corev1.EnvVar, envFrom []corev1.EnvFromSource) {
-		for _, e := range env {
-			if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
-				names = append(names, e.ValueFrom.ConfigMapKeyRef.Name)
-			}
-		}
-		for _, e := range envFrom {
-			if e.ConfigMapRef != nil {
-				names = append(names, e.ConfigMapRef.Name)
-			}
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		visit(pod.Spec.InitContainers[i].Env, pod.Spec.InitContainers[i].EnvFrom)
-	}
-	for i := range pod.Spec.Containers {
-		visit(pod.Spec.Containers[i].Env, pod.Spec.Containers[i].EnvFrom)
-	}
-	for i := range pod.Spec.EphemeralContainers {
-		c := &pod.Spec.EphemeralContainers[i].EphemeralContainerCommon
-		visit(c.Env, c.EnvFrom)
-	}
+		return true
+	})
 	if len(names) == 0 {
 		return nil
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
-	if names[0] == "" {
-		names = names[1:]
-	}
 	keys := make([]objectKey, len(names))
 	for i, n := range names {
 		keys[i] = objectKey{namespace: pod.Namespace, name: n}

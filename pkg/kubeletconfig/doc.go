@@ -72,6 +72,17 @@
 // TestFeatureGateTableIsCurrent fails when the committed file differs from
 // what the generator writes.
 //
+// # Assignments
+//
+// JudgeAssignment is rules 5 and 6 as they judge assigning one decoded
+// configuration (a Candidate) to one node, given the kubelet version the
+// node reports: refused or not, under which rule, whether the refusal
+// concerns the node's own state, the message and the warnings. The
+// webhook's Node rules and `kubectl nodeguard assign` both call it; a node
+// that reports no parseable version is judged by CheckEveryKnownKubelet
+// (KnownKubelets names that range in messages). How far a node's report is
+// trusted for ConfigMaps it shares with other nodes stays the webhook's.
+//
 // # Changes
 //
 // Diff lists the top-level fields that differ between two configurations, so

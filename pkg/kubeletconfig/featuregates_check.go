@@ -164,16 +164,3 @@ var gatedFields = []gatedField{
 
 // defaultCPUCFSQuotaPeriod is the kubelet's default, which needs no gate.
 const defaultCPUCFSQuotaPeriod = 100 * time.Millisecond
-
-// CheckAssignment judges assigning cfg to a node that reports
-// reportedVersion (status.nodeInfo.kubeletVersion): the feature-gate errors,
-// or an error when the version is missing or unparseable, in which case
-// nothing could be checked. The admission webhook and the kubectl plugin
-// both judge assignments with it.
-func CheckAssignment(cfg *kubeletconfigv1beta1.KubeletConfiguration, reportedVersion string) (field.ErrorList, error) {
-	v, err := version.ParseGeneric(reportedVersion)
-	if err != nil {
-		return nil, fmt.Errorf("kubelet version %q: %w", reportedVersion, err)
-	}
-	return CheckFeatureGates(cfg, v), nil
-}

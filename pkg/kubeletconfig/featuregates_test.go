@@ -230,19 +230,3 @@ func TestCheckFeatureGatesOnGeneratedData(t *testing.T) {
 		}
 	}
 }
-
-func TestCheckAssignment(t *testing.T) {
-	cfg := &kubeletconfigv1beta1.KubeletConfiguration{FeatureGates: map[string]bool{"APIServerWebhookAuthenticationToken": true}}
-	if _, err := CheckAssignment(cfg, ""); err == nil {
-		t.Fatal("an empty kubelet version was checked")
-	}
-	if _, err := CheckAssignment(cfg, "latest"); err == nil {
-		t.Fatal("an unparseable kubelet version was checked")
-	}
-	if errs, err := CheckAssignment(cfg, "v1.35.1"); err != nil || len(errs) == 0 {
-		t.Fatalf("a gate unknown at 1.35 passed: %v %v", errs, err)
-	}
-	if errs, err := CheckAssignment(cfg, "v1.37.2"); err != nil || len(errs) != 0 {
-		t.Fatalf("a gate known at 1.37 refused: %v %v", errs, err)
-	}
-}

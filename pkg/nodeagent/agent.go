@@ -18,16 +18,15 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/bootclock"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/controller"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/drain"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/httpserver"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/metrics"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/reconciler"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/source"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/statelock"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/validation"
 )
 
 // queueKey is the work queue's only key: every reason to look again adds it.
@@ -42,10 +41,10 @@ const maxPendingEvents = 32
 
 // agent is one running agent.
 type agent struct {
-	cfg     Config
-	ctrl    *controller.Controller
-	metrics *metrics.Metrics
-	queue   workqueue.TypedRateLimitingInterface[string]
+	cfg        Config
+	reconciler *reconciler.Reconciler
+	metrics    *metrics.Metrics
+	queue      workqueue.TypedRateLimitingInterface[string]
 
 	// online is set once the watches and the reporter exist.
 	online atomic.Pointer[onlineParts]
@@ -57,7 +56,7 @@ type agent struct {
 	pendingEvents []status.Event
 	// allowances tells the validator the assigned ConfigMap's
 	// allowance of dangerous fields, from each pass's observation.
-	allowances *validation.Allowances
+	allowances *reconciler.Allowances
 
 	// scheme is core/v1's, for the client and the event recorder alike.
 	scheme *runtime.Scheme
@@ -130,26 +129,26 @@ func run(ctx context.Context, cfg Config, newClient func(context.Context) (kubec
 	if err != nil {
 		return err
 	}
-	allowances := &validation.Allowances{}
-	var stateFiles controller.StateFileRemover
+	allowances := &reconciler.Allowances{}
+	var stateFiles reconciler.StateFileRemover
 	if cfg.KubeletRootDir != "" {
 		stateFiles = kubelet.StateFiles{RootDir: cfg.KubeletRootDir}
 	}
-	ctrl, err := controller.New(controller.Config{
-		Policy:          cfg.Trial,
+	rec, err := reconciler.New(reconciler.Config{
+		Trial:           cfg.Trial,
 		ProbePeriod:     cfg.ProbePeriod,
 		KubeletVersion:  cfg.KubeletVersion,
 		DrainMode:       cfg.Drain,
 		DrainTimeout:    cfg.DrainTimeout,
 		DrainPollPeriod: cfg.DrainPollPeriod,
-	}, controller.Deps{
+	}, reconciler.Deps{
 		Store:      store,
 		Clock:      clock,
 		Renderer:   cfg.Renderer,
 		File:       kubeletFile,
 		Restarter:  cfg.Restarter,
 		Prober:     kubelet.NewProber(cfg.HealthzURL, cfg.ProbeTimeout),
-		Validator:  validation.Validator{Rules: cfg.Hardening, LocalFields: cfg.Renderer.LocalFields, Allowances: allowances},
+		Validator:  reconciler.Validator{Rules: cfg.Hardening, LocalFields: cfg.Renderer.LocalFields, Allowances: allowances},
 		StateFiles: stateFiles,
 		Metrics:    m,
 	})
@@ -161,10 +160,10 @@ func run(ctx context.Context, cfg Config, newClient func(context.Context) (kubec
 		return err
 	}
 	a := &agent{
-		cfg:     cfg,
-		ctrl:    ctrl,
-		metrics: m,
-		scheme:  scheme,
+		cfg:        cfg,
+		reconciler: rec,
+		metrics:    m,
+		scheme:     scheme,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeguard-agent"}),
@@ -298,7 +297,7 @@ func (a *agent) work(ctx context.Context) {
 func (a *agent) pass(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	parts := a.online.Load()
-	var obs controller.Observation
+	var obs reconciler.Observation
 	if parts != nil {
 		obs = parts.source.Observe(ctx)
 		a.allowances.Seen(obs.ConfigMap, obs.Assignment)
@@ -307,7 +306,7 @@ func (a *agent) pass(ctx context.Context) {
 	// A pass that has begun is finished even on shutdown: killing a restart
 	// command halfway helps nobody. Every step is bounded by its own
 	// timeout.
-	result, err := a.ctrl.Sync(context.WithoutCancel(ctx), obs)
+	result, err := a.reconciler.Sync(context.WithoutCancel(ctx), obs)
 	a.metrics.ObserveSync(time.Since(start), err)
 	a.lastPass.Store(time.Now().UnixNano())
 

@@ -53,7 +53,7 @@ func testConfig(t *testing.T, healthzURL string) Config {
 		HealthzURL:        healthzURL,
 		ProbePeriod:       20 * time.Millisecond,
 		ProbeTimeout:      time.Second,
-		Trial:             trial.Policy{Period: 300 * time.Millisecond, Grace: 10 * time.Second, FailureThreshold: 3},
+		Trial:             trial.Terms{Period: 300 * time.Millisecond, Grace: 10 * time.Second, FailureThreshold: 3},
 		ResyncPeriod:      time.Minute,
 		DrainTimeout:      time.Minute,
 		DrainPollPeriod:   20 * time.Millisecond,

@@ -9,8 +9,8 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/reconciler"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/trial"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/validation"
 )
 
 // Config is everything the agent is told; cmd/agent fills it from flags.
@@ -45,7 +45,7 @@ type Config struct {
 	ProbePeriod  time.Duration
 	ProbeTimeout time.Duration
 	// Trial is how trials are judged.
-	Trial trial.Policy
+	Trial trial.Terms
 	// Drain (contract.DrainAuto, DrainAlways, DrainNever) is the default
 	// for Nodes without contract.DrainAnnotation; DrainTimeout bounds a
 	// drain and DrainPollPeriod paces it. KubeletRootDir holds the state
@@ -59,8 +59,8 @@ type Config struct {
 	KubeletVersion *version.Version
 	// Hardening are the webhook's forbidden fields and runtime sockets,
 	// which every configuration is held to before anything is written
-	// (pkg/nodeagent/validation).
-	Hardening validation.Rules
+	// (reconciler.Validator).
+	Hardening reconciler.Rules
 
 	// ListenAddress serves /healthz and /metrics; empty disables.
 	ListenAddress string

@@ -4,9 +4,10 @@
 //
 //	kubeclient   the kubelet's kubeconfig and certificate, waited for and reloaded
 //	source       named watches on the Node and on its assigned ConfigMap
-//	controller   the state machine: checkpoint, validate, apply, trial, roll back
+//	reconciler   the state machine: checkpoint, validate (pkg/kubeletconfig's
+//	             checks, the same as admission's), apply, trial, roll back
 //	checkpoint   the crash-safe state directory
-//	validation   pkg/kubeletconfig's checks, the same as admission's
+//	durable      atomic, fsynced writes and removals of files
 //	kubelet      the config file, node-local fields, restart command, /healthz probe
 //	trial        the trial's verdict from health probes
 //	bootclock    time since boot and the boot ID
@@ -14,7 +15,7 @@
 //	metrics      Prometheus metrics
 //	httpserver   the agent's own /healthz, /readyz and /metrics
 //
-// One worker runs the controller, fed by a client-go work queue with a
+// One worker runs the reconciler, fed by a client-go work queue with a
 // single key: every watch event, every retry and every trial probe adds
 // that key, so bursts coalesce into one pass over the latest state, and no
 // two passes ever run at once. The worker starts before the apiserver is

@@ -19,6 +19,7 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/graph"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 	"github.com/nodeguard/nodeguard/pkg/policy"
+	"github.com/nodeguard/nodeguard/pkg/server"
 )
 
 // The benchmarks compare what the shipped policies cost with the in-process
@@ -260,7 +261,7 @@ func BenchmarkAuthz(b *testing.B) {
 		}
 	})
 	b.Run("node-configmap/baseline-review", func(b *testing.B) {
-		review := authz.ReviewFunc(a, nil)
+		review := server.Authorize(a, nil)
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := review(context.Background(), body); err != nil {
@@ -281,7 +282,7 @@ func BenchmarkAuthz(b *testing.B) {
 		Spec:     lease,
 	})
 	b.Run("node-lease/baseline-review", func(b *testing.B) {
-		review := authz.ReviewFunc(a, nil)
+		review := server.Authorize(a, nil)
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := review(context.Background(), leaseBody); err != nil {

@@ -13,16 +13,14 @@
 //	in := &policy.AdmissionInput{Request: review.Request, KubeletConfig: cfg, OldKubeletConfig: oldCfg}
 //	in.Node, in.KubeletVersion, in.NodeLabels = policy.NodeOf(user, groups, g)
 //	res, err := engine.EvalAdmission(ctx, in)
-//	res = policy.AdmissionFailurePolicy.Admission(res, err)
-//	// refuse when res.Denied() with res.Deny[i].String(); res.Warn are warnings
 //
-//	in := &policy.AuthzInput{Spec: &sar.Spec}
-//	in.Node, in.KubeletVersion, in.NodeLabels = policy.NodeOf(sar.Spec.User, sar.Spec.Groups, g)
-//	az, err := engine.EvalAuthz(ctx, in)
-//	az = policy.AuthzFailurePolicy.Authz(az, err)
-//	// built-in Deny or az.Denied() -> Deny; else built-in Allow -> Allow;
-//	// az.Allowed() may turn no opinion into Allow only where the caller
-//	// scopes it (pkg/authz: a node's named ConfigMap read, after sync).
+// The webhook's reviews (pkg/server) do not call the engine themselves:
+// AdmissionPolicies and AuthzPolicies (verdict.go) evaluate for one review,
+// apply the failure policy and return a verdict (denied or not, the rule
+// or reason, warnings, the evaluation error), which the review turns into
+// its answer. An authorization policy's allow counts only where the review
+// scopes it (a node's named ConfigMap read the built-in rules found no
+// path for, after sync).
 //
 // Queries: data.nodeguard.admission.deny and .warn (sets of messages), and
 // data.nodeguard.authz.deny (a set) and .allow (a boolean). A missing
@@ -39,8 +37,8 @@
 //
 // Evaluation: each call is bounded by Options.Timeout and the caller's
 // deadline. An error (timeout, conflict, malformed result, no set yet) is an
-// *EvalError, which the caller maps through a FailurePolicy: admission
-// fails closed, authorization has no opinion.
+// *EvalError, which a FailurePolicy maps: admission fails closed,
+// authorization has no opinion.
 //
 // Inputs: the review as encoding/json writes it (the form the apiserver
 // sends), plus what the graph knows of the requesting node, read back the
@@ -56,6 +54,6 @@
 //
 // Files: engine.go (loading, readiness), load.go (reading, checks),
 // eval.go (queries, results, failure policies), input.go (input
-// documents), builtins.go, confignamespaces.go, capabilities.go,
-// metrics.go.
+// documents), verdict.go (what the reviews ask of the policies),
+// builtins.go, confignamespaces.go, capabilities.go, metrics.go.
 package policy

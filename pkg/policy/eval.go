@@ -41,16 +41,6 @@ type Violation struct {
 // ScopeNode is the "scope" of a node-scoped violation.
 const ScopeNode = "node"
 
-// String renders the violation for a review's message: "policy <rule>:
-// <msg>", or "policy <package>: <msg>" when the policy named no rule.
-func (v Violation) String() string {
-	name := v.Rule
-	if name == "" {
-		name = v.Package
-	}
-	return "policy " + name + ": " + v.Message
-}
-
 // AdmissionResult is what the admission policies said. Both lists are
 // sorted by rule, then message.
 type AdmissionResult struct {
@@ -273,30 +263,4 @@ func (p FailurePolicy) String() string {
 	default:
 		return fmt.Sprintf("FailurePolicy(%d)", int(p))
 	}
-}
-
-// Admission returns r when err is nil, and otherwise the result p calls for:
-// a denial naming the error (FailClosed), or no denial and a warning naming
-// it (NoOpinion).
-func (p FailurePolicy) Admission(r AdmissionResult, err error) AdmissionResult {
-	if err == nil {
-		return r
-	}
-	v := Violation{Package: PackageAdmission, Message: err.Error()}
-	if p == NoOpinion {
-		return AdmissionResult{Warn: []Violation{v}}
-	}
-	return AdmissionResult{Deny: []Violation{v}}
-}
-
-// Authz returns r when err is nil, and otherwise the result p calls for: a
-// denial naming the error (FailClosed), or nothing at all (NoOpinion).
-func (p FailurePolicy) Authz(r AuthzResult, err error) AuthzResult {
-	if err == nil {
-		return r
-	}
-	if p == NoOpinion {
-		return AuthzResult{}
-	}
-	return AuthzResult{Deny: []Violation{{Package: PackageAuthz, Message: err.Error()}}}
 }

@@ -19,11 +19,13 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/authz"
 	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/policy"
+	"github.com/nodeguard/nodeguard/pkg/server"
 )
 
 // BenchmarkPolicyOverhead measures what the shipped policies add to the
 // in-process decision time of each endpoint, the target being at
-// most 50%: each iteration hands one review to the endpoint's ReviewFunc
+// most 50%: each iteration hands one review to the endpoint's review (server.Authorize,
+// server.Validate)
 // (decoding, built-in rules, encoding: what cmd/webhook runs per request)
 // without policies and then with them, as cmd/webhook wires them, and
 // times both. Interleaving the two, request by request, cancels the drift
@@ -36,8 +38,8 @@ func BenchmarkPolicyOverhead(b *testing.B) {
 	g := benchGraph()
 	engine := benchEngine(b, g)
 	authorizer := authz.New(g, nil)
-	authzWithout := authz.ReviewFunc(authorizer, nil)
-	authzWith := authz.ReviewFunc(authorizer, nil, authz.WithPolicies(&authz.Policies{Engine: engine, Graph: g, FailurePolicy: policy.AuthzFailurePolicy}))
+	authzWithout := server.Authorize(authorizer, nil)
+	authzWith := server.Authorize(authorizer, &policy.AuthzPolicies{Engine: engine, Graph: g, FailurePolicy: policy.AuthzFailurePolicy})
 
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	cmReq, cm := configMapUpdate(b)
@@ -46,8 +48,8 @@ func BenchmarkPolicyOverhead(b *testing.B) {
 	}
 	settings := config.Default()
 	admitter := admission.New(func() *config.Settings { return settings }, corelisters.NewConfigMapLister(indexer), g)
-	admitWithout := admission.ReviewFunc(admitter, nil)
-	admitWith := admission.ReviewFunc(admitter, nil, admission.WithPolicies(&admission.Policies{Engine: engine, Graph: g, FailurePolicy: policy.AdmissionFailurePolicy}))
+	admitWithout := server.Validate(admitter, nil)
+	admitWith := server.Validate(admitter, &policy.AdmissionPolicies{Engine: engine, Graph: g, FailurePolicy: policy.AdmissionFailurePolicy})
 
 	nodeGroups := []string{"system:nodes", "system:authenticated"}
 	sar := func(attrs authorizationv1.ResourceAttributes) []byte {

@@ -36,7 +36,7 @@ func (c Change) MergePatch() ([]byte, error) {
 
 // assign points the Node at the target, records what it had before, and
 // tells its agent whether to drain it (drainAnnotation).
-func assign(rollout string, node *NodeObservation, target contract.ConfigMapRef, drain v1alpha1.DrainPolicy) Change {
+func assign(rollout string, node *NodeObservation, target contract.ConfigMapRef, drain v1alpha1.DrainMode) Change {
 	source := target.String()
 	return Change{
 		Node:            node.Name,
@@ -58,7 +58,7 @@ func assign(rollout string, node *NodeObservation, target contract.ConfigMapRef,
 // for spec.drain: nil (removed) for Auto, since an absent annotation is the
 // agent's own default and a mode an earlier rollout or assignment left on
 // the Node must not outlive it; the mode itself otherwise.
-func drainAnnotation(drain v1alpha1.DrainPolicy) *string {
+func drainAnnotation(drain v1alpha1.DrainMode) *string {
 	if drain == "" || drain == v1alpha1.DrainAuto {
 		return nil
 	}

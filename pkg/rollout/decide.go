@@ -104,10 +104,10 @@ type spec struct {
 	deadline       time.Duration
 	// drain is spec.drain, defaulted: what each assignment writes as
 	// nodeguard.dev/drain.
-	drain v1alpha1.DrainPolicy
+	drain v1alpha1.DrainMode
 }
 
-// errInvalidDrain is a spec.drain that is none of the DrainPolicy values.
+// errInvalidDrain is a spec.drain that is none of the DrainMode values.
 var errInvalidDrain = fmt.Errorf("want %s, %s or %s", v1alpha1.DrainAuto, v1alpha1.DrainAlways, v1alpha1.DrainNever)
 
 // effectiveSpec applies the defaults the apiserver would, for rollouts

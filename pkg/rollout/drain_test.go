@@ -13,7 +13,7 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
-func drainMode(mode v1alpha1.DrainPolicy) rolloutOpt {
+func drainMode(mode v1alpha1.DrainMode) rolloutOpt {
 	return func(r *v1alpha1.KubeletConfigRollout) { r.Spec.Drain = mode }
 }
 
@@ -106,7 +106,7 @@ func TestDrainingNodes(t *testing.T) {
 func TestAssignmentsCarryTheDrainMode(t *testing.T) {
 	stale := func(n *corev1.Node) { n.Annotations[contract.DrainAnnotation] = contract.DrainNever }
 	for _, tc := range []struct {
-		mode v1alpha1.DrainPolicy
+		mode v1alpha1.DrainMode
 		want *string // nil: removed
 	}{
 		{"", nil},

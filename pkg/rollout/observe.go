@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
@@ -111,4 +114,81 @@ func ObserveNode(node *corev1.Node, otherRollouts []string) (NodeObservation, er
 		}
 	}
 	return obs, errors.Join(errs...)
+}
+
+// ObserveSelected is Input.Nodes for the rollout named self: the Nodes
+// among nodes that selector (Selector's, of that rollout) picks, each
+// observed with the other rollouts that pick it too. nodes may be all
+// Nodes or already filtered by the selector; rollouts are all the
+// rollouts, self included or not. Anything that reads a rollout's Nodes
+// (the controller, kubectl nodeguard rollout status) assembles them this
+// way, so that all of them judge the same Nodes the same way.
+//
+// The error joins what could not be read on the Nodes (see ObserveNode);
+// every selected Node is observed all the same.
+func ObserveSelected(selector labels.Selector, self string, rollouts []*v1alpha1.KubeletConfigRollout, nodes []*corev1.Node) ([]NodeObservation, error) {
+	var out []NodeObservation
+	var errs []error
+	for _, node := range nodes {
+		set := labels.Set(node.Labels)
+		if !selector.Matches(set) {
+			continue
+		}
+		obs, err := ObserveNode(node, OtherRollouts(rollouts, self, set))
+		if err != nil {
+			errs = append(errs, err)
+		}
+		out = append(out, obs)
+	}
+	return out, errors.Join(errs...)
+}
+
+// Selector is the rollout's node selector. An empty selector is an error
+// rather than every Node: the CRD refuses it, and a rollout that got past
+// that (an apiserver without the CRD's validation rules, a unit test)
+// must not take the whole cluster.
+func Selector(r *v1alpha1.KubeletConfigRollout) (labels.Selector, error) {
+	s := &r.Spec.NodeSelector
+	if len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0 {
+		return nil, errors.New("spec.nodeSelector is empty")
+	}
+	selector, err := metav1.LabelSelectorAsSelector(s)
+	if err != nil {
+		return nil, fmt.Errorf("spec.nodeSelector: %w", err)
+	}
+	return selector, nil
+}
+
+// OtherRollouts names, sorted, the rollouts other than self whose
+// selectors pick a Node with these labels: what NodeObservation's
+// OtherRollouts wants. A rollout whose selector does not parse selects
+// nothing; its own status says why.
+func OtherRollouts(rollouts []*v1alpha1.KubeletConfigRollout, self string, nodeLabels labels.Set) []string {
+	var out []string
+	for _, r := range rollouts {
+		if r.Name == self {
+			continue
+		}
+		if selector, err := Selector(r); err == nil && selector.Matches(nodeLabels) {
+			out = append(out, r.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TargetOf is Input.Target and Input.TargetIneligible for the ConfigMap a
+// rollout's spec.configMapRef names, given as read (nil when it does not
+// exist): its version, or nil when it does not exist or is not eligible,
+// since a ConfigMap without the label nodeguard.dev/kubelet-config=true can
+// never be assigned and a rollout of it waits as for a missing one.
+// Metadata is all it needs, so a metadata-only informer's objects do.
+func TargetOf(cm metav1.Object) (target *contract.ObjectRef, ineligible bool) {
+	if cm == nil {
+		return nil, false
+	}
+	if !contract.IsEligible(cm.GetLabels()) {
+		return nil, true
+	}
+	return &contract.ObjectRef{Namespace: cm.GetNamespace(), Name: cm.GetName(), UID: string(cm.GetUID()), ResourceVersion: cm.GetResourceVersion()}, false
 }

@@ -8,6 +8,10 @@ import (
 
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/nodeguard/nodeguard/pkg/admission"
+	"github.com/nodeguard/nodeguard/pkg/authz"
 )
 
 // httpMetrics counts and times requests per endpoint. Endpoints are the
@@ -68,4 +72,68 @@ func (m *httpMetrics) instrument(endpoint string, next http.Handler) http.Handle
 		m.requests.WithLabelValues(endpoint, strconv.Itoa(status)).Inc()
 		duration.Observe(time.Since(start).Seconds())
 	})
+}
+
+// DecisionMetrics counts and times the reviews' decisions. A nil
+// *DecisionMetrics records nothing.
+type DecisionMetrics struct {
+	admissions        *prometheus.CounterVec
+	admissionDuration *prometheus.HistogramVec
+	authorizations    *prometheus.CounterVec
+}
+
+// NewDecisionMetrics creates the metrics and registers them with reg.
+func NewDecisionMetrics(reg prometheus.Registerer) (*DecisionMetrics, error) {
+	m := &DecisionMetrics{
+		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nodeguard", Subsystem: "admission", Name: "decisions_total",
+			Help: "AdmissionReviews answered, by resource, outcome (allowed, refused) and the rule that refused.",
+		}, []string{"resource", "outcome", "rule"}),
+		admissionDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "nodeguard", Subsystem: "admission", Name: "decision_duration_seconds",
+			Help:    "Time to decide one AdmissionReview, after decoding the review, by resource.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 10),
+		}, []string{"resource"}),
+		authorizations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nodeguard", Subsystem: "authorization", Name: "decisions_total",
+			Help: "SubjectAccessReviews answered, by decision (allow, deny, no-opinion).",
+		}, []string{"decision"}),
+	}
+	for _, c := range []prometheus.Collector{m.admissions, m.admissionDuration, m.authorizations} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering decision metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *DecisionMetrics) observeAdmission(req *admissionv1.AdmissionRequest, r admission.Result, took time.Duration) {
+	if m == nil {
+		return
+	}
+	// Constants, never the request's own string: a label value outlives
+	// the request, whose body (which that string views) is reused.
+	var resource string
+	switch req.Resource.Resource {
+	case "nodes":
+		resource = "nodes"
+	case "configmaps":
+		resource = "configmaps"
+	case "pods":
+		resource = "pods"
+	default:
+		resource = "other"
+	}
+	outcome := "allowed"
+	if !r.Allowed {
+		outcome = "refused"
+	}
+	m.admissions.WithLabelValues(resource, outcome, string(r.Rule)).Inc()
+	m.admissionDuration.WithLabelValues(resource).Observe(took.Seconds())
+}
+
+func (m *DecisionMetrics) observeAuthorization(d authz.Decision) {
+	if m != nil {
+		m.authorizations.WithLabelValues(d.String()).Inc()
+	}
 }

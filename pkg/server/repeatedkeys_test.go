@@ -37,8 +37,8 @@ func TestRepeatedKeysAreRefused(t *testing.T) {
 	configMaps := corelisters.NewConfigMapLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
 	settings := config.Default()
 	admitter := admission.New(func() *config.Settings { return settings }, configMaps, g)
-	validate := server.ReviewHandler("validate", 1<<20, admission.ReviewFunc(admitter, nil))
-	authorize := server.ReviewHandler("authorize", 1<<20, authz.ReviewFunc(authz.New(g, nil), nil))
+	validate := server.ReviewHandler("validate", 1<<20, server.Validate(admitter, nil))
+	authorize := server.ReviewHandler("authorize", 1<<20, server.Authorize(authz.New(g, nil), nil))
 
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"kubernetes.io/hostname": "n1"}},
@@ -94,7 +94,7 @@ func TestRepeatedKeysAreRefused(t *testing.T) {
 			if err := json.Unmarshal(answer, &got); err != nil {
 				t.Fatalf("answer %s is not a SubjectAccessReview: %v", answer, err)
 			}
-			return !got.Status.Allowed && got.Status.Denied && got.Status.Reason == authz.ReasonMalformed
+			return !got.Status.Allowed && got.Status.Denied && got.Status.Reason == server.ReasonMalformedSubjectAccessReview
 		}},
 	} {
 		t.Run(endpoint.name, func(t *testing.T) {

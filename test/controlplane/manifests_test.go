@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// The values users rely on (docs/reference.md, FACTS.md): changing one is a decision, not a typo.
+// The values users rely on (docs/reference.md): changing one is a decision, not a typo.
 func TestShippedAuthorizationConfig(t *testing.T) {
 	config, err := LoadAuthorizationConfig()
 	if err != nil {

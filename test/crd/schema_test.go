@@ -27,39 +27,33 @@ import (
 
 var rollouts = v1alpha1.SchemeGroupVersion.WithResource("kubeletconfigrollouts")
 
-// contractExample is the KubeletConfigRollout example of the project's
-// contract, word for word but for the comments. docs/reference.md ("Pool
-// rollouts") now shows every field and selects on nodeguard.dev/pool, as
-// admission's rollout selector rule requires; the CRD alone takes this
-// selector on a plain pool label as well.
-const contractExample = `
-apiVersion: nodeguard.dev/v1alpha1
-kind: KubeletConfigRollout
-metadata:
-  name: pool-blue
-spec:
-  nodeSelector:
-    matchLabels: {pool: blue}
-  configMapRef:
-    namespace: kubelet-configs
-    name: pool-blue-v3
-  canary: 1
-  maxUnavailable: 1
-  paused: false
-  onFailure: Revert
-status:
-  observedGeneration: 3
-  target: {namespace: kubelet-configs, name: pool-blue-v3, uid: "...", resourceVersion: "..."}
-  selected: 12
-  updated: 5
-  inTrial: 1
-  failed: 0
-  conditions:
-  - {type: Progressing, status: "True", reason: RollingOut, message: "..."}
-`
+// referenceExample is the KubeletConfigRollout example of docs/reference.md
+// ("Pool rollouts"): the first YAML block there of that kind. It selects on
+// nodeguard.dev/pool, a label no node may set on itself, as admission's
+// rollout selector rule requires, so it is a rollout a cluster with
+// nodeguard takes, and the CRD must take it too.
+func referenceExample(t *testing.T) string {
+	t.Helper()
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "reference.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, block := range strings.Split(string(doc), "```yaml\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		if strings.Contains(block, "\nkind: KubeletConfigRollout\n") {
+			return block
+		}
+	}
+	t.Fatal("docs/reference.md has no YAML block of kind KubeletConfigRollout")
+	return ""
+}
 
 // TestSchema serves the CRD from a real kube-apiserver and creates
-// rollouts against it: the contract's example and other good specs are
+// rollouts against it: docs/reference.md's example and other good specs are
 // taken, every kind of bad spec is refused with a message naming what is
 // wrong.
 func TestSchema(t *testing.T) {
@@ -74,9 +68,9 @@ func TestSchema(t *testing.T) {
 		return client.Resource(rollouts).Create(t.Context(), obj, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
 	}
 
-	t.Run("the contract's example is taken", func(t *testing.T) {
+	t.Run("the reference's example is taken", func(t *testing.T) {
 		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(contractExample), &obj.Object); err != nil {
+		if err := yaml.Unmarshal([]byte(referenceExample(t)), &obj.Object); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := client.Resource(rollouts).Create(t.Context(), obj, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}); err != nil {
@@ -84,7 +78,7 @@ func TestSchema(t *testing.T) {
 		}
 		// The status subresource takes the example's status; creating
 		// ignored it.
-		got, err := client.Resource(rollouts).Get(t.Context(), "pool-blue", metav1.GetOptions{})
+		got, err := client.Resource(rollouts).Get(t.Context(), obj.GetName(), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

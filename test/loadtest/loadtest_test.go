@@ -107,7 +107,7 @@ func newGraphAuthorizer(tb testing.TB, shape cluster.Shape) (*authz.Authorizer, 
 
 // shippedPolicies are the policies cmd/webhook judges every node's review
 // by after the built-in rules: the embedded set, failing open.
-func shippedPolicies(tb testing.TB, g *graph.Graph) *authz.Policies {
+func shippedPolicies(tb testing.TB, g *graph.Graph) *policy.AuthzPolicies {
 	tb.Helper()
 	engine, err := policy.New(context.Background(), policy.Options{Graph: g})
 	if err != nil {
@@ -116,7 +116,7 @@ func shippedPolicies(tb testing.TB, g *graph.Graph) *authz.Policies {
 	if err := engine.Ready(); err != nil {
 		tb.Fatalf("shipped policies did not load: %v", err)
 	}
-	return &authz.Policies{Engine: engine, Graph: g, FailurePolicy: policy.NoOpinion}
+	return &policy.AuthzPolicies{Engine: engine, Graph: g, FailurePolicy: policy.NoOpinion}
 }
 
 // decodeReview checks that a response is a well-formed
@@ -298,11 +298,11 @@ func BenchmarkAuthorizeHandler(b *testing.B) {
 		handler http.Handler
 	}{
 		{"floor", FloorHandler(FloorResponse)},
-		{"nodeguard", server.ReviewHandler("authorize", maxReviewBytes, authz.ReviewFunc(a, nil))},
+		{"nodeguard", server.ReviewHandler("authorize", maxReviewBytes, server.Authorize(a, nil))},
 		// What cmd/webhook serves: the same, judged by the shipped policies
 		// too. Shown for information; the targets are for nodeguard alone.
 		{"nodeguard-with-shipped-policies", server.ReviewHandler("authorize", maxReviewBytes,
-			authz.ReviewFunc(a, nil, authz.WithPolicies(shippedPolicies(b, g))))},
+			server.Authorize(a, shippedPolicies(b, g)))},
 	}
 	for _, h := range handlers {
 		b.Run(h.name, func(b *testing.B) { serveOnFreshGoroutines(b, h.handler, "/authorize?timeout=30s", bodies) })

@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/util/cert"
 	"k8s.io/klog/v2"
 
-	"github.com/nodeguard/nodeguard/pkg/admission"
 	"github.com/nodeguard/nodeguard/pkg/authz"
 	"github.com/nodeguard/nodeguard/pkg/server"
 	"github.com/nodeguard/nodeguard/test/loadtest/cluster"
@@ -131,8 +130,8 @@ func startOverload(t *testing.T) *overloadEnv {
 		}
 		srv.HandleReview(path, h)
 	}
-	mount("/authorize", overloadAuthorize, maxReviewBytes, authz.ReviewFunc(authorizer, nil), &authorizeEntered)
-	mount("/validate", overloadValidate, validateMaxBody, admission.ReviewFunc(newValidateAdmitter(t, shape), nil), &e.validateEntered)
+	mount("/authorize", overloadAuthorize, maxReviewBytes, server.Authorize(authorizer, nil), &authorizeEntered)
+	mount("/validate", overloadValidate, validateMaxBody, server.Validate(newValidateAdmitter(t, shape), nil), &e.validateEntered)
 
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().V(100)))
 	done := make(chan error, 1)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodeguard/nodeguard/pkg/authz"
+	"github.com/nodeguard/nodeguard/pkg/policy"
 	"github.com/nodeguard/nodeguard/pkg/server"
 )
 
@@ -56,7 +57,7 @@ const policiesPath = "/authorize-with-policies"
 // a's decisions through pkg/server at /authorize, and with p at
 // policiesPath when p is not nil, and the floor on a server of its own,
 // until Close.
-func Start(ctx context.Context, certDir string, a *authz.Authorizer, p *authz.Policies) (*Servers, error) {
+func Start(ctx context.Context, certDir string, a *authz.Authorizer, p *policy.AuthzPolicies) (*Servers, error) {
 	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey("localhost", []net.IP{net.IPv4(127, 0, 0, 1)}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("generating serving certificate: %w", err)
@@ -103,9 +104,9 @@ func Start(ctx context.Context, certDir string, a *authz.Authorizer, p *authz.Po
 	}
 	// Only errors are worth seeing from servers under load.
 	ctx, cancel := context.WithCancel(klog.NewContext(ctx, klog.FromContext(ctx).V(100)))
-	ours.HandleReview("/authorize", server.ReviewHandler("authorize", maxReviewBytes, authz.ReviewFunc(a, nil)))
+	ours.HandleReview("/authorize", server.ReviewHandler("authorize", maxReviewBytes, server.Authorize(a, nil)))
 	if p != nil {
-		ours.HandleReview(policiesPath, server.ReviewHandler("authorize", maxReviewBytes, authz.ReviewFunc(a, nil, authz.WithPolicies(p))))
+		ours.HandleReview(policiesPath, server.ReviewHandler("authorize", maxReviewBytes, server.Authorize(a, p)))
 	}
 	floor := &http.Server{
 		Handler:           FloorHandler(FloorResponse),

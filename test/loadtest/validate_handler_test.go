@@ -5,7 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/nodeguard/nodeguard/pkg/admission"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 	"github.com/nodeguard/nodeguard/pkg/server"
 )
@@ -22,7 +21,7 @@ func BenchmarkValidateHandler(b *testing.B) {
 	}
 	bodies["ConfigMap update (new content each time)"] = uniqueConfigMapUpdates(b, 4*kubeletconfig.DefaultCheckerEntries)
 	floor := FloorHandler(AdmissionFloorResponse)
-	ours := server.ReviewHandler("validate", validateMaxBody, admission.ReviewFunc(newValidateAdmitter(b, benchShape), nil))
+	ours := server.ReviewHandler("validate", validateMaxBody, server.Validate(newValidateAdmitter(b, benchShape), nil))
 	for _, name := range slices.Sorted(func(yield func(string) bool) {
 		for k := range bodies {
 			if !yield(k) {

@@ -140,7 +140,7 @@ func startValidate(tb testing.TB, shape cluster.Shape) (ours, floor string, cert
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().V(100)))
-	srv.HandleReview("/validate", server.ReviewHandler("validate", validateMaxBody, admission.ReviewFunc(admitter, nil)))
+	srv.HandleReview("/validate", server.ReviewHandler("validate", validateMaxBody, server.Validate(admitter, nil)))
 	floorSrv := &http.Server{TLSConfig: tlsConfig.Config(), ReadHeaderTimeout: 10 * time.Second, Handler: FloorHandler(AdmissionFloorResponse)}
 	done := make(chan struct{}, 2)
 	go func() { _ = srv.Run(ctx); done <- struct{}{} }()

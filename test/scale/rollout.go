@@ -13,15 +13,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned"
+	nodeguardclient "github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned/typed/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/test/controlplane"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
@@ -149,8 +148,6 @@ func (r RolloutResult) RequestsPerNode() float64 {
 	return float64(n) / float64(r.Nodes)
 }
 
-var rolloutsGVR = v1alpha1.SchemeGroupVersion.WithResource("kubeletconfigrollouts")
-
 const (
 	rolloutName      = "scale-rollout"
 	rolloutConfigMap = "scale-rollout-v2"
@@ -230,10 +227,11 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 	case err := <-obsErr:
 		return r, err
 	}
-	dyn, err := dynamic.NewForConfig(c.cp.AdminConfig())
+	nodeguard, err := versioned.NewForConfig(c.cp.AdminConfig())
 	if err != nil {
-		return r, fmt.Errorf("dynamic client: %w", err)
+		return r, fmt.Errorf("KubeletConfigRollout client: %w", err)
 	}
+	rollouts := nodeguard.NodeguardV1alpha1().KubeletConfigRollouts()
 	before, err := readProc(ctrlPID)
 	if err != nil {
 		return r, err
@@ -246,10 +244,10 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 	proxy.start()
 	r.Start = time.Now()
 	logf(o.Progress, "rollout: creating %s (canary %d, maxUnavailable %d%% = %d, trial %s)", rolloutName, o.Canary, o.MaxUnavailablePercent, r.Batch, o.Trial)
-	if err := createRollout(ctx, dyn, o); err != nil {
+	if err := createRollout(ctx, rollouts, o); err != nil {
 		return r, err
 	}
-	end, complete, err := waitRollout(ctx, dyn, o.Timeout, func() {
+	end, complete, err := waitRollout(ctx, rollouts, o.Timeout, func() {
 		if s, err := readProc(ctrlPID); err == nil {
 			peak = max(peak, s.rssByte)
 		}
@@ -369,11 +367,10 @@ func startController(ctx context.Context, c *cluster, dir string, extra []string
 // and the rollout selects.
 const rolloutPool = "scale"
 
-func createRollout(ctx context.Context, dyn dynamic.Interface, o RolloutOptions) error {
+func createRollout(ctx context.Context, rollouts nodeguardclient.KubeletConfigRolloutInterface, o RolloutOptions) error {
 	mu := intstr.FromString(fmt.Sprintf("%d%%", o.MaxUnavailablePercent))
 	canary := o.Canary
 	ro := &v1alpha1.KubeletConfigRollout{
-		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "KubeletConfigRollout"},
 		ObjectMeta: metav1.ObjectMeta{Name: rolloutName},
 		Spec: v1alpha1.KubeletConfigRolloutSpec{
 			NodeSelector:   metav1.LabelSelector{MatchLabels: map[string]string{contract.PoolLabel: rolloutPool}},
@@ -382,11 +379,7 @@ func createRollout(ctx context.Context, dyn dynamic.Interface, o RolloutOptions)
 			MaxUnavailable: &mu,
 		},
 	}
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ro)
-	if err != nil {
-		return fmt.Errorf("encoding the rollout: %w", err)
-	}
-	if _, err := dyn.Resource(rolloutsGVR).Create(ctx, &unstructured.Unstructured{Object: content}, metav1.CreateOptions{}); err != nil {
+	if _, err := rollouts.Create(ctx, ro, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating the rollout: %w", err)
 	}
 	return nil
@@ -394,14 +387,14 @@ func createRollout(ctx context.Context, dyn dynamic.Interface, o RolloutOptions)
 
 // waitRollout watches the rollout until Complete or Failed is True (the
 // time the event arrived is the rollout's end), calling tick meanwhile.
-func waitRollout(ctx context.Context, dyn dynamic.Interface, timeout time.Duration, tick func(), progress io.Writer, obs *observer) (time.Time, bool, error) {
+func waitRollout(ctx context.Context, rollouts nodeguardclient.KubeletConfigRolloutInterface, timeout time.Duration, tick func(), progress io.Writer, obs *observer) (time.Time, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ticker := time.NewTicker(rssSampleEvery)
 	defer ticker.Stop()
 	lastLog := time.Now()
 	for {
-		w, err := dyn.Resource(rolloutsGVR).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + rolloutName})
+		w, err := rollouts.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + rolloutName})
 		if err != nil {
 			if ctx.Err() != nil {
 				return time.Now(), false, fmt.Errorf("the rollout did not end within %s: %w", timeout, ctx.Err())
@@ -425,12 +418,8 @@ func waitRollout(ctx context.Context, dyn dynamic.Interface, timeout time.Durati
 				if !ok {
 					break events
 				}
-				u, isU := ev.Object.(*unstructured.Unstructured)
-				if ev.Type == watch.Error || !isU {
-					continue
-				}
-				var ro v1alpha1.KubeletConfigRollout
-				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ro); err != nil {
+				ro, isRollout := ev.Object.(*v1alpha1.KubeletConfigRollout)
+				if ev.Type == watch.Error || !isRollout {
 					continue
 				}
 				for _, cond := range ro.Status.Conditions {

@@ -102,7 +102,7 @@ func Serve(ctx context.Context, shape cluster.Shape, dir string, out io.Writer) 
 		return fmt.Errorf("creating %s: %w", certDir, err)
 	}
 	authorizer := authz.New(w.graph, version.MustParseGeneric("1.35.0"))
-	servers, err := loadtest.Start(ctx, certDir, authorizer, &authz.Policies{Engine: w.engine, Graph: w.graph, FailurePolicy: policy.AuthzFailurePolicy})
+	servers, err := loadtest.Start(ctx, certDir, authorizer, &policy.AuthzPolicies{Engine: w.engine, Graph: w.graph, FailurePolicy: policy.AuthzFailurePolicy})
 	if err != nil {
 		return err
 	}
@@ -129,9 +129,8 @@ func Serve(ctx context.Context, shape cluster.Shape, dir string, out io.Writer) 
 		return fmt.Errorf("building the /validate server: %w", err)
 	}
 	// Wired as cmd/webhook wires it.
-	srv.HandleReview("/validate", server.ReviewHandler("validate", 7<<20, admission.ReviewFunc(admitter, nil,
-		admission.WithPolicies(&admission.Policies{Engine: w.engine, Graph: w.graph, FailurePolicy: policy.AdmissionFailurePolicy})),
-	))
+	srv.HandleReview("/validate", server.ReviewHandler("validate", 7<<20, server.Validate(admitter,
+		&policy.AdmissionPolicies{Engine: w.engine, Graph: w.graph, FailurePolicy: policy.AdmissionFailurePolicy})))
 	srv.Handle(opaAuthzPath, policyAuthzHandler(w.engine))
 	srv.Handle(opaAdmissionPath, policyAdmissionHandler(w.engine))
 	srv.Handle(floorAuthorizePath, loadtest.FloorHandler(loadtest.FloorResponse))

@@ -12,7 +12,7 @@
 //     turns them into denials and warnings, and honours the ConfigMap's
 //     nodeguard.dev/allow-dangerous-fields annotation. Rule 6 reads
 //     Forbidden for forbiddenDynamicFields;
-//   - the node agent (pkg/nodeagent/validation) calls Judge and Forbidden
+//   - the node agent (pkg/nodeagent/reconciler, validation.go) calls Judge and Forbidden
 //     on each configuration before it writes anything, with the same
 //     annotation read from the ConfigMap, so that a configuration that
 //     reached the node without admission (written before nodeguard was

@@ -6,17 +6,18 @@ import (
 	"testing"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/durable"
 )
 
 // crashAt returns a failpoint that crashes at the n-th step it sees (counting
 // from 1) and reports whether it did.
-func crashAt(n int) (func(Step, string) error, *bool) {
+func crashAt(n int) (durable.Failpoint, *bool) {
 	seen, crashed := 0, false
-	return func(Step, string) error {
+	return func(durable.Step, string) error {
 		seen++
 		if seen == n {
 			crashed = true
-			return ErrSimulatedCrash
+			return durable.ErrSimulatedCrash
 		}
 		return nil
 	}, &crashed
@@ -133,7 +134,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 					}
 					break
 				}
-				if !errors.Is(err, ErrSimulatedCrash) {
+				if !errors.Is(err, durable.ErrSimulatedCrash) {
 					t.Fatalf("crash at step %d: change returned %v", n, err)
 				}
 				got, err := o.read(openStore(t, dir, Options{}))

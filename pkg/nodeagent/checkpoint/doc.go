@@ -24,10 +24,9 @@
 //
 // # Crash safety
 //
-// Each write goes to a temporary file in the same directory
-// (github.com/google/renameio/v2), which is fsynced and renamed over the
-// target; the directory is then fsynced too, so the rename itself survives a
-// power cut. A pointer is only ever set to a checkpoint that is already
+// Each write goes through pkg/durable: a temporary file in the
+// same directory, fsynced and renamed over the target, then an fsync of the
+// directory, so the rename itself survives a power cut. A pointer is only ever set to a checkpoint that is already
 // durable, and setters refuse a reference whose checkpoint is missing. A crash
 // at any step therefore leaves either the old or the new file, never a partial
 // one; temporary files a crash leaves behind are removed by Open.
@@ -40,6 +39,6 @@
 // tests that kill the agent, and for post-mortems.
 //
 // Tests inject failures between the steps of a write through
-// Options.Failpoint; ErrSimulatedCrash makes the store stop as a killed
-// process would, without cleaning up.
+// Options.Failpoint; durable.ErrSimulatedCrash makes the store stop as a
+// killed process would, without cleaning up.
 package checkpoint

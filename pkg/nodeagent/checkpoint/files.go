@@ -15,27 +15,9 @@ import (
 	"strings"
 
 	"github.com/google/renameio/v2"
+
+	"github.com/nodeguard/nodeguard/pkg/durable"
 )
-
-// Step names a point inside a durable write, where a test may inject a crash.
-type Step string
-
-const (
-	// StepTempWritten: the content is in the temporary file, not yet fsynced.
-	StepTempWritten Step = "temp-written"
-	// StepTempSynced: the temporary file is fsynced, not yet renamed.
-	StepTempSynced Step = "temp-synced"
-	// StepRenamed: the rename is done, the directory is not yet fsynced.
-	StepRenamed Step = "renamed"
-	// StepDirSynced: the write is complete and durable.
-	StepDirSynced Step = "dir-synced"
-	// StepRemoved: a file was unlinked, the directory is not yet fsynced.
-	StepRemoved Step = "removed"
-)
-
-// ErrSimulatedCrash, returned by a failpoint, makes the store return at once
-// without cleaning up, as a killed process would.
-var ErrSimulatedCrash = errors.New("simulated crash")
 
 var (
 	// ErrNotFound: the file does not exist.
@@ -54,8 +36,6 @@ const (
 	corruptDirName = "corrupt"
 	// maxCorruptFiles keeps a corrupting disk from filling the state dir.
 	maxCorruptFiles = 32
-	// tempPrefix is how renameio names its temporary files: "." + target name.
-	tempPrefix = "."
 )
 
 // envelope is the on-disk wrapping of every file.
@@ -111,86 +91,14 @@ func decodeEnvelope(data []byte, kind string, v any) error {
 	return nil
 }
 
-// writeFile replaces path durably: temp file, fsync, rename, fsync of the
-// directory. Failpoints fire between the steps.
+// writeFile replaces path durably; the failpoint fires between the steps.
 func (s *Store) writeFile(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	pending, err := renameio.NewPendingFile(path, renameio.WithTempDir(dir), renameio.WithStaticPermissions(filePerm))
-	if err != nil {
-		return fmt.Errorf("creating temporary file for %s: %w", path, err)
-	}
-	crashed := false
-	defer func() {
-		if !crashed {
-			// After a successful rename Cleanup is a no-op.
-			_ = pending.Cleanup()
-		}
-	}()
-	hit := func(step Step) error {
-		err := s.hit(step, path)
-		crashed = errors.Is(err, ErrSimulatedCrash)
-		return err
-	}
-	if _, err := pending.Write(data); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := hit(StepTempWritten); err != nil {
-		return err
-	}
-	if err := pending.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", path, err)
-	}
-	if err := hit(StepTempSynced); err != nil {
-		return err
-	}
-	if err := pending.CloseAtomicallyReplace(); err != nil {
-		return fmt.Errorf("replacing %s: %w", path, err)
-	}
-	if err := hit(StepRenamed); err != nil {
-		return err
-	}
-	if err := syncDir(dir); err != nil {
-		return err
-	}
-	return hit(StepDirSynced)
+	return durable.WriteFile(path, data, s.failpoint, renameio.WithStaticPermissions(filePerm))
 }
 
 // removeFile unlinks path durably; a missing file is not an error.
 func (s *Store) removeFile(path string) error {
-	if err := os.Remove(path); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return fmt.Errorf("removing %s: %w", path, err)
-	}
-	if err := s.hit(StepRemoved, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func (s *Store) hit(step Step, path string) error {
-	if s.failpoint == nil {
-		return nil
-	}
-	return s.failpoint(step, path)
-}
-
-// syncDir fsyncs a directory so that renames and unlinks in it are durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("opening directory %s for fsync: %w", dir, err)
-	}
-	syncErr := d.Sync()
-	closeErr := d.Close()
-	if syncErr != nil {
-		return fmt.Errorf("fsync of directory %s: %w", dir, syncErr)
-	}
-	if closeErr != nil {
-		return fmt.Errorf("closing directory %s: %w", dir, closeErr)
-	}
-	return nil
+	return durable.Remove(path, s.failpoint)
 }
 
 // readFile reads path, refusing oversized files and anything but a regular
@@ -245,10 +153,10 @@ func (s *Store) quarantine(path string) (string, error) {
 	if err := os.Rename(path, target); err != nil {
 		return "", fmt.Errorf("moving %s aside: %w", path, err)
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := durable.SyncDir(filepath.Dir(path)); err != nil {
 		return target, err
 	}
-	if err := syncDir(corruptDir); err != nil {
+	if err := durable.SyncDir(corruptDir); err != nil {
 		return target, err
 	}
 	return target, s.pruneCorrupt()
@@ -293,24 +201,12 @@ func (s *Store) pruneCorrupt() error {
 }
 
 // removeStaleTemps deletes temporary files a crash left in dir. Only this
-// store writes there, and none of its own file names start with a dot.
+// store writes there, and none of its own file names start with
+// durable.TempPrefix.
 func removeStaleTemps(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("listing %s: %w", dir, err)
-	}
-	removed := false
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), tempPrefix) || !e.Type().IsRegular() {
-			continue
-		}
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("removing stale temporary file: %w", err)
-		}
-		removed = true
-	}
-	if removed {
-		return syncDir(dir)
-	}
-	return nil
+	_, err := durable.RemoveTemps(dir, isTemp)
+	return err
 }
+
+// isTemp reports whether a name in the state directory is a temporary file.
+func isTemp(name string) bool { return strings.HasPrefix(name, durable.TempPrefix) }

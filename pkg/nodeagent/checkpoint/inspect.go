@@ -59,7 +59,7 @@ func Inspect(dir string) (Inspection, error) {
 	for _, e := range entries {
 		name := e.Name()
 		switch {
-		case strings.HasPrefix(name, tempPrefix) && e.Type().IsRegular():
+		case isTemp(name) && e.Type().IsRegular():
 			in.Temporary = append(in.Temporary, name)
 		case e.IsDir() && (name == checkpointsDirName || name == corruptDirName):
 		case e.Type().IsRegular() && name == statelock.FileName:
@@ -121,7 +121,7 @@ func Inspect(dir string) (Inspection, error) {
 		name := e.Name()
 		path := filepath.Join(checkpointsDir, name)
 		switch {
-		case strings.HasPrefix(name, tempPrefix) && e.Type().IsRegular():
+		case isTemp(name) && e.Type().IsRegular():
 			in.Temporary = append(in.Temporary, filepath.Join(checkpointsDirName, name))
 			continue
 		case !e.Type().IsRegular() || !strings.HasSuffix(name, checkpointSuffix):

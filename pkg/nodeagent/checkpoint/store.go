@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/durable"
 )
 
 const (
@@ -25,9 +26,9 @@ const (
 // Options tune a Store.
 type Options struct {
 	// Failpoint, when set, is called between the steps of every write and
-	// removal; an error stops the operation there (see ErrSimulatedCrash).
-	// Tests only.
-	Failpoint func(step Step, path string) error
+	// removal; an error stops the operation there (see
+	// durable.ErrSimulatedCrash). Tests only.
+	Failpoint durable.Failpoint
 	// Now stamps moved-aside files; nil means time.Now.
 	Now func() time.Time
 }
@@ -36,7 +37,7 @@ type Options struct {
 // has a single worker.
 type Store struct {
 	dir       string
-	failpoint func(Step, string) error
+	failpoint durable.Failpoint
 	now       func() time.Time
 }
 
@@ -208,7 +209,7 @@ func (s *Store) PruneCheckpoints(keep []contract.ObjectRef) error {
 		name := e.Name()
 		path := filepath.Join(s.checkpointsDir(), name)
 		switch {
-		case strings.HasPrefix(name, tempPrefix):
+		case isTemp(name):
 			// A write in progress cannot exist here (single worker); leave
 			// stale ones to Open.
 		case !e.Type().IsRegular() || !strings.HasSuffix(name, checkpointSuffix):
@@ -232,7 +233,7 @@ func (s *Store) CheckpointRefs() ([]string, error) {
 	}
 	var names []string
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), tempPrefix) {
+		if !isTemp(e.Name()) {
 			names = append(names, strings.TrimSuffix(e.Name(), checkpointSuffix))
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/durable"
 )
 
 func ref(uid, rv string) contract.ObjectRef {
@@ -256,13 +257,13 @@ func TestPointersRequireDurableCheckpoints(t *testing.T) {
 
 func TestOpenRemovesStaleTemporaryFiles(t *testing.T) {
 	dir := t.TempDir()
-	s := openStore(t, dir, Options{Failpoint: func(step Step, _ string) error {
-		if step == StepTempSynced {
-			return ErrSimulatedCrash
+	s := openStore(t, dir, Options{Failpoint: func(step durable.Step, _ string) error {
+		if step == durable.StepTempSynced {
+			return durable.ErrSimulatedCrash
 		}
 		return nil
 	}})
-	if err := s.SaveCheckpoint(sample("uid-1", "1", "x")); !errors.Is(err, ErrSimulatedCrash) {
+	if err := s.SaveCheckpoint(sample("uid-1", "1", "x")); !errors.Is(err, durable.ErrSimulatedCrash) {
 		t.Fatalf("got %v, want the simulated crash", err)
 	}
 	names, _ := filepath.Glob(filepath.Join(dir, checkpointsDirName, ".*"))

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 
 	"github.com/google/renameio/v2"
+
+	"github.com/nodeguard/nodeguard/pkg/durable"
 )
 
 // Mode says which file the agent owns.
@@ -61,43 +63,30 @@ func (f ConfigFile) Matches(r Rendered) (bool, error) {
 	return !r.Absent && bytes.Equal(data, r.Data), nil
 }
 
-// Write makes the file r, atomically and durably: a kubelet restarting at any
-// moment reads the old file or the new one.
+// Write makes the file r, atomically and durably (pkg/durable): a
+// kubelet restarting at any moment reads the old file or the new one.
 func (f ConfigFile) Write(r Rendered) error {
-	dir := filepath.Dir(f.Path)
 	if r.Absent {
-		if err := os.Remove(f.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("removing kubelet config %s: %w", f.Path, err)
+		if err := durable.Remove(f.Path, nil); err != nil {
+			return fmt.Errorf("removing kubelet config: %w", err)
 		}
-		return syncDir(dir)
+		return nil
 	}
+	dir := filepath.Dir(f.Path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
 	// The kubelet runs as root and reads this file; it holds no secrets
 	// (node-local paths at most), so keep the usual 0644 of a new file and
 	// whatever mode an existing one has.
-	// The temporary file lives next to the target, so the rename never
-	// crosses file systems; its name (".<name><digits>") does not end in
-	// ".conf", so a kubelet listing --config-dir never reads it. A kill
-	// before the rename leaves it behind: RemoveStaleTemps, at start-up.
-	if err := renameio.WriteFile(f.Path, r.Data, 0o644, renameio.WithTempDir(dir)); err != nil {
-		return fmt.Errorf("writing kubelet config %s: %w", f.Path, err)
+	// The temporary file lives next to the target; its name
+	// (".<name><digits>") does not end in ".conf", so a kubelet listing
+	// --config-dir never reads it. A kill before the rename leaves it
+	// behind: RemoveStaleTemps, at start-up.
+	if err := durable.WriteFile(f.Path, r.Data, nil, renameio.WithPermissions(0o644), renameio.WithExistingPermissions()); err != nil {
+		return fmt.Errorf("writing kubelet config: %w", err)
 	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("opening %s for fsync: %w", dir, err)
-	}
-	syncErr := d.Sync()
-	closeErr := d.Close()
-	if syncErr != nil {
-		return fmt.Errorf("fsync of %s: %w", dir, syncErr)
-	}
-	return closeErr
+	return nil
 }
 
 // Current returns the file as it is, nil when it does not exist.

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/nodeguard/nodeguard/pkg/durable"
 )
 
 // DefaultRootDir is the kubelet's --root-dir default, where it keeps its
@@ -41,5 +43,5 @@ func (s StateFiles) Remove(names []string) error {
 			return fmt.Errorf("removing the kubelet's state file %s: %w", path, err)
 		}
 	}
-	return syncDir(s.RootDir)
+	return durable.SyncDir(s.RootDir)
 }

@@ -11,8 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/controller"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient/kubeclienttest"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/reconciler"
 )
 
 func boundPod(name, node string) *corev1.Pod {
@@ -32,7 +32,7 @@ func boundPod(name, node string) *corev1.Pod {
 func TestSourceListsBoundPods(t *testing.T) {
 	client := fake.NewClientset(node(""), boundPod("a", "node-1"), boundPod("elsewhere", "node-2"))
 	s := runSource(t, client, Options{ReadPods: true})
-	obs := eventually(t, s, "online", func(o controller.Observation) bool { return o.Online })
+	obs := eventually(t, s, "online", func(o reconciler.Observation) bool { return o.Online })
 	if n := podActions(client); len(n) != 0 {
 		t.Fatalf("pods read before the trial asked: %v", n)
 	}
@@ -59,7 +59,7 @@ func TestSourceListsBoundPods(t *testing.T) {
 func TestSourceWithoutPods(t *testing.T) {
 	client := fake.NewClientset(node(""), boundPod("a", "node-1"))
 	s := runSource(t, client, Options{})
-	obs := eventually(t, s, "online", func(o controller.Observation) bool { return o.Online })
+	obs := eventually(t, s, "online", func(o reconciler.Observation) bool { return o.Online })
 	if obs.Pods != nil {
 		t.Error("the observation offers a pod list without being asked to")
 	}

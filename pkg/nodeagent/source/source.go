@@ -17,8 +17,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/controller"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/reconciler"
 )
 
 // Source holds the agent's watches.
@@ -30,7 +30,7 @@ type Source struct {
 	node cache.SharedIndexInformer
 	// readPods says whether observations offer the pods bound to the Node.
 	readPods bool
-	drainer  controller.Drainer
+	drainer  reconciler.Drainer
 
 	// mu guards cm, which Observe replaces and Stop ends.
 	mu      sync.Mutex
@@ -46,7 +46,7 @@ type Options struct {
 	// bound to the Node, for the trial's signals.
 	ReadPods bool
 	// Drainer, when set, is offered in each online observation.
-	Drainer controller.Drainer
+	Drainer reconciler.Drainer
 }
 
 // New prepares the watches; Run starts them. onChange is called on every
@@ -159,16 +159,16 @@ func (s *Source) Node() *corev1.Node {
 	return node
 }
 
-// Observe reads the latest state for the controller, and points the
+// Observe reads the latest state for the reconciler, and points the
 // ConfigMap watch at the current assignment. Only the agent's worker calls
 // it.
-func (s *Source) Observe(ctx context.Context) controller.Observation {
+func (s *Source) Observe(ctx context.Context) reconciler.Observation {
 	node := s.Node()
 	if node == nil || !s.node.HasSynced() {
 		s.follow(ctx, nil)
-		return controller.Observation{}
+		return reconciler.Observation{}
 	}
-	obs := controller.Observation{Online: true, KubeletVersion: KubeletVersion(node), Node: node, Drainer: s.drainer}
+	obs := reconciler.Observation{Online: true, KubeletVersion: KubeletVersion(node), Node: node, Drainer: s.drainer}
 	if s.readPods {
 		obs.Pods = s.listPods
 	}

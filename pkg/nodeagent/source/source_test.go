@@ -16,8 +16,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/controller"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient/kubeclienttest"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/reconciler"
 )
 
 func node(assignment string) *corev1.Node {
@@ -36,7 +36,7 @@ func configMap(namespace, name string) *corev1.ConfigMap {
 }
 
 // eventually polls observe until check accepts the observation.
-func eventually(t *testing.T, s *Source, what string, check func(controller.Observation) bool) controller.Observation {
+func eventually(t *testing.T, s *Source, what string, check func(reconciler.Observation) bool) reconciler.Observation {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -67,8 +67,8 @@ func setAssignment(t *testing.T, client *fake.Clientset, value string) {
 	}
 }
 
-func hasConfigMap(name string) func(controller.Observation) bool {
-	return func(o controller.Observation) bool { return o.ConfigMap != nil && o.ConfigMap.Name == name }
+func hasConfigMap(name string) func(reconciler.Observation) bool {
+	return func(o reconciler.Observation) bool { return o.ConfigMap != nil && o.ConfigMap.Name == name }
 }
 
 func TestSourceFollowsTheAssignment(t *testing.T) {
@@ -91,15 +91,15 @@ func TestSourceFollowsTheAssignment(t *testing.T) {
 	eventually(t, s, "reassigned to B", hasConfigMap("kubelet-b"))
 
 	setAssignment(t, client, "ns-b/missing")
-	eventually(t, s, "a missing ConfigMap", func(o controller.Observation) bool {
+	eventually(t, s, "a missing ConfigMap", func(o reconciler.Observation) bool {
 		return o.Assignment != nil && o.Assignment.ConfigMap.Name == "missing" && apierrors.IsNotFound(o.ConfigMapErr)
 	})
 
 	setAssignment(t, client, "not a reference")
-	eventually(t, s, "a malformed assignment", func(o controller.Observation) bool { return o.AssignmentErr != nil })
+	eventually(t, s, "a malformed assignment", func(o reconciler.Observation) bool { return o.AssignmentErr != nil })
 
 	setAssignment(t, client, "")
-	eventually(t, s, "no assignment", func(o controller.Observation) bool { return o.Online && o.Assignment == nil && o.AssignmentErr == nil })
+	eventually(t, s, "no assignment", func(o reconciler.Observation) bool { return o.Online && o.Assignment == nil && o.AssignmentErr == nil })
 	s.mu.Lock()
 	if s.cm != nil {
 		t.Error("a ConfigMap watch outlived the assignment")
@@ -139,7 +139,7 @@ func TestRapidReassignmentsLeakNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
-	eventually(t, s, "online", func(o controller.Observation) bool { return o.Online })
+	eventually(t, s, "online", func(o reconciler.Observation) bool { return o.Online })
 	baseline := runtime.NumGoroutine()
 
 	for i := range 100 {

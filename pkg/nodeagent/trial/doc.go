@@ -5,17 +5,17 @@
 // The rules of the kubelet's health, all on the time elapsed since boot:
 //
 //   - Grace: after the kubelet is (re)started, or after the agent itself
-//     starts during a trial, the kubelet has Policy.Grace to answer one
+//     starts during a trial, the kubelet has Terms.Grace to answer one
 //     probe healthy. If it does not, the trial fails.
 //   - Failures: once healthy, every failed probe counts; FailureThreshold of
 //     them fail the trial, whether they come in a row (a hang, a crash) or
 //     scattered (a crash loop that comes back up between probes).
-//   - Pass: the trial passes once Policy.Period has elapsed since it started
+//   - Pass: the trial passes once Terms.Period has elapsed since it started
 //     and the latest probe was healthy. A kubelet unhealthy at that moment
 //     keeps the trial open until it recovers or reaches the threshold.
 //
 // A kubelet can answer /healthz and still hurt the node's workloads, so the
-// Node and its pods judge the trial too (Policy.Node, each signal can be
+// Node and its pods judge the trial too (Terms.Node, each signal can be
 // turned off). Each signal is a pure function over two Snapshots: the
 // baseline, taken just before the kubelet's restart, and the latest. What
 // the node already had before is never held against the configuration.

@@ -53,7 +53,7 @@ func ready(s Snapshot) bool {
 // ObserveNode judges the Node and its pods as seen at now (time since
 // boot). The first failing signal fails the trial for good.
 func (t *Tracker) ObserveNode(now time.Duration, s Snapshot) {
-	n, signals := &t.node, t.policy.Node
+	n, signals := &t.node, t.terms.Node
 	if n.failure != "" {
 		return
 	}

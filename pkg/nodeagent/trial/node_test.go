@@ -8,14 +8,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-var signalsPolicy = Policy{Period: 10 * time.Minute, Grace: time.Minute, FailureThreshold: 3, Node: NodeSignals{
+var signalsTerms = Terms{Period: 10 * time.Minute, Grace: time.Minute, FailureThreshold: 3, Node: NodeSignals{
 	Ready: true, ReadyGrace: time.Minute, PressureConditions: DefaultPressureConditions,
 	PodFailureReasons: DefaultPodFailureReasons, PodsStopped: true, Allocatable: true,
 }}
 
 // graceful waits 30s before it holds a shortfall against the trial.
-var graceful = func() Policy {
-	p := signalsPolicy
+var graceful = func() Terms {
+	p := signalsTerms
 	p.Node.AllocatableGrace = 30 * time.Second
 	return p
 }()
@@ -35,7 +35,7 @@ func TestTrackerNodeSignals(t *testing.T) {
 	}
 	cases := []struct {
 		name     string
-		policy   Policy
+		terms    Terms
 		baseline *Snapshot
 		looks    []look
 		now      time.Duration
@@ -56,7 +56,7 @@ func TestTrackerNodeSignals(t *testing.T) {
 		wantMsg:  "pod default/a rejected by the kubelet: OutOfpods",
 	}, {
 		name:     "pods signal off",
-		policy:   Policy{Period: 10 * time.Minute, Grace: time.Minute, FailureThreshold: 3},
+		terms:    Terms{Period: 10 * time.Minute, Grace: time.Minute, FailureThreshold: 3},
 		baseline: ptr(snap(readyNode, runningPod)),
 		looks:    []look{{5 * time.Second, snap(readyNode, rejectedPod)}, {10 * time.Minute, snap(readyNode, rejectedPod)}},
 		now:      10 * time.Minute,
@@ -158,14 +158,14 @@ func TestTrackerNodeSignals(t *testing.T) {
 		wantMsg:  "allocatable cpu dropped from 2 to 100m, below the 500m",
 	}, {
 		name:     "a shortfall within its grace continues",
-		policy:   graceful,
+		terms:    graceful,
 		baseline: ptr(snap(readyNode, runningPod)),
 		looks:    []look{{5 * time.Second, snap(shortNode, runningPod)}, {34 * time.Second, snap(shortNode, runningPod)}},
 		now:      34 * time.Second,
 		want:     Continue,
 	}, {
 		name:     "a shortfall that outlasts its grace fails",
-		policy:   graceful,
+		terms:    graceful,
 		baseline: ptr(snap(readyNode, runningPod)),
 		looks:    []look{{5 * time.Second, snap(shortNode, runningPod)}, {35 * time.Second, snap(shortNode, runningPod)}},
 		now:      35 * time.Second,
@@ -173,7 +173,7 @@ func TestTrackerNodeSignals(t *testing.T) {
 		wantMsg:  "allocatable cpu dropped from 2 to 100m, below the 500m its pods request (for 30s)",
 	}, {
 		name:     "within the grace the kubelet's rejection names the pod",
-		policy:   graceful,
+		terms:    graceful,
 		baseline: ptr(snap(readyNode, runningPod)),
 		looks: []look{{5 * time.Second, snap(shortNode, runningPod)},
 			{6 * time.Second, snap(shortNode, testPod("a", corev1.PodFailed, "OutOfcpu", "500m"))}},
@@ -182,7 +182,7 @@ func TestTrackerNodeSignals(t *testing.T) {
 		wantMsg: "pod default/a rejected by the kubelet: OutOfcpu",
 	}, {
 		name:     "a shortfall when the period ends keeps the trial open",
-		policy:   graceful,
+		terms:    graceful,
 		baseline: ptr(snap(readyNode, runningPod)),
 		looks:    []look{{5 * time.Second, snap(readyNode, runningPod)}, {10 * time.Minute, snap(shortNode, runningPod)}},
 		now:      10 * time.Minute,
@@ -196,11 +196,11 @@ func TestTrackerNodeSignals(t *testing.T) {
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			policy := tc.policy
-			if policy.Period == 0 {
-				policy = signalsPolicy
+			terms := tc.terms
+			if terms.Period == 0 {
+				terms = signalsTerms
 			}
-			tracker := NewTracker(policy, 0)
+			tracker := NewTracker(terms, 0)
 			if tc.baseline != nil {
 				tracker.SetBaseline(*tc.baseline)
 			}

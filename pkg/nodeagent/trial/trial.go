@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Policy is how a trial is judged.
-type Policy struct {
+// Terms are how a trial is judged.
+type Terms struct {
 	// Period is how long a configuration stays on trial.
 	Period time.Duration
 	// Grace is how long the kubelet has to become healthy after a restart.
@@ -19,8 +19,8 @@ type Policy struct {
 	Node NodeSignals
 }
 
-// Validate reports a policy that could never pass or never fail.
-func (p Policy) Validate() error {
+// Validate reports terms that could never pass or never fail.
+func (p Terms) Validate() error {
 	var errs []error
 	if p.Period <= 0 {
 		errs = append(errs, fmt.Errorf("trial period %v: must be positive", p.Period))
@@ -71,7 +71,7 @@ type Verdict struct {
 
 // Tracker collects the probes of one trial as seen by this process.
 type Tracker struct {
-	policy Policy
+	terms Terms
 	// observingSince is when this process started watching: the later of
 	// the kubelet's restart and the agent's own start.
 	observingSince time.Duration
@@ -86,8 +86,8 @@ type Tracker struct {
 }
 
 // NewTracker starts tracking at since (time since boot).
-func NewTracker(policy Policy, since time.Duration) *Tracker {
-	return &Tracker{policy: policy, observingSince: since, node: nodeTracker{notReady: true, notReadySince: since}}
+func NewTracker(terms Terms, since time.Duration) *Tracker {
+	return &Tracker{terms: terms, observingSince: since, node: nodeTracker{notReady: true, notReadySince: since}}
 }
 
 // ObservingSince is when tracking started.
@@ -113,14 +113,14 @@ func (t *Tracker) Observe(probeErr error) {
 // Verdict judges a trial that started at trialStart, at now (both time
 // since boot, on the current boot).
 func (t *Tracker) Verdict(trialStart, now time.Duration) Verdict {
-	remaining := max(trialStart+t.policy.Period-now, 0)
+	remaining := max(trialStart+t.terms.Period-now, 0)
 	switch {
-	case t.failures >= t.policy.FailureThreshold:
+	case t.failures >= t.terms.FailureThreshold:
 		return Verdict{Outcome: Fail, Remaining: remaining, Message: fmt.Sprintf(
-			"the kubelet failed %d health checks during its trial (threshold %d); last: %v", t.failures, t.policy.FailureThreshold, t.lastErr)}
-	case !t.everHealthy && now-t.observingSince >= t.policy.Grace:
+			"the kubelet failed %d health checks during its trial (threshold %d); last: %v", t.failures, t.terms.FailureThreshold, t.lastErr)}
+	case !t.everHealthy && now-t.observingSince >= t.terms.Grace:
 		return Verdict{Outcome: Fail, Remaining: remaining, Message: fmt.Sprintf(
-			"the kubelet did not become healthy within %v of its restart; last: %v", t.policy.Grace, t.describeLast())}
+			"the kubelet did not become healthy within %v of its restart; last: %v", t.terms.Grace, t.describeLast())}
 	case t.node.failure != "":
 		return Verdict{Outcome: Fail, Remaining: remaining, Message: t.node.failure}
 	case remaining == 0 && t.probes > 0 && t.lastHealthy && t.node.waitingFor != "":

@@ -10,7 +10,7 @@ import (
 var errDown = errors.New("connection refused")
 
 func TestVerdict(t *testing.T) {
-	policy := Policy{Period: 10 * time.Minute, Grace: time.Minute, FailureThreshold: 3}
+	terms := Terms{Period: 10 * time.Minute, Grace: time.Minute, FailureThreshold: 3}
 	type probe struct {
 		at  time.Duration // since boot
 		err error
@@ -88,7 +88,7 @@ func TestVerdict(t *testing.T) {
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tracker := NewTracker(policy, tc.since)
+			tracker := NewTracker(terms, tc.since)
 			for _, p := range tc.probes {
 				tracker.Observe(p.err)
 			}
@@ -104,12 +104,12 @@ func TestVerdict(t *testing.T) {
 }
 
 func TestPolicyValidate(t *testing.T) {
-	if err := (Policy{Period: time.Minute, Grace: time.Second, FailureThreshold: 1}).Validate(); err != nil {
+	if err := (Terms{Period: time.Minute, Grace: time.Second, FailureThreshold: 1}).Validate(); err != nil {
 		t.Fatal(err)
 	}
-	err := (Policy{}).Validate()
+	err := (Terms{}).Validate()
 	if err == nil {
-		t.Fatal("zero policy accepted")
+		t.Fatal("zero terms accepted")
 	}
 	for _, want := range []string{"trial period", "grace period", "failure threshold"} {
 		if !strings.Contains(err.Error(), want) {

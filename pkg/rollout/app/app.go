@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
+	"github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned"
 	"github.com/nodeguard/nodeguard/pkg/rollout/controller"
 )
 
@@ -68,9 +69,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("metadata client: %w", err)
 	}
-	rollouts, err := controller.NewRolloutClient(cfg.Kube)
+	rollouts, err := versioned.NewForConfig(rest.CopyConfig(cfg.Kube))
 	if err != nil {
-		return err
+		return fmt.Errorf("nodeguard client: %w", err)
 	}
 	registry := prometheus.NewRegistry()
 	if err := registry.Register(collectors.NewGoCollector()); err != nil {

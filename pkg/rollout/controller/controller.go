@@ -26,6 +26,10 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned"
+	nodeguardclient "github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned/typed/nodeguard/v1alpha1"
+	"github.com/nodeguard/nodeguard/pkg/generated/informers/externalversions"
+	nodeguardlisters "github.com/nodeguard/nodeguard/pkg/generated/listers/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
@@ -45,7 +49,7 @@ type Config struct {
 	// Metadata lists and watches the metadata of eligible ConfigMaps.
 	Metadata metadata.Interface
 	// Rollouts reads KubeletConfigRollouts and writes their status.
-	Rollouts RolloutInterface
+	Rollouts versioned.Interface
 	// Recorder records Events; nil records none.
 	Recorder events.EventRecorder
 	// Metrics, nil for none.
@@ -62,37 +66,36 @@ type Config struct {
 type Controller struct {
 	kube     kubernetes.Interface
 	metadata metadata.Interface
-	rollouts RolloutInterface
+	rollouts nodeguardclient.KubeletConfigRolloutInterface
 	recorder events.EventRecorder
 	metrics  *Metrics
 	clock    clock.WithTicker
 
 	nodeFactory     informers.SharedInformerFactory
 	metadataFactory metadatainformer.SharedInformerFactory
+	rolloutFactory  externalversions.SharedInformerFactory
 	nodeInformer    cache.SharedIndexInformer
 	rolloutInformer cache.SharedIndexInformer
+	rolloutLister   nodeguardlisters.KubeletConfigRolloutLister
 	cmInformer      cache.SharedIndexInformer
 	synced          []cache.InformerSynced
 
-	queue        workqueue.TypedRateLimitingInterface[string]
-	expectations *expectations
-	refusals     *refusals
-	unseen       *unseen
-	// sending are the assignments sent in the background (sync), which
-	// Run awaits before it returns.
+	queue workqueue.TypedRateLimitingInterface[string]
+	// sending are the assignments sent in the background (patches.go),
+	// which Run awaits before it returns.
 	sending sync.WaitGroup
-	// slots bound each rollout's Node patches in flight, across the syncs
-	// whose assignments overlap (patchSlots).
-	slotsMu sync.Mutex
-	slots   map[string]chan struct{}
 
-	// states are each rollout's last Progressing reason and the Nodes it
-	// last saw Degraded or Skipped, to record Events on changes only.
-	statesMu sync.Mutex
-	states   map[string]*noted
+	// states are what the controller keeps in memory about each rollout
+	// (state.go), by name.
+	statesMu            sync.Mutex
+	states              map[string]*rolloutState
+	expectationsTimeout time.Duration
 }
 
 var configMapsResource = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+// configMapIndex indexes rollouts by "namespace/name" of their ConfigMap.
+const configMapIndex = "configMapRef"
 
 // New builds the controller and its informers; Run starts them.
 func New(cfg Config) (*Controller, error) {
@@ -101,24 +104,21 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c := &Controller{
 		kube:     cfg.Kube,
-		rollouts: cfg.Rollouts,
+		rollouts: cfg.Rollouts.NodeguardV1alpha1().KubeletConfigRollouts(),
 		recorder: cfg.Recorder,
 		metrics:  cfg.Metrics,
 		clock:    cfg.Clock,
-		refusals: newRefusals(),
-		slots:    map[string]chan struct{}{},
-		states:   map[string]*noted{},
 		metadata: cfg.Metadata,
+		states:   map[string]*rolloutState{},
+
+		expectationsTimeout: cfg.ExpectationsTimeout,
 	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
 	}
-	timeout := cfg.ExpectationsTimeout
-	if timeout <= 0 {
-		timeout = DefaultExpectationsTimeout
+	if c.expectationsTimeout <= 0 {
+		c.expectationsTimeout = DefaultExpectationsTimeout
 	}
-	c.expectations = newExpectations(timeout)
-	c.unseen = newUnseen(timeout)
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "kubeletconfigrollout", Clock: c.clock, MetricsProvider: c.metrics.queueProvider()})
 
@@ -128,7 +128,19 @@ func New(cfg Config) (*Controller, error) {
 		o.LabelSelector = labels.Set{contract.EligibleLabel: contract.EligibleLabelValue}.String()
 	})
 	c.cmInformer = c.metadataFactory.ForResource(configMapsResource).Informer()
-	c.rolloutInformer = newRolloutInformer(cfg.Rollouts, cfg.Resync)
+	c.rolloutFactory = externalversions.NewSharedInformerFactory(cfg.Rollouts, cfg.Resync)
+	rollouts := c.rolloutFactory.Nodeguard().V1alpha1().KubeletConfigRollouts()
+	c.rolloutInformer, c.rolloutLister = rollouts.Informer(), rollouts.Lister()
+	err := c.rolloutInformer.AddIndexers(cache.Indexers{configMapIndex: func(obj any) ([]string, error) {
+		r, ok := obj.(*v1alpha1.KubeletConfigRollout)
+		if !ok {
+			return nil, nil
+		}
+		return []string{r.Spec.ConfigMapRef.Namespace + "/" + r.Spec.ConfigMapRef.Name}, nil
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("rollout controller: rollout index: %w", err)
+	}
 
 	var errs []error
 	for _, reg := range []struct {
@@ -179,9 +191,10 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 
 	c.nodeFactory.Start(ctx.Done())
 	c.metadataFactory.Start(ctx.Done())
-	go c.rolloutInformer.RunWithContext(ctx)
+	c.rolloutFactory.Start(ctx.Done())
 	defer c.nodeFactory.Shutdown()
 	defer c.metadataFactory.Shutdown()
+	defer c.rolloutFactory.Shutdown()
 
 	logger.Info("Waiting for caches to sync")
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
@@ -275,11 +288,7 @@ func (c *Controller) deleteNode(obj any) { c.addNode(obj) }
 // label sets: a Node that left a selection matters to the rollout it left
 // (its counts, a Node no longer shared) as much as to the one it joined.
 func (c *Controller) enqueueSelecting(sets ...map[string]string) {
-	for _, obj := range c.rolloutInformer.GetStore().List() {
-		r, ok := obj.(*v1alpha1.KubeletConfigRollout)
-		if !ok {
-			continue
-		}
+	for _, r := range c.rolloutsCached() {
 		selector, err := rollout.Selector(r)
 		if err != nil {
 			continue
@@ -337,19 +346,15 @@ func (c *Controller) deleteRollout(obj any) {
 }
 
 func (c *Controller) enqueueAll() {
-	for _, key := range c.rolloutInformer.GetStore().ListKeys() {
-		c.queue.Add(key)
-	}
 	// A deleted rollout is no longer listed; its sync forgets it.
+	for _, r := range c.rolloutsCached() {
+		c.queue.Add(r.Name)
+	}
 }
 
 // rolloutsCached lists the cached rollouts.
 func (c *Controller) rolloutsCached() []*v1alpha1.KubeletConfigRollout {
-	var out []*v1alpha1.KubeletConfigRollout
-	for _, obj := range c.rolloutInformer.GetStore().List() {
-		if r, ok := obj.(*v1alpha1.KubeletConfigRollout); ok {
-			out = append(out, r)
-		}
-	}
+	// The lister reads the informer's indexer, which cannot fail.
+	out, _ := c.rolloutLister.List(labels.Everything())
 	return out
 }

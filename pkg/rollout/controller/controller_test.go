@@ -20,9 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
@@ -30,19 +28,20 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	nodeguardfake "github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned/fake"
+	nodeguardclient "github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned/typed/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
-var rolloutsGVR = v1alpha1.SchemeGroupVersion.WithResource(rolloutsResource)
-
-// fakeRollouts is a RolloutInterface over client-go's object tracker. Its
-// status writes, and the harness's Node patches, go into writes in the
-// order they were made.
+// fakeRollouts is the generated fake clientset, its status writes held
+// while statusGate is set and logged. The log, writes, also gets the
+// harness's Node patches, in the order they were made.
 type fakeRollouts struct {
-	tracker clienttesting.ObjectTracker
-	writes  writeLog
+	*nodeguardfake.Clientset
+	writes writeLog
 	// statusGate, when set, holds every status write until it is closed
-	// or the write's context ends.
+	// or the write's context ends. It wraps the call rather than reacting
+	// to it: a reactor that blocks holds the whole fake clientset.
 	statusGate chan struct{}
 }
 
@@ -63,57 +62,50 @@ func (l *writeLog) list() []string {
 	return slices.Clone(l.entries)
 }
 
-func newFakeRollouts(t *testing.T, objs ...*v1alpha1.KubeletConfigRollout) *fakeRollouts {
-	scheme, err := NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeRollouts{tracker: clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())}
+func newFakeRollouts(objs ...*v1alpha1.KubeletConfigRollout) *fakeRollouts {
+	var tracked []runtime.Object
 	for _, o := range objs {
-		if err := f.tracker.Create(rolloutsGVR, o, ""); err != nil {
-			t.Fatal(err)
-		}
+		tracked = append(tracked, o)
 	}
-	return f
+	return &fakeRollouts{Clientset: nodeguardfake.NewSimpleClientset(tracked...)}
 }
 
-// IsWatchListSemanticsUnSupported: the tracker's watch sends no initial
-// events bookmark.
-func (f *fakeRollouts) IsWatchListSemanticsUnSupported() bool { return true }
-
-func (f *fakeRollouts) List(_ context.Context, opts metav1.ListOptions) (*v1alpha1.KubeletConfigRolloutList, error) {
-	obj, err := f.tracker.List(rolloutsGVR, v1alpha1.SchemeGroupVersion.WithKind("KubeletConfigRollout"), "", opts)
-	if err != nil {
-		return nil, err
-	}
-	return obj.(*v1alpha1.KubeletConfigRolloutList), nil
+func (f *fakeRollouts) NodeguardV1alpha1() nodeguardclient.NodeguardV1alpha1Interface {
+	return gatedV1alpha1{f.Clientset.NodeguardV1alpha1(), f}
 }
 
-func (f *fakeRollouts) Watch(_ context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return f.tracker.Watch(rolloutsGVR, "", opts)
+// Get reads a rollout as stored.
+func (f *fakeRollouts) Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1alpha1.KubeletConfigRollout, error) {
+	return f.Clientset.NodeguardV1alpha1().KubeletConfigRollouts().Get(ctx, name, opts)
 }
 
-func (f *fakeRollouts) Get(_ context.Context, name string, _ metav1.GetOptions) (*v1alpha1.KubeletConfigRollout, error) {
-	obj, err := f.tracker.Get(rolloutsGVR, "", name)
-	if err != nil {
-		return nil, err
-	}
-	return obj.(*v1alpha1.KubeletConfigRollout), nil
+type gatedV1alpha1 struct {
+	nodeguardclient.NodeguardV1alpha1Interface
+	f *fakeRollouts
 }
 
-func (f *fakeRollouts) UpdateStatus(ctx context.Context, r *v1alpha1.KubeletConfigRollout, _ metav1.UpdateOptions) (*v1alpha1.KubeletConfigRollout, error) {
-	if f.statusGate != nil {
+func (g gatedV1alpha1) KubeletConfigRollouts() nodeguardclient.KubeletConfigRolloutInterface {
+	return gatedRollouts{g.NodeguardV1alpha1Interface.KubeletConfigRollouts(), g.f}
+}
+
+type gatedRollouts struct {
+	nodeguardclient.KubeletConfigRolloutInterface
+	f *fakeRollouts
+}
+
+func (g gatedRollouts) UpdateStatus(ctx context.Context, r *v1alpha1.KubeletConfigRollout, opts metav1.UpdateOptions) (*v1alpha1.KubeletConfigRollout, error) {
+	if g.f.statusGate != nil {
 		select {
-		case <-f.statusGate:
+		case <-g.f.statusGate:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
-	if err := f.tracker.Update(rolloutsGVR, r, ""); err != nil {
-		return nil, err
+	updated, err := g.KubeletConfigRolloutInterface.UpdateStatus(ctx, r, opts)
+	if err == nil {
+		g.f.writes.add("status")
 	}
-	f.writes.add("status")
-	return f.Get(context.Background(), r.Name, metav1.GetOptions{})
+	return updated, err
 }
 
 func readyNode(name string, labels map[string]string) *corev1.Node {
@@ -184,7 +176,7 @@ func startAll(t *testing.T, r *v1alpha1.KubeletConfigRollout, setup func(*fake.C
 		mdObjs = append(mdObjs, cm)
 	}
 	md := metadatafake.NewSimpleMetadataClient(scheme, mdObjs...)
-	rollouts := newFakeRollouts(t, r)
+	rollouts := newFakeRollouts(r)
 	if setup != nil {
 		setup(kube, rollouts)
 	}
@@ -425,22 +417,22 @@ func TestIsAdmissionRefusal(t *testing.T) {
 
 func TestExpectations(t *testing.T) {
 	now := time.Unix(1000, 0)
-	e := newExpectations(time.Minute)
-	if ok, _ := e.satisfied("r", "5", now); !ok {
+	st := newRolloutState(time.Minute)
+	if ok, _ := st.statusShown("5", now); !ok {
 		t.Fatal("not satisfied with nothing expected")
 	}
-	e.expectRollout("r", write{produced: "6", over: []string{"5"}}, now)
-	if ok, wait := e.satisfied("r", "5", now.Add(30*time.Second)); ok || wait != 30*time.Second {
+	st.expectStatus(write{produced: "6", over: []string{"5"}}, now)
+	if ok, wait := st.statusShown("5", now.Add(30*time.Second)); ok || wait != 30*time.Second {
 		t.Fatalf("before the cache moved: ok %v wait %v, want false and 30s", ok, wait)
 	}
-	if ok, _ := e.satisfied("r", "6", now); !ok {
+	if ok, _ := st.statusShown("6", now); !ok {
 		t.Fatal("not satisfied once the cache moved")
 	}
-	e.expectRollout("r", write{produced: "8", over: []string{"7"}}, now)
-	if ok, _ := e.satisfied("r", "7", now.Add(2*time.Minute)); !ok {
+	st.expectStatus(write{produced: "8", over: []string{"7"}}, now)
+	if ok, _ := st.statusShown("7", now.Add(2*time.Minute)); !ok {
 		t.Fatal("not satisfied past the timeout")
 	}
-	if ok, _ := e.satisfied("r", "7", now.Add(2*time.Minute)); !ok {
+	if ok, _ := st.statusShown("7", now.Add(2*time.Minute)); !ok {
 		t.Fatal("a write dropped at its timeout still expected")
 	}
 }

@@ -3,22 +3,23 @@
 // asks rollout.Decide what to do for each rollout, and carries the
 // decision out against the apiserver. It holds no state a restart would
 // miss: everything Decide needs is on the Nodes and in the rollouts'
-// status, and what this package keeps in memory (expectations, patches
-// not yet in the cache, refusals not yet written, metrics) is rebuilt or
+// status, and what this package keeps in memory about a rollout (its
+// rolloutState: the writes it waits for the caches to show, refusals not
+// yet written, what Events and metrics compare with) is rebuilt or
 // harmlessly lost.
 //
 // # Informers and the queue
 //
 // Nodes come from a typed informer whose transform drops managedFields,
-// the largest part of a Node that Decide never reads. Rollouts come from a
-// small typed REST client (RolloutClient) over this repository's own API
-// types rather than the dynamic client: the cache then holds typed
-// objects, so no handler converts unstructured maps, and the controller
-// needs no generated clientset. ConfigMaps are watched through a
-// metadata-only informer restricted to eligible ones
-// (nodeguard.dev/kubelet-config=true): a rollout needs its target's uid and
-// resourceVersion, never its data, and a ConfigMap without the label can
-// never be assigned, so it reads as absent (TargetNotFound).
+// the largest part of a Node that Decide never reads. Rollouts come from
+// the generated informer factory and lister (pkg/generated), so the cache
+// holds typed objects and no handler converts unstructured maps; their
+// status is written with the generated clientset's UpdateStatus.
+// ConfigMaps are watched through a metadata-only informer restricted to
+// eligible ones (nodeguard.dev/kubelet-config=true): a rollout needs its
+// target's uid and resourceVersion, never its data, and a ConfigMap
+// without the label can never be assigned, so it reads as absent
+// (TargetNotFound).
 //
 // Every event enqueues the names of the rollouts it concerns into one
 // rate-limited workqueue: a Node event the rollouts whose selectors pick
@@ -34,22 +35,33 @@
 // # A sync
 //
 // A sync of one rollout (sync.go) follows pkg/rollout's "Applying a
-// decision":
+// decision" and reads top to bottom: observe, rollout.Decide, carry out.
+// What the controller keeps in memory about a rollout between its syncs is
+// one rolloutState (state.go), made on the rollout's first sync and
+// dropped, with its metrics, by forget when a sync finds the rollout gone:
+// the status write the cache must show, the Node patches it does not show
+// yet, the refusals not yet in the status, the rollout's patch slots, and
+// the last verdicts, Progressing reason and batches that Events and
+// metrics are recorded against.
+//
+// Observe:
 //
 //  1. Wait until the rollout cache shows this controller's last status
 //     write at the resourceVersion it returned or a later one
-//     (expectations.go; resourceVersions compare since Kubernetes 1.35):
-//     the decision reads the status and writes the next over it. Its
-//     event wakes the rollout up again; a deadline guards against waiting
-//     forever.
+//     (resourceVersions compare since Kubernetes 1.35): the decision reads
+//     the status and writes the next over it. Its event wakes the rollout
+//     up again; a deadline guards against waiting forever.
 //  2. Read the selected Nodes from the cache, each the controller has
-//     patched and the cache does not show yet as the patch leaves it
-//     (unseen.go): in flight, or answered and not yet delivered. So a
-//     decision never waits for a patch's round trip, a Node being assigned
-//     counts as unavailable from the moment its patch is sent, and no
-//     Node is picked twice.
-//  3. Decide, feeding back the admission refusals of the current target
-//     not yet recorded in the status.
+//     patched and the cache does not show yet as the patch leaves it: in
+//     flight, or answered and not yet delivered. So a decision never
+//     waits for a patch's round trip, a Node being assigned counts as
+//     unavailable from the moment its patch is sent, and no Node is picked
+//     twice.
+//  3. Collect the admission refusals of the current target not yet
+//     recorded in the status, for Decide.
+//
+// Decide (rollout.Decide), then carry out:
+//
 //  4. Write the status (UpdateStatus, retried on conflicts unless the spec
 //     changed meanwhile) when it differs from what is stored, before any
 //     Node is patched when the decision reverts or changes the rollout's
@@ -58,25 +70,26 @@
 //     deleted since the cache showed it, before any Node moves. Such a
 //     decision first waits for the assignments in flight: the status must
 //     follow their outcome, and a revert must cover them. Assignments of
-//     a batch going on in the same state go out while the status is
+//     a batch going on in the same state are sent before the status is
 //     written: there it would fence little (a pause can land just after
 //     it as well as before) and cost every reaction a round trip. An
 //     unchanged status is not written, and fences nothing.
-//  5. Patch the Nodes, each a JSON merge patch carrying the
-//     resourceVersion it was decided on, under this controller's field
-//     manager. Reverts are patched within the sync. Assignments go out in
-//     the background and the sync ends without them, so that a Node
-//     passing its trial meanwhile frees its slot for the next at once;
-//     their answers wake the rollout. They go through a sliding window of
-//     16, the next sent as soon as one is answered while it is fewer than
-//     16 past the oldest unanswered, and a rollout never has more than 16
-//     patches in flight across its syncs (patches.go). Until admission has
-//     let the target onto one selected Node, the assignments start one at
-//     a time and widen with each that applies. A conflict requeues the
-//     rollout; an admission refusal (a webhook's or an admission policy's
-//     denial, or Invalid) stops the assignments (those in flight are
-//     awaited), is kept as a rollout.Refusal for that Node and fed to the
-//     next Decide, which fails the rollout with AssignmentRefused.
+//  5. Patch the Nodes (patches.go, all of the Node patch code), each a
+//     JSON merge patch carrying the resourceVersion it was decided on,
+//     under this controller's field manager. Reverts are patched within
+//     the sync. Assignments go out in the background and the sync ends
+//     without them, so that a Node passing its trial meanwhile frees its
+//     slot for the next at once; their answers wake the rollout. They go
+//     through a sliding window of 16, the next sent as soon as one is
+//     answered while it is fewer than 16 past the oldest unanswered, and a
+//     rollout never has more than 16 patches in flight across its syncs.
+//     Until admission has let the target onto one selected Node, the
+//     assignments start one at a time and widen with each that applies. A
+//     conflict requeues the rollout; an admission refusal (a webhook's or
+//     an admission policy's denial, or Invalid) stops the assignments
+//     (those in flight are awaited), is kept as a rollout.Refusal for that
+//     Node and fed to the next Decide, which fails the rollout with
+//     AssignmentRefused.
 //
 // Events (events.k8s.io) go on the rollout when its state changes or it
 // fails, and on every Node it assigns or reverts. Metrics are in

@@ -56,7 +56,7 @@ func (h *harness) node(t *testing.T, name string) *corev1.Node {
 func TestAssignmentPatchCarriesTheDrainMode(t *testing.T) {
 	blue := map[string]string{"pool": "blue"}
 	for _, tc := range []struct {
-		mode     v1alpha1.DrainPolicy
+		mode     v1alpha1.DrainMode
 		inPatch  string
 		want     string
 		wantSome bool

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"reflect"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -25,24 +26,19 @@ func sourceName(source *string) string {
 }
 
 // stateEvents records an Event on the rollout when its state (the reason of
-// Progressing) changed, and a Warning when it failed.
-func (c *Controller) stateEvents(r *v1alpha1.KubeletConfigRollout, st *v1alpha1.KubeletConfigRolloutStatus) {
-	progressing := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionProgressing)
-	failed := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionFailed)
+// Progressing) changed, and a Warning when it failed, once status is written.
+func (c *Controller) stateEvents(r *v1alpha1.KubeletConfigRollout, st *rolloutState, status *v1alpha1.KubeletConfigRolloutStatus) {
+	progressing := meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionProgressing)
+	failed := meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionFailed)
 	if progressing == nil || failed == nil {
 		return
 	}
 	old := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionFailed)
-	if failed.Status == metav1.ConditionTrue && (old == nil || old.Status != metav1.ConditionTrue || !sameTarget(r.Status.Target, st.Target)) {
+	if failed.Status == metav1.ConditionTrue && (old == nil || old.Status != metav1.ConditionTrue || !sameTarget(r.Status.Target, status.Target)) {
 		c.event(r, nil, corev1.EventTypeWarning, "RolloutFailed", "Sync", failed.Message)
 	}
-	key := progressing.Reason
-	c.statesMu.Lock()
-	n := c.notedLocked(r.Name)
-	changed := n.reason != key
-	n.reason = key
-	c.statesMu.Unlock()
-	if oldP := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionProgressing); changed && (oldP == nil || oldP.Reason != key) {
+	changed := st.progressed(progressing.Reason)
+	if oldP := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionProgressing); changed && (oldP == nil || oldP.Reason != progressing.Reason) {
 		eventType := corev1.EventTypeNormal
 		switch progressing.Reason {
 		case v1alpha1.ReasonTargetNotFound, v1alpha1.ReasonTargetNotEligible, v1alpha1.ReasonProgressDeadlineExceeded, v1alpha1.ReasonNodesSkipped:
@@ -52,42 +48,22 @@ func (c *Controller) stateEvents(r *v1alpha1.KubeletConfigRollout, st *v1alpha1.
 	}
 }
 
-// noted is what the controller last recorded Events for, per rollout.
-type noted struct {
-	reason string
-	nodes  map[string]rollout.NodeState
-}
-
-func (c *Controller) notedLocked(name string) *noted {
-	n, ok := c.states[name]
-	if !ok {
-		n = &noted{nodes: map[string]rollout.NodeState{}}
-		c.states[name] = n
-	}
-	return n
-}
-
-// nodeEvents records a Warning on each Node that became Degraded (it
-// reports the target failed outside a trial of this rollout's: shown for
-// that Node, failing nothing) or Skipped (admission refused it the target
-// for its own state) since the last sync.
-func (c *Controller) nodeEvents(r *v1alpha1.KubeletConfigRollout, results []rollout.NodeResult, nodes map[string]*corev1.Node) {
-	c.statesMu.Lock()
-	n := c.notedLocked(r.Name)
-	var fresh []rollout.NodeResult
-	current := map[string]rollout.NodeState{}
+// verdicts records what follows from a decision's verdicts on the Nodes
+// against the decision before: the metrics, and a Warning on each Node that
+// became Degraded (it reports the target failed outside a trial of this
+// rollout's: shown for that Node, failing nothing) or Skipped (admission
+// refused it the target for its own state).
+func (c *Controller) verdicts(r *v1alpha1.KubeletConfigRollout, st *rolloutState, results []rollout.NodeResult, nodes map[string]*corev1.Node, now time.Time) {
+	current := make(map[string]rollout.NodeState, len(results))
 	for _, res := range results {
-		if res.State != rollout.StateDegraded && res.State != rollout.StateSkipped {
+		current[res.Name] = res.State
+	}
+	previous, through := st.decided(current)
+	c.metrics.observe(r.Name, results, previous, through, now)
+	for _, res := range results {
+		if (res.State != rollout.StateDegraded && res.State != rollout.StateSkipped) || previous[res.Name] == res.State {
 			continue
 		}
-		current[res.Name] = res.State
-		if n.nodes[res.Name] != res.State {
-			fresh = append(fresh, res)
-		}
-	}
-	n.nodes = current
-	c.statesMu.Unlock()
-	for _, res := range fresh {
 		reason := "NodeFailedOutsideTrial"
 		if res.State == rollout.StateSkipped {
 			reason = "NodeSkipped"

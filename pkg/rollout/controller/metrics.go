@@ -2,7 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,13 +28,6 @@ type Metrics struct {
 	stalled     *prometheus.GaugeVec
 	// queue is the workqueue's metrics.
 	queue *queueMetrics
-
-	mu sync.Mutex
-	// last is each rollout's Nodes' states at its previous sync, for the
-	// transitions counter.
-	last map[string]map[string]rollout.NodeState
-	// batches are each rollout's assignments not yet through their trials.
-	batches map[string][]batch
 }
 
 // batch is the Nodes one sync assigned, and when.
@@ -73,8 +65,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: "nodeguard", Subsystem: "rollout", Name: "progress_deadline_exceeded",
 			Help: "1 while a KubeletConfigRollout has gone without progress for longer than its spec.progressDeadlineSeconds (Progressing=False, reason ProgressDeadlineExceeded), 0 otherwise, as of its last sync.",
 		}, []string{"rollout"}),
-		last:    map[string]map[string]rollout.NodeState{},
-		batches: map[string][]batch{},
 	}
 	for _, c := range []prometheus.Collector{m.nodes, m.transitions, m.changes, m.batch, m.syncs, m.stalled} {
 		if err := reg.Register(c); err != nil {
@@ -89,44 +79,32 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// The methods below do nothing on a nil *Metrics.
+// The methods below do nothing on a nil *Metrics. They keep nothing
+// about a rollout: what they compare with is in its rolloutState.
 
-// observe records a sync's verdicts: the gauge, the transitions since the
-// last sync, and the batches that are through.
-func (m *Metrics) observe(name string, results []rollout.NodeResult, now time.Time) {
+// observe records a decision's verdicts: the gauge, the transitions from
+// the states the Nodes were in at the decision before, and the batches
+// through their trials.
+func (m *Metrics) observe(name string, results []rollout.NodeResult, previous map[string]rollout.NodeState, through []batch, now time.Time) {
 	if m == nil {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	counts := map[rollout.NodeState]int{}
-	current := map[string]rollout.NodeState{}
+	current := make(map[string]rollout.NodeState, len(results))
 	for _, r := range results {
 		counts[r.State]++
 		current[r.Name] = r.State
+		if was, seen := previous[r.Name]; seen && was != r.State {
+			m.transitions.WithLabelValues(name, string(was), string(r.State)).Inc()
+		}
 	}
 	for _, s := range allStates {
 		m.nodes.WithLabelValues(name, string(s)).Set(float64(counts[s]))
 	}
-	if previous, ok := m.last[name]; ok {
-		for node, state := range current {
-			if was, seen := previous[node]; seen && was != state {
-				m.transitions.WithLabelValues(name, string(was), string(state)).Inc()
-			}
-		}
-	}
-	m.last[name] = current
-
-	var open []batch
-	for _, b := range m.batches[name] {
-		result, done := batchResult(b, current)
-		if !done {
-			open = append(open, b)
-			continue
-		}
+	for _, b := range through {
+		result, _ := batchResult(b, current)
 		m.batch.WithLabelValues(result).Observe(now.Sub(b.start).Seconds())
 	}
-	m.batches[name] = open
 }
 
 // batchResult says whether none of the batch's Nodes is in trial any more,
@@ -147,19 +125,6 @@ func batchResult(b batch, current map[string]rollout.NodeState) (string, bool) {
 		}
 	}
 	return result, true
-}
-
-// assigned starts a batch.
-func (m *Metrics) assigned(name string, nodes []string, now time.Time) {
-	if m == nil {
-		return
-	}
-	if len(nodes) == 0 {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.batches[name] = append(m.batches[name], batch{start: now, nodes: nodes})
 }
 
 func (m *Metrics) change(name, action, result string) {
@@ -200,10 +165,6 @@ func (m *Metrics) forget(name string) {
 	if m == nil {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.last, name)
-	delete(m.batches, name)
 	m.nodes.DeletePartialMatch(prometheus.Labels{"rollout": name})
 	m.stalled.DeletePartialMatch(prometheus.Labels{"rollout": name})
 	m.transitions.DeletePartialMatch(prometheus.Labels{"rollout": name})

@@ -2,7 +2,22 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
@@ -12,6 +27,243 @@ import (
 // their trials; a bound keeps one sync of a wide batch from crowding the
 // apiserver's inflight limit, which the kubelets' heartbeats share.
 const maxPatchesInFlight = 16
+
+// requeueAfterConflict is how soon a rollout whose Node patches did not all
+// apply is decided again, at the latest.
+const requeueAfterConflict = 250 * time.Millisecond
+
+// Results of a Node patch, also the metric's label values.
+const (
+	resultOK       = "ok"
+	resultConflict = "conflict"
+	resultRetried  = "retried"
+	resultRefused  = "refused"
+	resultSkipped  = "skipped"
+	resultError    = "error"
+)
+
+// errNodeMoved ends the retries of a patch whose Node changed, since the
+// decision, in something the decision read.
+var errNodeMoved = errors.New("the Node changed since the decision")
+
+// patchNodes sends the Node changes of a decision, each recorded as unseen
+// first so that the next decision reads it as applied. Reverts are patched
+// within the sync: a failed rollout moves no Node forward. Assignments and
+// the trial-passed marks after them go out in the background and the sync
+// ends without them, so that a Node passing its trial meanwhile frees its
+// slot for the next Node at once; their answers wake the rollout.
+func (c *Controller) patchNodes(ctx context.Context, r *v1alpha1.KubeletConfigRollout, st *rolloutState, d rollout.Decision, seen observed) error {
+	st.sending(d.Revert, d.Assign, d.Record)
+	if len(d.Revert) > 0 {
+		return c.apply(ctx, r, st, d, seen)
+	}
+	if len(d.Assign) == 0 && len(d.Record) == 0 {
+		return nil
+	}
+	c.sending.Go(func() {
+		if err := c.apply(ctx, r, st, d, seen); err != nil {
+			utilruntime.HandleErrorWithContext(ctx, err, "Assigning failed; requeued", "rollout", r.Name)
+			c.queue.AddRateLimited(r.Name)
+			return
+		}
+		c.queue.Add(r.Name)
+	})
+	return nil
+}
+
+// apply patches the Nodes of a decision and awaits the answers: reverts
+// first, then assignments, then the trial-passed marks, each several in
+// flight (patchAll). Every revert is tried; a conflict or a failure
+// requeues the rollout, a refusal of an assignment stops the assignments
+// and is fed to the next decision, which fails the rollout, unless it
+// concerns the Node's own state: that Node is skipped and the others go
+// on.
+func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout, st *rolloutState, d rollout.Decision, seen observed) error {
+	logger := klog.FromContext(ctx)
+	nodes := seen.nodes
+	var errs []error
+	requeue := false
+	send := func(action string) func(context.Context, rollout.Change) (string, error) {
+		return func(ctx context.Context, change rollout.Change) (string, error) {
+			return c.patch(ctx, r.Name, st, action, change, seen.basis)
+		}
+	}
+	for _, p := range patchAll(ctx, d.Revert, maxPatchesInFlight, false, send("revert")) {
+		c.metrics.change(r.Name, "revert", p.result)
+		switch p.result {
+		case resultOK:
+			c.event(nodes[p.change.Node], r, corev1.EventTypeNormal, "Reverted", "Revert",
+				fmt.Sprintf("rollout %s failed; re-pointed to the previous source %s", r.Name, sourceName(p.change.Annotations[contract.ConfigSourceAnnotation])))
+			logger.Info("Reverted Node", "node", p.change.Node)
+		case resultConflict:
+			requeue = true
+		default:
+			errs = append(errs, p.err)
+		}
+	}
+	var assigned []string
+	target := d.Status.Target
+	// The rollout fails on a refusal: patchAll sends nothing after it.
+	for _, p := range patchAll(ctx, d.Assign, firstAssignments(d), true, send("assign")) {
+		c.metrics.change(r.Name, "assign", p.result)
+		switch p.result {
+		case resultOK:
+			assigned = append(assigned, p.change.Node)
+			c.event(nodes[p.change.Node], r, corev1.EventTypeNormal, "Assigned", "Assign",
+				fmt.Sprintf("rollout %s assigned %s", r.Name, sourceName(p.change.Annotations[contract.ConfigSourceAnnotation])))
+			logger.Info("Assigned Node", "node", p.change.Node, "target", target)
+		case resultConflict:
+			requeue = true
+		case resultRefused:
+			if target != nil {
+				st.refuse(*target, rollout.Refusal{Node: p.change.Node, Message: p.err.Error()})
+			}
+			c.event(r, nodes[p.change.Node], corev1.EventTypeWarning, v1alpha1.ReasonAssignmentRefused, "Assign",
+				fmt.Sprintf("assigning Node %s was refused: %v", p.change.Node, p.err))
+			logger.Info("Assignment refused by admission", "node", p.change.Node, "err", p.err)
+			requeue = true
+		case resultSkipped:
+			// The Node's own state is refused, not the target: the Node is
+			// skipped (its Event comes with the decision that shows it).
+			if target != nil {
+				st.refuse(*target, rollout.Refusal{Node: p.change.Node, Message: p.err.Error(), NodeState: true})
+			}
+			logger.Info("Assignment refused for the Node's own state; skipping the Node", "node", p.change.Node, "err", p.err)
+			requeue = true
+		default:
+			errs = append(errs, p.err)
+		}
+	}
+	if len(assigned) > 0 {
+		st.started(batch{start: c.clock.Now(), nodes: assigned})
+	}
+	for _, p := range patchAll(ctx, d.Record, maxPatchesInFlight, false, send("record")) {
+		c.metrics.change(r.Name, "record", p.result)
+		switch p.result {
+		case resultOK:
+			logger.V(2).Info("Recorded the Node's passed trial", "node", p.change.Node, "target", target)
+		case resultConflict:
+			requeue = true
+		default:
+			errs = append(errs, p.err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if requeue {
+		// A Node that moved since the decision (a kubelet's status write
+		// changes its resourceVersion) or a refusal to feed back is no
+		// failure of the sync: deciding again soon is all it takes. As an
+		// error it would go through the queue's per-item exponential
+		// backoff, which grows with every such sync in a row and, on a
+		// large pool whose Nodes keep writing, holds the rollout for
+		// seconds. The moved Node's own update event usually wakes the
+		// rollout first; the delay is a backstop.
+		logger.V(2).Info("Some Node patches did not apply; deciding again", "after", requeueAfterConflict)
+		c.queue.AddAfter(r.Name, requeueAfterConflict)
+	}
+	return nil
+}
+
+// decisionBasis is what a decision was made on, for telling a conflict that
+// invalidates it from one that does not.
+type decisionBasis struct {
+	rollout  string
+	selector labels.Selector
+	rollouts []*v1alpha1.KubeletConfigRollout
+	// observed are the selected Nodes as the decision saw them, by name.
+	observed map[string]rollout.NodeObservation
+}
+
+// unchanged reports whether node, as it is now, is still the Node the
+// decision saw: selected, and observed the same but for its
+// resourceVersion. The observation is everything Decide reads of a Node.
+func (b decisionBasis) unchanged(node *corev1.Node) bool {
+	before, ok := b.observed[node.Name]
+	set := labels.Set(node.Labels)
+	if !ok || !b.selector.Matches(set) {
+		return false
+	}
+	now, _ := rollout.ObserveNode(node, rollout.OtherRollouts(b.rollouts, b.rollout, set))
+	return rollout.SameButVersion(now, before)
+}
+
+// patch applies one change, and records its expectation when it applied.
+// The change carries the resourceVersion it was decided on. A conflict means
+// the Node was written since; when that write changed nothing the decision
+// read (nearly always a kubelet's status report, which moves the
+// resourceVersion and its heartbeat only), the change is patched again at
+// once over the Node as it is now, instead of deciding the whole rollout
+// again after a delay.
+func (c *Controller) patch(ctx context.Context, rolloutName string, st *rolloutState, action string, change rollout.Change, basis decisionBasis) (string, error) {
+	select {
+	case st.slots <- struct{}{}:
+		defer func() { <-st.slots }()
+	case <-ctx.Done():
+		st.failed(change.Node)
+		return resultError, fmt.Errorf("patching Node %s: %w", change.Node, context.Cause(ctx))
+	}
+	var w write
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		body, err := change.MergePatch()
+		if err != nil {
+			return err
+		}
+		w.over = append(w.over, change.ResourceVersion)
+		patched, err := c.kube.CoreV1().Nodes().Patch(ctx, change.Node, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
+		if err == nil {
+			w.produced = patched.ResourceVersion
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		latest, getErr := c.kube.CoreV1().Nodes().Get(ctx, change.Node, metav1.GetOptions{})
+		if getErr != nil {
+			return getErr
+		}
+		if !basis.unchanged(latest) {
+			return fmt.Errorf("patching Node %s: %w", change.Node, errNodeMoved)
+		}
+		c.metrics.change(rolloutName, action, resultRetried)
+		change.ResourceVersion = latest.ResourceVersion
+		return err
+	})
+	switch {
+	case err == nil:
+		st.applied(change, w, c.clock.Now())
+		return resultOK, nil
+	}
+	st.failed(change.Node)
+	switch {
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err), errors.Is(err, errNodeMoved):
+		// The Node moved (or went) since the decision: decide again.
+		return resultConflict, err
+	case isAdmissionRefusal(err) && contract.IsNodeStateRefusal(err):
+		return resultSkipped, err
+	case isAdmissionRefusal(err):
+		return resultRefused, err
+	default:
+		return resultError, fmt.Errorf("patching Node %s: %w", change.Node, err)
+	}
+}
+
+// isAdmissionRefusal tells an admission denial of a write (a validating
+// webhook's or admission policy's, or the object found invalid) from the
+// controller's own lack of rights, which is Forbidden too but must not
+// fail a rollout: the apiserver words every admission denial "denied the
+// request", and an authorization failure "cannot".
+func isAdmissionRefusal(err error) bool {
+	if apierrors.IsInvalid(err) {
+		return true
+	}
+	if !apierrors.IsForbidden(err) && !apierrors.IsBadRequest(err) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "denied the request") || strings.Contains(msg, "denied request")
+}
 
 // patched is the outcome of one change sent by patchAll.
 type patched struct {
@@ -76,18 +328,4 @@ func firstAssignments(d rollout.Decision) int {
 		return maxPatchesInFlight
 	}
 	return 1
-}
-
-// patchSlots is rollout's semaphore of maxPatchesInFlight: the assignments
-// of one sync go out while an earlier sync's are still in flight, and
-// together they stay within the bound.
-func (c *Controller) patchSlots(rollout string) chan struct{} {
-	c.slotsMu.Lock()
-	defer c.slotsMu.Unlock()
-	slots, ok := c.slots[rollout]
-	if !ok {
-		slots = make(chan struct{}, maxPatchesInFlight)
-		c.slots[rollout] = slots
-	}
-	return slots
 }

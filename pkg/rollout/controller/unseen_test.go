@@ -17,16 +17,16 @@ func cachedNode(name, rv string, annotations map[string]string) *corev1.Node {
 
 func TestUnseenOverlaysChangesUntilTheCacheShowsThem(t *testing.T) {
 	now := time.Unix(1000, 0)
-	u := newUnseen(time.Minute)
+	u := newRolloutState(time.Minute)
 	source, status := "kubelet-configs/v2", "{}"
 	assignA := rollout.Change{Node: "a", ResourceVersion: "10", Annotations: map[string]*string{contract.ConfigSourceAnnotation: &source}}
 	revertB := rollout.Change{Node: "b", ResourceVersion: "20", Annotations: map[string]*string{contract.ConfigSourceAnnotation: nil}}
-	u.sending("r", []rollout.Change{assignA, revertB})
+	u.sending([]rollout.Change{assignA, revertB})
 
 	a := cachedNode("a", "10", map[string]string{contract.ConfigStatusAnnotation: status})
 	b := cachedNode("b", "20", map[string]string{contract.ConfigSourceAnnotation: "kubelet-configs/v1"})
 	c := cachedNode("c", "30", nil)
-	got := u.overlay("r", []*corev1.Node{a, b, c}, now)
+	got := u.overlay([]*corev1.Node{a, b, c}, now)
 	if got[0].Annotations[contract.ConfigSourceAnnotation] != source || got[0].Annotations[contract.ConfigStatusAnnotation] != status {
 		t.Errorf("a in flight reads %v, want its assignment over what the cache has", got[0].Annotations)
 	}
@@ -39,16 +39,16 @@ func TestUnseenOverlaysChangesUntilTheCacheShowsThem(t *testing.T) {
 	if _, ok := a.Annotations[contract.ConfigSourceAnnotation]; ok || b.Annotations[contract.ConfigSourceAnnotation] != "kubelet-configs/v1" {
 		t.Error("the overlay modified the cached objects")
 	}
-	if !u.inFlight("r") || u.inFlight("other") {
+	if other := newRolloutState(time.Minute); !u.inFlight() || other.inFlight() {
 		t.Error("inFlight: want r only")
 	}
 
-	u.applied("r", assignA, write{produced: "11", over: []string{"10"}}, now)
-	u.failed("r", "b")
-	if u.inFlight("r") {
+	u.applied(assignA, write{produced: "11", over: []string{"10"}}, now)
+	u.failed("b")
+	if u.inFlight() {
 		t.Error("in flight once every change was answered")
 	}
-	got = u.overlay("r", []*corev1.Node{a, b}, now)
+	got = u.overlay([]*corev1.Node{a, b}, now)
 	if got[0].ResourceVersion != "11" || got[0].Annotations[contract.ConfigSourceAnnotation] != source {
 		t.Errorf("a answered reads rv %s %v, want its write's version and its assignment", got[0].ResourceVersion, got[0].Annotations)
 	}
@@ -57,31 +57,31 @@ func TestUnseenOverlaysChangesUntilTheCacheShowsThem(t *testing.T) {
 	}
 
 	shown := cachedNode("a", "12", map[string]string{contract.ConfigSourceAnnotation: "someone/else"})
-	if got = u.overlay("r", []*corev1.Node{shown}, now); got[0] != shown {
+	if got = u.overlay([]*corev1.Node{shown}, now); got[0] != shown {
 		t.Error("a change the cache shows still overlaid")
 	}
-	if got = u.overlay("r", []*corev1.Node{a}, now); got[0] != a {
+	if got = u.overlay([]*corev1.Node{a}, now); got[0] != a {
 		t.Error("a change dropped once shown came back")
 	}
 }
 
 func TestUnseenDropsAnswersPastTheTimeout(t *testing.T) {
 	now := time.Unix(1000, 0)
-	u := newUnseen(time.Minute)
+	u := newRolloutState(time.Minute)
 	source := "kubelet-configs/v2"
 	for _, name := range []string{"a", "gone"} {
 		change := rollout.Change{Node: name, ResourceVersion: "10", Annotations: map[string]*string{contract.ConfigSourceAnnotation: &source}}
-		u.sending("r", []rollout.Change{change})
-		u.applied("r", change, write{produced: "11", over: []string{"10"}}, now)
+		u.sending([]rollout.Change{change})
+		u.applied(change, write{produced: "11", over: []string{"10"}}, now)
 	}
 	a := cachedNode("a", "10", nil)
-	if got := u.overlay("r", []*corev1.Node{a}, now.Add(59*time.Second)); got[0] == a {
+	if got := u.overlay([]*corev1.Node{a}, now.Add(59*time.Second)); got[0] == a {
 		t.Error("dropped before the timeout")
 	}
-	if got := u.overlay("r", []*corev1.Node{a}, now.Add(time.Minute)); got[0] != a {
+	if got := u.overlay([]*corev1.Node{a}, now.Add(time.Minute)); got[0] != a {
 		t.Error("still overlaid at the timeout")
 	}
-	if n := len(u.byRollout["r"]); n != 0 {
+	if n := len(u.unseen); n != 0 {
 		t.Errorf("%d changes kept past the timeout, the unlisted Node's among them", n)
 	}
 }

@@ -89,7 +89,7 @@ func TestAdminRestartAndBlipsDuringTrial(t *testing.T) {
 
 // TestAgentRestartForgetsFailures: two failed probes, the agent restarts,
 // two more. Four failures during one trial, but no agent saw three: the
-// configuration passes. (Reboots are covered by the controller's table
+// configuration passes. (Reboots are covered by the reconciler's table
 // test, where the boot ID can change.)
 func TestAgentRestartForgetsFailures(t *testing.T) {
 	n := newNode(t, nodeOptions{agentArgs: []string{flappingTrial}, stub: &framework.StubKubelet{Reason: blips}})

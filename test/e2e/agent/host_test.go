@@ -10,10 +10,10 @@ import (
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
-// hostState is what a kubelet left alone changes on its host (FACTS.md):
-// the sysctls it checks or writes, the mount table (it makes its root
-// directory a shared mount) and the directories it creates whatever its
-// root directory is.
+// hostState is what a kubelet left alone changes on its host (docs/agent.md,
+// Tests): the sysctls it checks or writes, the mount table (it makes its
+// root directory a shared mount) and the directories it creates whatever
+// its root directory is.
 type hostState struct {
 	sysctls map[string]string
 	mounts  []string

@@ -77,8 +77,8 @@ var powerLossAgentArgs = []string{
 // a killed process leaves (every write is a rename of a complete file), not
 // what reaches the platters in a real power cut. The order of the durable
 // steps (fsync before rename, payload before pointer) is checked step by
-// step by the failpoint tests in pkg/nodeagent/checkpoint and
-// pkg/nodeagent/controller (crash_test.go).
+// step by the failpoint tests in pkg/durable,
+// pkg/nodeagent/checkpoint and pkg/nodeagent/reconciler (crash_test.go).
 func TestPowerLoss(t *testing.T) {
 	plan := planPowerLoss()
 	n := newNode(t, nodeOptions{agentArgs: powerLossAgentArgs})

@@ -8,14 +8,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/metadata"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/cli"
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned"
 	"github.com/nodeguard/nodeguard/pkg/rollout/controller"
 )
 
@@ -29,7 +28,7 @@ func startController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rollouts, err := controller.NewRolloutClient(cfg)
+	rollouts, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,24 +64,7 @@ func TestRolloutUndoWithTheController(t *testing.T) {
 	s.ready(b)
 	name := s.ns
 
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1alpha1.KubeletConfigRollout{
-		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "KubeletConfigRollout"},
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v1alpha1.KubeletConfigRolloutSpec{
-			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{scenarioLabel: s.ns}},
-			ConfigMapRef: v1alpha1.ConfigMapReference{Namespace: s.ns, Name: "v3"},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	delete(obj, "status")
-	if _, err := client.Resource(rolloutsResource).Create(s.ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = client.Resource(rolloutsResource).Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
+	s.createRollout(client, name)
 
 	// The canary, a (first in name order), is assigned by the controller.
 	s.waitNode(a, "the controller assigns the canary", func(n *corev1.Node) bool {

@@ -13,22 +13,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/cli"
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	nodeguardclient "github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned/typed/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 	"github.com/nodeguard/nodeguard/test/controlplane"
 	"github.com/nodeguard/nodeguard/test/manifests"
 )
-
-var rolloutsResource = v1alpha1.SchemeGroupVersion.WithResource("kubeletconfigrollouts")
 
 // crdFile is the CRD as shipped; the tests apply it, not a copy.
 const crdFile = "manifests/base/crd/nodeguard.dev_kubeletconfigrollouts.yaml"
@@ -39,10 +36,10 @@ var crdOnce struct {
 }
 
 // rolloutClient applies the shipped CRD once for the package, waits until
-// the apiserver serves it, and returns a dynamic client.
-func rolloutClient(t *testing.T) dynamic.Interface {
+// the apiserver serves it, and returns a client of its rollouts.
+func rolloutClient(t *testing.T) nodeguardclient.KubeletConfigRolloutInterface {
 	t.Helper()
-	client, err := dynamic.NewForConfig(env.CP.AdminConfig())
+	client, err := env.Rollouts()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +50,7 @@ func rolloutClient(t *testing.T) dynamic.Interface {
 	return client
 }
 
-func applyCRD(client dynamic.Interface) error {
+func applyCRD(client nodeguardclient.KubeletConfigRolloutInterface) error {
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return err
@@ -73,7 +70,7 @@ func applyCRD(client dynamic.Interface) error {
 	// Established is not enough for the first request to find it, so
 	// wait on the resource itself.
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := client.Resource(rolloutsResource).List(ctx, metav1.ListOptions{})
+		_, err := client.List(ctx, metav1.ListOptions{})
 		return err == nil, nil
 	})
 }
@@ -93,21 +90,36 @@ func (s *scenario) ready(node string) {
 	}
 }
 
-func (s *scenario) getRollout(client dynamic.Interface, name string) *v1alpha1.KubeletConfigRollout {
+func (s *scenario) getRollout(client nodeguardclient.KubeletConfigRolloutInterface, name string) *v1alpha1.KubeletConfigRollout {
 	s.t.Helper()
-	obj, err := client.Resource(rolloutsResource).Get(s.ctx, name, metav1.GetOptions{})
+	r, err := client.Get(s.ctx, name, metav1.GetOptions{})
 	if err != nil {
-		s.t.Fatal(err)
-	}
-	r := &v1alpha1.KubeletConfigRollout{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, r); err != nil {
 		s.t.Fatal(err)
 	}
 	return r
 }
 
+// createRollout creates rollout name of the scenario's ConfigMap v3 over
+// the scenario's Nodes, deleted when the test ends.
+func (s *scenario) createRollout(client nodeguardclient.KubeletConfigRolloutInterface, name string) {
+	s.t.Helper()
+	r := &v1alpha1.KubeletConfigRollout{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.KubeletConfigRolloutSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{scenarioLabel: s.ns}},
+			ConfigMapRef: v1alpha1.ConfigMapReference{Namespace: s.ns, Name: "v3"},
+		},
+	}
+	if _, err := client.Create(s.ctx, r, metav1.CreateOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() {
+		_ = client.Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
 // writeStatus writes the rollout's status as the controller would.
-func (s *scenario) writeStatus(client dynamic.Interface, name string, st v1alpha1.KubeletConfigRolloutStatus) {
+func (s *scenario) writeStatus(client nodeguardclient.KubeletConfigRolloutInterface, name string, st v1alpha1.KubeletConfigRolloutStatus) {
 	s.t.Helper()
 	r := s.getRollout(client, name)
 	st.ObservedGeneration = r.Generation
@@ -115,11 +127,7 @@ func (s *scenario) writeStatus(client dynamic.Interface, name string, st v1alpha
 		st.Conditions[i].ObservedGeneration, st.Conditions[i].LastTransitionTime = r.Generation, metav1.Now()
 	}
 	r.Status = st
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if _, err := client.Resource(rolloutsResource).UpdateStatus(s.ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{}); err != nil {
+	if _, err := client.UpdateStatus(s.ctx, r, metav1.UpdateOptions{}); err != nil {
 		s.t.Fatalf("writing the status of %s: %v", name, err)
 	}
 }
@@ -163,24 +171,7 @@ func TestRollout(t *testing.T) {
 		s.ready(n)
 	}
 
-	spec := v1alpha1.KubeletConfigRolloutSpec{
-		NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{scenarioLabel: s.ns}},
-		ConfigMapRef: v1alpha1.ConfigMapReference{Namespace: s.ns, Name: "v3"},
-	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1alpha1.KubeletConfigRollout{
-		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "KubeletConfigRollout"},
-		ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	delete(obj, "status")
-	if _, err := client.Resource(rolloutsResource).Create(s.ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = client.Resource(rolloutsResource).Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
+	s.createRollout(client, name)
 	s.writeStatus(client, name, v1alpha1.KubeletConfigRolloutStatus{Target: pinned(v3), Selected: 3, Updated: 1, InTrial: 1,
 		Conditions: conditions("True/Canary/canary of 1: 1 of 3 Nodes updated; waiting on "+b, "False/NoFailure/no Node has failed")})
 

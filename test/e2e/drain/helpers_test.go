@@ -180,11 +180,11 @@ func createRollout(t *testing.T, name, pool, cm string, onFailure v1alpha1.Failu
 			OnFailure:      onFailure,
 		},
 	}
-	if err := framework.CreateRollout(t.Context(), dyn, r); err != nil {
-		t.Fatal(err)
+	if _, err := rollouts.Create(t.Context(), r, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating rollout %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		_ = dyn.Resource(framework.RolloutsResource).Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = rollouts.Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 }
 
@@ -193,7 +193,7 @@ func waitRollout(t *testing.T, name, kind string) *v1alpha1.KubeletConfigRollout
 	t.Helper()
 	var last *v1alpha1.KubeletConfigRollout
 	err := framework.Eventually(t.Context(), waitTimeout, "rollout "+name+" "+kind, func(ctx context.Context) (bool, string, error) {
-		r, err := framework.GetRollout(ctx, dyn, name)
+		r, err := rollouts.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error(), nil
 		}

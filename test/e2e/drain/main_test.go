@@ -15,15 +15,14 @@ import (
 	"path/filepath"
 	"testing"
 
-	"k8s.io/client-go/dynamic"
-
+	nodeguardclient "github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned/typed/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
 var (
 	env      *framework.Env
 	binaries framework.NodeBinaries
-	dyn      dynamic.Interface
+	rollouts nodeguardclient.KubeletConfigRolloutInterface
 )
 
 func TestMain(m *testing.M) {
@@ -41,7 +40,7 @@ func run(m *testing.M) int {
 			return nil, err
 		}
 		envs := []*framework.Env{env}
-		if dyn, err = dynamic.NewForConfig(env.CP.AdminConfig()); err != nil {
+		if rollouts, err = env.Rollouts(); err != nil {
 			return envs, err
 		}
 		_, err = env.StartRolloutController(ctx, "controller-1")

@@ -127,8 +127,9 @@ func (k *realKubelet) writeLocalConfig(path, extra string) error {
 		"containerRuntimeEndpoint": k.criEndpoint,
 		"podLogsDir":               podLogs,
 		"volumePluginDir":          volumePlugins,
-		// What this host needs (FACTS.md): cgroup v1, no runtime of its
-		// own, swap perhaps on, no eviction on a shared machine.
+		// What the test host needs (docs/agent.md, Tests): cgroup v1, no
+		// runtime of its own, swap perhaps on, no eviction on a shared
+		// machine.
 		"failCgroupV1":  false,
 		"cgroupDriver":  "cgroupfs",
 		"cgroupsPerQOS": false,

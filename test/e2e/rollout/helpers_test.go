@@ -32,8 +32,6 @@ const waitTimeout = 2 * time.Minute
 // creates it).
 const configNamespace = "kubelet-configs"
 
-var rolloutsGVR = framework.RolloutsResource
-
 // rolloutSpec is what a test varies in a rollout.
 type rolloutSpec struct {
 	selector       metav1.LabelSelector
@@ -42,7 +40,7 @@ type rolloutSpec struct {
 	maxUnavailable int
 	paused         bool
 	onFailure      v1alpha1.FailurePolicy
-	drain          v1alpha1.DrainPolicy
+	drain          v1alpha1.DrainMode
 }
 
 // pool selects the Nodes the administrator put in a pool: a label no node
@@ -73,18 +71,18 @@ func createRollout(t *testing.T, name string, s rolloutSpec) {
 		mu := intstr.FromInt(s.maxUnavailable)
 		r.Spec.MaxUnavailable = &mu
 	}
-	if err := framework.CreateRollout(t.Context(), dyn, r); err != nil {
-		t.Fatal(err)
+	if _, err := rollouts.Create(t.Context(), r, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating rollout %s: %v", name, err)
 	}
 	t.Cleanup(func() { deleteRollout(t, name) })
 }
 
 func deleteRollout(t *testing.T, name string) {
-	_ = dyn.Resource(rolloutsGVR).Delete(context.Background(), name, metav1.DeleteOptions{})
+	_ = rollouts.Delete(context.Background(), name, metav1.DeleteOptions{})
 }
 
 func getRollout(ctx context.Context, name string) (*v1alpha1.KubeletConfigRollout, error) {
-	return framework.GetRollout(ctx, dyn, name)
+	return rollouts.Get(ctx, name, metav1.GetOptions{})
 }
 
 func patchRollout(t *testing.T, name string, spec map[string]any) {
@@ -110,7 +108,7 @@ func patchSpec(ctx context.Context, name string, spec map[string]any) error {
 	if err != nil {
 		return err
 	}
-	if _, err := dyn.Resource(rolloutsGVR).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+	if _, err := rollouts.Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("patching rollout %s: %w", name, err)
 	}
 	return nil

@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/dynamic"
-
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	nodeguardclient "github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned/typed/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
@@ -37,7 +36,7 @@ var (
 	env         *framework.Env
 	binaries    framework.NodeBinaries
 	nodes       = map[string]*framework.Node{}
-	dyn         dynamic.Interface
+	rollouts    nodeguardclient.KubeletConfigRolloutInterface
 	controllers []*framework.RolloutController
 )
 
@@ -56,7 +55,7 @@ func run(m *testing.M) int {
 			return nil, err
 		}
 		envs := []*framework.Env{env}
-		if dyn, err = dynamic.NewForConfig(env.CP.AdminConfig()); err != nil {
+		if rollouts, err = env.Rollouts(); err != nil {
 			return envs, err
 		}
 		if err := startNodes(ctx); err != nil {

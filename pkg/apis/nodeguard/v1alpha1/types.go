@@ -29,6 +29,8 @@ import (
 // these and the status alone.
 // Deleting a rollout leaves every assignment and annotation as it is.
 //
+// +genclient
+// +genclient:nonNamespaced
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster
 // +kubebuilder:subresource:status
@@ -115,7 +117,7 @@ type KubeletConfigRolloutSpec struct {
 	// the rollout (reason DrainTimedOut).
 	// +optional
 	// +kubebuilder:default=Auto
-	Drain DrainPolicy `json:"drain,omitempty"`
+	Drain DrainMode `json:"drain,omitempty"`
 }
 
 // ConfigMapReference names a ConfigMap.
@@ -146,21 +148,21 @@ const (
 	FailureHalt FailurePolicy = "Halt"
 )
 
-// DrainPolicy is whether the agents drain a Node for the target; its
+// DrainMode is whether the agents drain a Node for the target; its
 // values are those of the contract's nodeguard.dev/drain annotation
 // (contract.DrainAuto, DrainAlways, DrainNever).
 // +kubebuilder:validation:Enum=Auto;Always;Never
-type DrainPolicy string
+type DrainMode string
 
 const (
 	// DrainAuto drains a Node when the change needs it, by the field
 	// classification the agent applies (docs/reference.md, "Disruptive changes
 	// and the trial").
-	DrainAuto DrainPolicy = contract.DrainAuto
+	DrainAuto DrainMode = contract.DrainAuto
 	// DrainAlways drains a Node for every change.
-	DrainAlways DrainPolicy = contract.DrainAlways
+	DrainAlways DrainMode = contract.DrainAlways
 	// DrainNever never drains a Node, whatever the change needs.
-	DrainNever DrainPolicy = contract.DrainNever
+	DrainNever DrainMode = contract.DrainNever
 )
 
 // KubeletConfigRolloutStatus is what the controller last saw and decided.

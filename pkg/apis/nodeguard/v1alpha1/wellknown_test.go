@@ -12,13 +12,13 @@ import (
 )
 
 // The drain modes are the contract's, and the generated CRD offers exactly
-// them with the same default: the enum marker on DrainPolicy spells the
+// them with the same default: the enum marker on DrainMode spells the
 // values out, and a value the agents do not know would be written on Nodes.
 func TestDrainPoliciesAreTheContracts(t *testing.T) {
-	modes := []DrainPolicy{DrainAuto, DrainAlways, DrainNever}
+	modes := []DrainMode{DrainAuto, DrainAlways, DrainNever}
 	for _, m := range modes {
 		if m == "" || !contract.ValidDrainMode(string(m)) {
-			t.Errorf("DrainPolicy %q is not a value of %s", m, contract.DrainAnnotation)
+			t.Errorf("DrainMode %q is not a value of %s", m, contract.DrainAnnotation)
 		}
 	}
 	if DefaultDrain != DrainAuto {

@@ -9,10 +9,10 @@
 // staging modules, which the product's go.mod never depends on;
 // hack/testbin.sh builds it beside kube-apiserver and the kubelet.
 //
-// Three settings make the kubelet accept the fake (see FACTS.md): a Linux
-// runtime configuration naming the cgroupfs driver, an image filesystem
-// usage naming a directory the kubelet can stat, and an image size above
-// zero (the kubelet refuses images of size 0).
+// Three settings make the kubelet accept the fake: a Linux runtime
+// configuration naming the cgroupfs driver, an image filesystem usage naming
+// a directory the kubelet can stat, and an image size above zero (the
+// kubelet refuses images of size 0).
 //
 // It serves until SIGTERM or SIGINT, then removes the socket. Like a real
 // container runtime it outlives kubelet restarts, so pods keep their

@@ -1,0 +1,152 @@
+package reconciler
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
+)
+
+// chosen is the configuration the kubelet should run.
+type chosen struct {
+	// ref is nil for the local configuration.
+	ref     *contract.ObjectRef
+	config  string
+	onTrial bool
+}
+
+// choose picks the assigned configuration when it can be used, else falls
+// back.
+func (c *Reconciler) choose(p *pass) chosen {
+	if p.fallback != nil {
+		return c.fallBack(p, p.fallback)
+	}
+	assigned := c.state.assigned
+	if assigned == nil {
+		return chosen{}
+	}
+	if bad := c.badEntry(*assigned); bad != nil {
+		what := "failed its trial"
+		if bad.Reason == contract.ReasonDrainTimedOut {
+			what = "was not applied"
+		}
+		return c.fallBack(p, &problem{reason: bad.Reason, pendingPods: bad.PendingPods, message: fmt.Sprintf(
+			"%s %s at %s: %s; it is not retried until the ConfigMap changes",
+			describe(assigned), what, bad.At.UTC().Format(time.RFC3339), bad.Message)})
+	}
+	cp, err := c.deps.Store.LoadCheckpoint(*assigned)
+	if err != nil {
+		if errors.Is(err, checkpoint.ErrCorrupt) {
+			p.event(corev1.EventTypeWarning, contract.ReasonCheckpointCorrupt, "%v", err)
+		}
+		return c.fallBack(p, &problem{reason: contract.ReasonCheckpointCorrupt, message: fmt.Sprintf(
+			"the checkpoint of %s is unusable (%v); it is downloaded again when the apiserver can be reached", describe(assigned), err)})
+	}
+	if sameRef(assigned, c.state.lastKnownGood) {
+		return chosen{ref: assigned, config: cp.Config}
+	}
+	if !cp.HasKey {
+		return c.fallBack(p, &problem{reason: contract.ReasonValidationFailed, message: fmt.Sprintf(
+			"ConfigMap %s/%s has no data key %q", assigned.Namespace, assigned.Name, cp.Key)})
+	}
+	// A configuration already running was validated before it was applied;
+	// judging it again would only matter if the kubelet changed version
+	// underneath it, and its trial covers that.
+	running := c.state.active != nil && sameRef(c.state.active.Ref, assigned)
+	if !running {
+		if err := c.validate(*assigned, cp.Config); err != nil {
+			return c.fallBack(p, &problem{reason: contract.ReasonValidationFailed, message: fmt.Sprintf(
+				"%s is invalid and was not applied: %v", describe(assigned), err)})
+		}
+	}
+	return chosen{ref: assigned, config: cp.Config, onTrial: true}
+}
+
+// fallBack records why the assigned configuration is not used and returns
+// last-known-good, or the local configuration.
+func (c *Reconciler) fallBack(p *pass, why *problem) chosen {
+	p.addProblem(why)
+	lkg := c.state.lastKnownGood
+	if lkg == nil {
+		return chosen{}
+	}
+	cp, err := c.deps.Store.LoadCheckpoint(*lkg)
+	if err != nil {
+		p.addProblem(&problem{reason: contract.ReasonCheckpointCorrupt, message: fmt.Sprintf(
+			"the last-known-good checkpoint of %s is unusable (%v); using the local configuration", describe(lkg), err)})
+		if setErr := c.deps.Store.SetLastKnownGood(nil); setErr == nil {
+			c.state.lastKnownGood = nil
+		}
+		return chosen{}
+	}
+	return chosen{ref: lkg, config: cp.Config}
+}
+
+func (c *Reconciler) badEntry(ref contract.ObjectRef) *checkpoint.BadEntry {
+	for i := range c.state.bad {
+		if c.state.bad[i].Ref == ref {
+			return &c.state.bad[i]
+		}
+	}
+	return nil
+}
+
+// validate judges a configuration, caching the verdict per kubelet version.
+func (c *Reconciler) validate(ref contract.ObjectRef, config string) error {
+	v := c.kubeletVersion()
+	key := validationKey{ref: ref}
+	if v != nil {
+		key.version = v.String()
+		if err, ok := c.validated[key]; ok {
+			return err
+		}
+	}
+	err := c.deps.Validator.Validate([]byte(config), v)
+	if v != nil {
+		// A node sees a handful of configurations in its life; the cache
+		// is dropped whenever it grows anyway.
+		if len(c.validated) > 64 {
+			clear(c.validated)
+		}
+		c.validated[key] = err
+	}
+	return err
+}
+
+// render produces the kubelet file for a choice, falling back when the
+// choice does not render into a valid file with this node's local fields.
+func (c *Reconciler) render(ch chosen, p *pass) (*kubelet.Rendered, chosen) {
+	for {
+		var out kubelet.Rendered
+		var err error
+		if ch.ref == nil {
+			out, err = c.deps.Renderer.Local()
+		} else {
+			out, err = c.deps.Renderer.Assigned([]byte(ch.config))
+			if err == nil {
+				err = c.deps.Validator.ValidateRendered(out.Data)
+			}
+		}
+		switch {
+		case err == nil:
+			return &out, ch
+		case ch.ref == nil:
+			p.addProblem(&problem{reason: contract.ReasonApplyFailed, message: fmt.Sprintf("cannot render the local configuration: %v", err)})
+			return nil, ch
+		case ch.onTrial:
+			ch = c.fallBack(p, &problem{reason: contract.ReasonValidationFailed, message: fmt.Sprintf(
+				"%s is invalid on this node and was not applied: %v", describe(ch.ref), err)})
+		default:
+			// Last-known-good rendered before; the local file must have
+			// changed since.
+			p.addProblem(&problem{reason: contract.ReasonApplyFailed, message: fmt.Sprintf(
+				"last-known-good %s no longer renders on this node (%v); using the local configuration", describe(ch.ref), err)})
+			ch = chosen{}
+		}
+	}
+}

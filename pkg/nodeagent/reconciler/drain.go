@@ -1,0 +1,291 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/kubeletconfig/disruption"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/drain"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
+)
+
+// Drainer is what a drain does with the Node's credentials
+// (pkg/nodeagent/drain); an Observation carries one while online.
+type Drainer interface {
+	Cordon(ctx context.Context, node *corev1.Node, why string) (*corev1.Node, error)
+	Uncordon(ctx context.Context, node *corev1.Node) (*corev1.Node, error)
+	ListPods(ctx context.Context) ([]*corev1.Pod, error)
+	Evict(ctx context.Context, pods []*corev1.Pod) drain.Progress
+}
+
+// StateFileRemover removes the kubelet's state files (kubelet.StateFiles).
+type StateFileRemover interface {
+	Remove(names []string) error
+}
+
+// changePlan is how apply moves the kubelet to a configuration: with a
+// restart alone, or through a drain.
+type changePlan struct {
+	drain      bool
+	stateFiles []string
+	reasons    []string
+}
+
+// planChange decides how to move the kubelet from the file it runs to out.
+// A drain in progress for exactly this change keeps its plan: once the file
+// is written, comparing it with itself would find nothing to drain for.
+func (c *Reconciler) planChange(ch chosen, out kubelet.Rendered, mode string) (changePlan, error) {
+	if d := c.state.drain; d != nil && sameRef(d.Ref, ch.ref) && d.FileSHA256 == out.SHA256() {
+		return changePlan{drain: true, stateFiles: d.StateFiles, reasons: d.Reasons}, nil
+	}
+	if mode == contract.DrainNever {
+		return changePlan{}, nil
+	}
+	current, err := c.runningFile()
+	if err != nil {
+		return changePlan{}, err
+	}
+	var next []byte
+	if !out.Absent {
+		next = out.Data
+	}
+	plan, err := disruption.ClassifyFiles(current, next)
+	if err != nil {
+		// What the kubelet was given does not decode: it cannot be
+		// running it, so there is nothing a drain would protect.
+		plan = disruption.Plan{}
+	}
+	out2 := changePlan{drain: plan.Drain, stateFiles: plan.StateFiles, reasons: plan.Reasons}
+	if mode == contract.DrainAlways && !out2.drain {
+		out2.drain = true
+		out2.reasons = append(out2.reasons, contract.DrainAnnotation+" is "+contract.DrainAlways)
+	}
+	return out2, nil
+}
+
+// runningFile is what the kubelet was last started with: the rendering of
+// the active configuration the agent recorded, or, before the agent has
+// applied anything, the kubelet's file as it is.
+func (c *Reconciler) runningFile() ([]byte, error) {
+	if a := c.state.active; a != nil {
+		var out kubelet.Rendered
+		var err error
+		if a.Ref == nil {
+			out, err = c.deps.Renderer.Local()
+		} else {
+			var cp checkpoint.Checkpoint
+			if cp, err = c.deps.Store.LoadCheckpoint(*a.Ref); err == nil {
+				out, err = c.deps.Renderer.Assigned([]byte(cp.Config))
+			}
+		}
+		// A rendering that no longer matches what was recorded (the local
+		// file changed since) is still the best account of the fields a
+		// ConfigMap sets; one that fails falls back to the file.
+		if err == nil {
+			if out.Absent {
+				return nil, nil
+			}
+			return out.Data, nil
+		}
+	}
+	return c.deps.File.Current()
+}
+
+// drainMode is the mode this pass applies changes with: the Node's
+// annotation, else the agent's default.
+func (c *Reconciler) drainMode(p *pass) string {
+	if p.obs.Online && p.obs.Node != nil {
+		if mode, ok := p.obs.Node.Annotations[contract.DrainAnnotation]; ok {
+			if contract.ValidDrainMode(mode) && mode != "" {
+				c.badDrainMode = ""
+				return mode
+			}
+			if mode == c.badDrainMode {
+				// Said once, not once a pass.
+				return c.cfg.DrainMode
+			}
+			c.badDrainMode = mode
+			p.event(corev1.EventTypeWarning, contract.ReasonAssignmentInvalid, "%s=%q is not one of %s, %s, %s; using %s",
+				contract.DrainAnnotation, mode, contract.DrainAuto, contract.DrainAlways, contract.DrainNever, c.cfg.DrainMode)
+		}
+	}
+	return c.cfg.DrainMode
+}
+
+// errDrainTimedOut ends a round whose drain gave up: the configuration is
+// recorded bad and the next round falls back.
+var errDrainTimedOut = errors.New("the drain timed out")
+
+// drainFor takes one step of the drain a change needs and reports whether
+// the kubelet may now be restarted into it. It records the drain before it
+// cordons, so that a killed agent finds the cordon it holds; it cordons
+// before it evicts, so that evicted pods are not scheduled straight back.
+func (c *Reconciler) drainFor(ctx context.Context, ch chosen, out kubelet.Rendered, plan changePlan, p *pass) (ready bool, err error) {
+	logger := klog.FromContext(ctx)
+	store, clock := c.deps.Store, c.deps.Clock
+	rec := c.state.drain
+	if rec == nil || !sameRef(rec.Ref, ch.ref) || rec.FileSHA256 != out.SHA256() || rec.BootID != clock.BootID() {
+		// A new change, or a new boot: the pods are looked at afresh,
+		// and the timeout starts over.
+		started := checkpoint.Drain{Ref: ch.ref, FileSHA256: out.SHA256(), StateFiles: plan.stateFiles, Reasons: plan.reasons,
+			BootID: clock.BootID(), StartedSinceBoot: clock.SinceBoot(), StartedAt: c.deps.Now()}
+		if err := store.SetDrain(started); err != nil {
+			return false, fmt.Errorf("recording the drain: %w", err)
+		}
+		c.state.drain = &started
+		rec = &started
+		p.event(corev1.EventTypeNormal, contract.ReasonDraining, "Draining the Node to apply %s: %s", describe(ch.ref), strings.Join(plan.reasons, "; "))
+		logger.Info("A change needs the Node drained", "config", describe(ch.ref), "reasons", plan.reasons, "stateFiles", plan.stateFiles)
+	}
+	if rec.Drained {
+		return true, nil
+	}
+	d, node := p.obs.Drainer, p.obs.Node
+	if !p.obs.Online || d == nil || node == nil {
+		if !ch.onTrial {
+			// Going back (a rollback, the local configuration) is not held
+			// up by an unreachable apiserver: the configuration it leaves
+			// failed, and the Node was drained for it anyway.
+			return true, nil
+		}
+		p.setPhase(contract.PhaseDraining, fmt.Sprintf("%s needs the Node drained (%s); waiting for the apiserver", describe(ch.ref), strings.Join(rec.Reasons, "; ")), nil)
+		return false, nil
+	}
+	if _, err := d.Cordon(ctx, node, describe(ch.ref)); err != nil {
+		return false, err
+	}
+	pods, err := d.ListPods(ctx)
+	if err != nil {
+		return false, err
+	}
+	progress := d.Evict(ctx, pods)
+	if progress.Done() {
+		done := *rec
+		done.Drained = true
+		if err := store.SetDrain(done); err != nil {
+			return false, fmt.Errorf("recording the drain: %w", err)
+		}
+		c.state.drain = &done
+		c.deps.Metrics.Drained()
+		p.event(corev1.EventTypeNormal, contract.ReasonRestarting, "Drained the Node; restarting the kubelet with %s%s", describe(ch.ref), removing(rec.StateFiles))
+		// The restart is the next pass's, so that the status says
+		// Restarting while it happens.
+		p.setPhase(contract.PhaseRestarting, fmt.Sprintf("the Node is drained; restarting the kubelet with %s%s", describe(ch.ref), removing(rec.StateFiles)), nil)
+		p.requeue = minRequeue
+		return false, nil
+	}
+	elapsed := clock.SinceBoot() - rec.StartedSinceBoot
+	if elapsed >= c.cfg.DrainTimeout {
+		if !ch.onTrial {
+			p.event(corev1.EventTypeWarning, contract.ReasonDrainTimedOut, "The drain for going back to %s timed out after %v waiting on %s; going back anyway",
+				describe(ch.ref), c.cfg.DrainTimeout, progress.Summary())
+			return true, nil
+		}
+		return false, c.giveUpDrain(ch, progress, p)
+	}
+	p.setPhase(contract.PhaseDraining, fmt.Sprintf("draining the Node to apply %s (%s): waiting on %s", describe(ch.ref), strings.Join(rec.Reasons, "; "), progress.Summary()), progress.Names())
+	p.requeue = c.cfg.DrainPollPeriod
+	return false, nil
+}
+
+// giveUpDrain ends a drain past its timeout: the configuration is recorded
+// as not applied, with the pods that blocked it, and the drain record goes,
+// which lifts the cordon at the end of the pass.
+func (c *Reconciler) giveUpDrain(ch chosen, progress drain.Progress, p *pass) error {
+	store := c.deps.Store
+	message := fmt.Sprintf("the drain it needs did not finish within %v; the Node was uncordoned and the change not applied; blocked by %s",
+		c.cfg.DrainTimeout, progress.Summary())
+	entry := checkpoint.BadEntry{Ref: *ch.ref, Reason: contract.ReasonDrainTimedOut, Message: message, At: c.deps.Now(), PendingPods: progress.Names()}
+	bad := append(slices.Clone(c.state.bad), entry)
+	if len(bad) > checkpoint.MaxBadEntries {
+		bad = bad[len(bad)-checkpoint.MaxBadEntries:]
+	}
+	if err := store.SetBad(bad); err != nil {
+		return fmt.Errorf("recording %s as not applied: %w", describe(ch.ref), err)
+	}
+	c.state.bad = bad
+	if err := c.clearDrain(); err != nil {
+		return err
+	}
+	c.deps.Metrics.DrainTimedOut()
+	p.event(corev1.EventTypeWarning, contract.ReasonDrainTimedOut, "%s: %s", describe(ch.ref), message)
+	return errDrainTimedOut
+}
+
+// restartDrained restarts the kubelet for a drained change: stopped, its
+// invalidated state files removed, started. Without a way to stop it (a
+// restart command alone), the files are removed just before the restart;
+// a drained kubelet rarely writes its state in that moment, and the trial
+// catches it if it does.
+func (c *Reconciler) restartDrained(ctx context.Context, stateFiles []string) error {
+	if len(stateFiles) == 0 {
+		return c.deps.Restarter.Restart(ctx)
+	}
+	if c.deps.StateFiles == nil {
+		return errors.New("the change invalidates the kubelet's state files, and no kubelet root directory is configured")
+	}
+	if ss, ok := c.deps.Restarter.(kubelet.StopStarter); ok {
+		err := ss.Stop(ctx)
+		switch {
+		case err == nil:
+			if err := c.deps.StateFiles.Remove(stateFiles); err != nil {
+				// Start it again on what it had: better than a stopped
+				// kubelet; the next pass retries the whole step.
+				return errors.Join(err, ss.Start(ctx))
+			}
+			return ss.Start(ctx)
+		case !errors.Is(err, kubelet.ErrNoStopCommand):
+			return err
+		}
+	}
+	if err := c.deps.StateFiles.Remove(stateFiles); err != nil {
+		return err
+	}
+	return c.deps.Restarter.Restart(ctx)
+}
+
+// clearDrain forgets the drain; the cordon is lifted at the end of the
+// pass (releaseCordon).
+func (c *Reconciler) clearDrain() error {
+	if c.state.drain == nil {
+		return nil
+	}
+	if err := c.deps.Store.ClearDrain(); err != nil {
+		return fmt.Errorf("ending the drain record: %w", err)
+	}
+	c.state.drain = nil
+	return nil
+}
+
+// releaseCordon lifts the agent's cordon once no drain holds it: after a
+// passed trial, a rollback, a drain that timed out, or an agent restarted
+// after any of them. Level-triggered, so a killed agent never leaves the
+// Node cordoned: the next pass that sees the mark without a drain record
+// removes it.
+func (c *Reconciler) releaseCordon(ctx context.Context, p *pass) error {
+	d, node := p.obs.Drainer, p.obs.Node
+	if c.state.drain != nil || !p.obs.Online || d == nil || node == nil || !drain.CordonedByAgent(node) {
+		return nil
+	}
+	if _, err := d.Uncordon(ctx, node); err != nil {
+		return err
+	}
+	p.event(corev1.EventTypeNormal, contract.EventUncordoned, "Removed the cordon the agent set for a change")
+	klog.FromContext(ctx).Info("Uncordoned the Node")
+	return nil
+}
+
+func removing(files []string) string {
+	if len(files) == 0 {
+		return ""
+	}
+	return ", removing " + strings.Join(files, ", ")
+}

@@ -1,0 +1,436 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/klog/v2"
+
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/bootclock"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/metrics"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/trial"
+)
+
+// Renderer turns a configuration into the kubelet's file.
+type Renderer interface {
+	Local() (kubelet.Rendered, error)
+	Assigned(config []byte) (kubelet.Rendered, error)
+}
+
+// ConfigFile is the kubelet's configuration file.
+type ConfigFile interface {
+	Matches(kubelet.Rendered) (bool, error)
+	Write(kubelet.Rendered) error
+	// Current is the file as it is, nil when it does not exist.
+	Current() ([]byte, error)
+}
+
+// Restarter restarts the kubelet.
+type Restarter interface {
+	Restart(ctx context.Context) error
+}
+
+// Prober probes the kubelet's health; nil is healthy.
+type Prober interface {
+	Probe(ctx context.Context) error
+}
+
+// Deps are the reconciler's collaborators.
+type Deps struct {
+	Store     *checkpoint.Store
+	Clock     bootclock.Clock
+	Renderer  Renderer
+	File      ConfigFile
+	Restarter Restarter
+	Prober    Prober
+	// Validator judges configurations; its zero value applies the
+	// hardening rules' defaults.
+	Validator Validator
+	// StateFiles removes the kubelet's state files for a drained change;
+	// nil when the agent knows no kubelet root directory (a change that
+	// invalidates state files then fails to apply).
+	StateFiles StateFileRemover
+	// Metrics may be nil.
+	Metrics *metrics.Metrics
+	// Now is the wall clock, for informative timestamps only; nil means
+	// time.Now.
+	Now func() time.Time
+}
+
+// Config tunes the reconciler.
+type Config struct {
+	// Trial are the terms a configuration on trial is judged by.
+	Trial trial.Terms
+	// ProbePeriod is how often the kubelet is probed during a trial.
+	ProbePeriod time.Duration
+	// KubeletVersion, when set, overrides the version read from the Node.
+	KubeletVersion *version.Version
+	// DrainMode is contract.DrainAuto, DrainAlways or DrainNever, for
+	// Nodes without the contract.DrainAnnotation.
+	DrainMode string
+	// DrainTimeout bounds a drain: past it the change is not applied.
+	DrainTimeout time.Duration
+	// DrainPollPeriod is how often a drain in progress is looked at.
+	DrainPollPeriod time.Duration
+}
+
+// Observation is what the apiserver says, as last seen.
+type Observation struct {
+	// Online is true once the agent has its Node from the apiserver. While
+	// false, the fields below are ignored and the state directory rules.
+	Online bool
+	// Assignment is nil when nothing is assigned.
+	Assignment *contract.Assignment
+	// AssignmentErr is set when the Node's assignment does not parse.
+	AssignmentErr error
+	// ConfigMap is the assigned ConfigMap, once read.
+	ConfigMap *corev1.ConfigMap
+	// ConfigMapErr says why the assigned ConfigMap is not there: not found,
+	// forbidden, unreachable. Nil with a nil ConfigMap means "not yet".
+	ConfigMapErr error
+	// KubeletVersion is the Node's status.nodeInfo.kubeletVersion, if it
+	// parses.
+	KubeletVersion *version.Version
+	// Node is the agent's Node as last seen, for the trial's signals.
+	Node *corev1.Node
+	// Pods lists the pods bound to the Node, for the trial's pod signals;
+	// nil when they are not read (offline, or no pod signal is on). It is
+	// called just before a restart and once a probe period during a
+	// trial, never outside one.
+	Pods func(ctx context.Context) ([]*corev1.Pod, error)
+	// Drainer cordons, evicts and uncordons with the Node's credentials;
+	// nil offline.
+	Drainer Drainer
+}
+
+// Result is the outcome of one Sync.
+type Result struct {
+	Report status.Report
+	// Events are the transitions of this pass.
+	Events []status.Event
+	// RequeueAfter asks for another pass after this long (a trial is being
+	// watched); zero means only when something changes.
+	RequeueAfter time.Duration
+}
+
+// Reconciler is the state machine. It is not safe for concurrent use.
+type Reconciler struct {
+	cfg  Config
+	deps Deps
+
+	loaded bool
+	state  persisted
+
+	// tracker watches the trial of trackedRef since the later of this
+	// process's start and the kubelet's last restart.
+	tracker     *trial.Tracker
+	trackedRef  contract.ObjectRef
+	trackedBoot string
+	// baseline is what the Node and its pods looked like just before the
+	// kubelet's last restart, for the next tracker (nil: none taken, the
+	// tracker takes its first look instead).
+	baseline *trial.Snapshot
+	// nextProbe is when (time since boot) the kubelet is probed next.
+	// Probes are ProbePeriod apart however often Sync runs (every watch
+	// event runs it), so that the failure threshold counts probe periods,
+	// not passes.
+	nextProbe time.Duration
+
+	// pods are the pods bound to the Node as last listed for a trial;
+	// podsKnown is false when they were not (nodeSnapshot).
+	pods      []*corev1.Pod
+	podsKnown bool
+
+	// lastKubeletVersion remembers the Node's version for offline passes;
+	// it is recorded in the state directory, so that a restart while the
+	// apiserver is away keeps it.
+	lastKubeletVersion *version.Version
+	// recordedKubeletVersion is the version the state directory holds.
+	recordedKubeletVersion string
+	// validated caches verdicts by reference and kubelet version.
+	validated map[validationKey]error
+	// lastProblem dedupes warning events, badDrainMode the one about an
+	// invalid nodeguard.dev/drain value.
+	lastProblem  string
+	badDrainMode string
+}
+
+type validationKey struct {
+	ref     contract.ObjectRef
+	version string
+}
+
+// persisted mirrors the state directory's records.
+type persisted struct {
+	assigned      *contract.ObjectRef
+	lastKnownGood *contract.ObjectRef
+	active        *checkpoint.Active
+	trial         *checkpoint.Trial
+	drain         *checkpoint.Drain
+	bad           []checkpoint.BadEntry
+}
+
+// New returns a reconciler; the state directory is read on the first Sync.
+func New(cfg Config, deps Deps) (*Reconciler, error) {
+	var errs []error
+	if err := cfg.Trial.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.ProbePeriod <= 0 {
+		errs = append(errs, fmt.Errorf("probe period %v: must be positive", cfg.ProbePeriod))
+	}
+	if cfg.DrainMode == "" {
+		cfg.DrainMode = contract.DrainAuto
+	}
+	if !contract.ValidDrainMode(cfg.DrainMode) {
+		errs = append(errs, fmt.Errorf("drain mode %q: want %s, %s or %s", cfg.DrainMode, contract.DrainAuto, contract.DrainAlways, contract.DrainNever))
+	}
+	if cfg.DrainTimeout <= 0 || cfg.DrainPollPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("drain timeout %v and poll period %v: must be positive", cfg.DrainTimeout, cfg.DrainPollPeriod))
+	}
+	if deps.Store == nil || deps.Clock == nil || deps.Renderer == nil || deps.File == nil ||
+		deps.Restarter == nil || deps.Prober == nil {
+		errs = append(errs, errors.New("reconciler: a dependency is missing"))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	return &Reconciler{cfg: cfg, deps: deps, validated: map[validationKey]error{}}, nil
+}
+
+// problem is why the assigned configuration is not (yet) the ready one.
+type problem struct {
+	reason  string
+	message string
+	// pendingPods are the pods a drain that timed out was blocked by.
+	pendingPods []string
+}
+
+func (p *problem) String() string { return p.reason + ": " + p.message }
+
+// pass accumulates what one Sync decides.
+type pass struct {
+	// obs is what the apiserver said for this pass.
+	obs      Observation
+	events   []status.Event
+	problems []*problem
+	// shownAssigned is the assigned reference to report.
+	shownAssigned *contract.ObjectRef
+	// fallback is set when the assigned configuration cannot be used now
+	// and the choice must fall back.
+	fallback *problem
+	// onTrial is set while the chosen configuration is on trial.
+	onTrial    bool
+	trialLeft  time.Duration
+	requeue    time.Duration
+	pruneAfter bool
+	// phase is contract.PhaseDraining or PhaseRestarting while a change
+	// waits on its drain or its restart, with phaseMessage and the pods
+	// the drain waits on.
+	phase        string
+	phaseMessage string
+	pendingPods  []string
+}
+
+// minRequeue is how soon a pass that ends a step runs the next one.
+const minRequeue = time.Millisecond
+
+func (p *pass) setPhase(phase, message string, pendingPods []string) {
+	p.phase, p.phaseMessage, p.pendingPods = phase, message, pendingPods
+}
+
+func (p *pass) addProblem(pr *problem) {
+	if pr != nil {
+		p.problems = append(p.problems, pr)
+	}
+}
+
+func (p *pass) event(eventType, reason, format string, args ...any) {
+	p.events = append(p.events, status.Event{Type: eventType, Reason: reason, Message: fmt.Sprintf(format, args...)})
+}
+
+// maxRounds bounds the choose-apply-judge loop: a failed trial causes one
+// more round (the rollback), and a rollback is never on trial.
+const maxRounds = 3
+
+// Sync runs one pass. An error asks for a retry with backoff; the Result is
+// meaningful even then.
+func (c *Reconciler) Sync(ctx context.Context, obs Observation) (Result, error) {
+	logger := klog.FromContext(ctx)
+	p := &pass{obs: obs}
+	if !c.loaded {
+		c.load(p)
+		c.loaded = true
+	}
+	if obs.Online && obs.KubeletVersion != nil {
+		c.lastKubeletVersion = obs.KubeletVersion
+		if v := obs.KubeletVersion.String(); v != c.recordedKubeletVersion {
+			if err := c.deps.Store.SetKubeletVersion(v); err != nil {
+				logger.Error(err, "Recording the kubelet version failed; a start without the apiserver cannot check feature gates")
+			} else {
+				c.recordedKubeletVersion = v
+			}
+		}
+	}
+	err := c.syncAssignment(obs, p)
+	if err == nil {
+		for round := 0; round < maxRounds; round++ {
+			var again bool
+			again, err = c.round(ctx, p)
+			if err != nil || !again {
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = c.releaseCordon(ctx, p)
+	}
+	if p.pruneAfter && err == nil {
+		if pruneErr := c.prune(); pruneErr != nil {
+			logger.Error(pruneErr, "Pruning old checkpoints failed; will retry on the next change")
+		}
+	}
+	if err != nil {
+		p.addProblem(&problem{reason: contract.ReasonApplyFailed, message: err.Error()})
+	}
+	result := c.result(p)
+	c.deps.Metrics.ObserveReport(result.Report)
+	c.deps.Metrics.SetTrialElapsed(c.trialElapsed())
+	return result, err
+}
+
+// round chooses, applies and judges once; again is true after a rollback.
+func (c *Reconciler) round(ctx context.Context, p *pass) (again bool, err error) {
+	p.onTrial, p.trialLeft = false, 0
+	p.setPhase("", "", nil)
+	chosen := c.choose(p)
+	rendered, chosen := c.render(chosen, p)
+	if rendered == nil {
+		// Nothing can be applied, so no drain stands: the kubelet keeps
+		// what it runs, and the Node its pods.
+		return false, c.clearDrain()
+	}
+	restarted, err := c.apply(ctx, chosen, *rendered, p)
+	switch {
+	case errors.Is(err, errDrainTimedOut):
+		// Recorded as not applied: the next round falls back.
+		return true, nil
+	case err != nil:
+		return false, err
+	case !chosen.onTrial || p.phase != "":
+		// No trial, or a drain or restart still to come before it.
+		return false, nil
+	}
+	return c.judgeTrial(ctx, chosen, restarted, p)
+}
+
+func (c *Reconciler) load(p *pass) {
+	s := c.deps.Store
+	corrupt := func(err error) {
+		if err != nil {
+			p.event(corev1.EventTypeWarning, contract.ReasonCheckpointCorrupt, "%v", err)
+		}
+	}
+	var err error
+	c.state.assigned, err = s.Assigned()
+	corrupt(err)
+	c.state.lastKnownGood, err = s.LastKnownGood()
+	corrupt(err)
+	c.state.active, err = s.Active()
+	corrupt(err)
+	c.state.trial, err = s.Trial()
+	corrupt(err)
+	c.state.drain, err = s.Drain()
+	corrupt(err)
+	c.state.bad, err = s.Bad()
+	corrupt(err)
+	recorded, err := s.KubeletVersion()
+	corrupt(err)
+	if v, err := version.ParseGeneric(recorded); err == nil { // the store refuses what does not parse
+		c.lastKubeletVersion, c.recordedKubeletVersion = v, recorded
+	}
+}
+
+// nodeSnapshot is what the trial's signals see of the Node in obs, nil
+// when the agent does not know its Node. With refresh the pods bound to
+// the Node are listed anew; otherwise the last list stands. A list that
+// fails leaves the pods unknown for that look (only the Node's conditions
+// judge), and is tried again at the next refresh.
+func (c *Reconciler) nodeSnapshot(ctx context.Context, obs Observation, refresh bool) *trial.Snapshot {
+	if !obs.Online || obs.Node == nil {
+		return nil
+	}
+	if refresh {
+		c.pods, c.podsKnown = nil, false
+		if obs.Pods != nil {
+			pods, err := obs.Pods(ctx)
+			if err != nil {
+				klog.FromContext(ctx).V(2).Info("Listing the Node's pods failed; judging this look without them", "err", err)
+			} else {
+				c.pods, c.podsKnown = pods, true
+			}
+		}
+	}
+	s := trial.NewSnapshot(obs.Node, c.pods, c.podsKnown)
+	return &s
+}
+
+func (c *Reconciler) kubeletVersion() *version.Version {
+	if c.cfg.KubeletVersion != nil {
+		return c.cfg.KubeletVersion
+	}
+	return c.lastKubeletVersion
+}
+
+func (c *Reconciler) trialElapsed() time.Duration {
+	t := c.state.trial
+	if t == nil || t.BootID != c.deps.Clock.BootID() {
+		return 0
+	}
+	return max(c.deps.Clock.SinceBoot()-t.StartedSinceBoot, 0)
+}
+
+// prune drops checkpoints nothing points at any more.
+func (c *Reconciler) prune() error {
+	var keep []contract.ObjectRef
+	for _, ref := range []*contract.ObjectRef{c.state.assigned, c.state.lastKnownGood} {
+		if ref != nil {
+			keep = append(keep, *ref)
+		}
+	}
+	if c.state.active != nil && c.state.active.Ref != nil {
+		keep = append(keep, *c.state.active.Ref)
+	}
+	if c.state.trial != nil {
+		keep = append(keep, c.state.trial.Ref)
+	}
+	if c.state.drain != nil && c.state.drain.Ref != nil {
+		keep = append(keep, *c.state.drain.Ref)
+	}
+	return c.deps.Store.PruneCheckpoints(keep)
+}
+
+func sameRef(a, b *contract.ObjectRef) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func describe(ref *contract.ObjectRef) string {
+	if ref == nil {
+		return "the local configuration"
+	}
+	return fmt.Sprintf("ConfigMap %s/%s (uid %s, resourceVersion %s)", ref.Namespace, ref.Name, ref.UID, ref.ResourceVersion)
+}

@@ -1,0 +1,72 @@
+package reconciler
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+)
+
+// result assembles the report.
+func (c *Reconciler) result(p *pass) Result {
+	st := status.Report{}
+	st.Status.Assigned = p.shownAssigned
+	st.Status.LastKnownGood = c.state.lastKnownGood
+	if c.state.active != nil {
+		st.Status.Active = c.state.active.Ref
+	}
+	cond := &st.Condition
+	var main *problem
+	var messages, errorMessages []string
+	for _, pr := range p.problems {
+		if main == nil || pr.reason == contract.ReasonApplyFailed {
+			main = pr
+		}
+		messages = append(messages, pr.message)
+		if pr.reason != contract.ReasonDownloading {
+			errorMessages = append(errorMessages, pr.message)
+		}
+	}
+	switch {
+	case main != nil:
+		*cond = status.Condition{Status: corev1.ConditionFalse, Reason: main.reason, Message: strings.Join(messages, "; ")}
+		st.Status.Error = strings.Join(errorMessages, "; ")
+		st.Status.PendingPods = main.pendingPods
+	case p.phase != "":
+		*cond = status.Condition{Status: corev1.ConditionFalse, Reason: p.phase, Message: p.phaseMessage}
+	case p.onTrial:
+		since := ""
+		if t := c.state.trial; t != nil {
+			since = " since " + t.StartedAt.UTC().Format("2006-01-02T15:04:05Z")
+		}
+		*cond = status.Condition{Status: corev1.ConditionFalse, Reason: contract.ReasonTrialInProgress, Message: fmt.Sprintf(
+			"%s is active and on trial%s for %v", describe(st.Status.Active), since, c.cfg.Trial.Period)}
+	case st.Status.Assigned == nil:
+		*cond = status.Condition{Status: corev1.ConditionTrue, Reason: contract.ReasonLocalConfig, Message: "No configuration is assigned; the node's local configuration is active"}
+	default:
+		*cond = status.Condition{Status: corev1.ConditionTrue, Reason: contract.ReasonConfigActive, Message: describe(st.Status.Active) + " is active and passed its trial"}
+	}
+
+	switch {
+	case p.phase != "":
+		st.Status.Phase, st.Status.PendingPods = p.phase, p.pendingPods
+	case p.onTrial:
+		st.Status.Phase = contract.PhaseTrialInProgress
+	}
+
+	// One warning per problem and assignment, not one per pass.
+	key := ""
+	if st.Status.Error != "" {
+		key = cond.Reason + "|" + describe(st.Status.Assigned)
+		announced := slices.ContainsFunc(p.events, func(e status.Event) bool { return e.Reason == cond.Reason })
+		if key != c.lastProblem && !announced {
+			p.event(corev1.EventTypeWarning, cond.Reason, "%s", st.Status.Error)
+		}
+	}
+	c.lastProblem = key
+	return Result{Report: st, Events: p.events, RequeueAfter: p.requeue}
+}

@@ -1,0 +1,302 @@
+package controller
+
+import (
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/rollout"
+)
+
+// rolloutState is everything the controller keeps in memory about one
+// rollout between its syncs. None of it is needed after a restart: the
+// writes it waits for are then in the caches, the refusals are made again
+// by the next assignment, and the Events and metrics start over.
+//
+// mu guards every field but timeout and slots, which never change.
+type rolloutState struct {
+	// timeout bounds the wait for the caches to show the controller's own
+	// writes, the status write and the Node patches alike, so that an
+	// event that never comes cannot stall the rollout.
+	timeout time.Duration
+	// slots is a semaphore of maxPatchesInFlight: the assignments of one
+	// sync go out while an earlier sync's are still in flight, and
+	// together they stay within the bound.
+	slots chan struct{}
+
+	mu sync.Mutex
+	// statusWrite is the controller's last status write that the rollout
+	// cache has not shown yet (client-go's expectations), made at
+	// statusWritten; zero when none. The next decision reads the status
+	// (its target, its Failed condition) and writes the next one over its
+	// resourceVersion, so it waits for the cache to show it.
+	statusWrite   write
+	statusWritten time.Time
+	// unseen are the Node changes sent whose effect the Node cache does not
+	// show yet, by Node: in flight, or answered and not yet delivered by
+	// the watch. The next decision reads each such Node as the change
+	// leaves it (overlay), so that it neither waits for the change's round
+	// trip nor moves the Node again, and counts a Node being assigned as
+	// unavailable from the moment the patch is sent.
+	unseen map[string]*unseenChange
+	// refusals are the admission refusals of assignments of refusedTarget
+	// not yet recorded in the status, fed to the next decision. A refusal
+	// is about one version of one ConfigMap and must not fail the next.
+	refusedTarget contract.ObjectRef
+	refusals      []rollout.Refusal
+	// reason is the Progressing reason of the last status written, and
+	// nodes the selected Nodes' states at the last decision (nil before
+	// the first), for Events and metrics on changes only.
+	reason string
+	nodes  map[string]rollout.NodeState
+	// batches are the assignments not yet through their trials, for the
+	// batch duration metric.
+	batches []batch
+}
+
+func newRolloutState(timeout time.Duration) *rolloutState {
+	return &rolloutState{
+		timeout: timeout,
+		slots:   make(chan struct{}, maxPatchesInFlight),
+		unseen:  map[string]*unseenChange{},
+	}
+}
+
+// state returns the rollout's state, made on first use.
+func (c *Controller) state(name string) *rolloutState {
+	c.statesMu.Lock()
+	defer c.statesMu.Unlock()
+	st, ok := c.states[name]
+	if !ok {
+		st = newRolloutState(c.expectationsTimeout)
+		c.states[name] = st
+	}
+	return st
+}
+
+// forget drops what the controller keeps about a deleted rollout. Patches
+// still in flight report to the state they started with, which nothing
+// reads any more.
+func (c *Controller) forget(name string) {
+	c.statesMu.Lock()
+	delete(c.states, name)
+	c.statesMu.Unlock()
+	c.metrics.forget(name)
+}
+
+// write is one successful write of an object.
+type write struct {
+	// produced is the resourceVersion the write returned.
+	produced string
+	// over are the resourceVersions it was made over: the decision's, then
+	// any read again after a conflict, all older than produced.
+	over []string
+}
+
+// shownBy reports whether a cache holding version cached shows the write:
+// at the version the write produced or a later one. resourceVersions are
+// comparable integers since Kubernetes 1.35 (KEP-5504), which is what makes
+// "later" sound even when another writer came between. A server whose
+// resourceVersions do not compare falls back on equality: the write is
+// shown once the cache carries none of the versions it was made over.
+func (w write) shownBy(cached string) bool {
+	if c, err := resourceversion.CompareResourceVersion(cached, w.produced); err == nil {
+		return c >= 0
+	}
+	return !slices.Contains(w.over, cached)
+}
+
+// expectStatus records a successful status write made at now.
+func (st *rolloutState) expectStatus(w write, now time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.statusWrite, st.statusWritten = w, now
+}
+
+// statusShown reports whether the rollout cache, holding the rollout at
+// cached, shows the last status write, dropping it once it does. Past the
+// timeout it is dropped too; wait is how long is left otherwise.
+func (st *rolloutState) statusShown(cached string, now time.Time) (ok bool, wait time.Duration) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.statusWritten.IsZero() {
+		return true, 0
+	}
+	if !st.statusWrite.shownBy(cached) {
+		if left := st.statusWritten.Add(st.timeout).Sub(now); left > 0 {
+			return false, left
+		}
+	}
+	st.statusWrite, st.statusWritten = write{}, time.Time{}
+	return true, 0
+}
+
+// unseenChange is a Node change sent and not yet shown by the cache.
+type unseenChange struct {
+	change rollout.Change
+	// answered is when the apiserver answered; zero while in flight.
+	answered time.Time
+	w        write
+}
+
+// sending records changes about to be sent.
+func (st *rolloutState) sending(changes ...[]rollout.Change) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, c := range slices.Concat(changes...) {
+		st.unseen[c.Node] = &unseenChange{change: c}
+	}
+}
+
+// applied records the answer to a change sent: w is the write, change as
+// it was last sent (its resourceVersion the one it applied over). It is
+// known by the resourceVersion it produced and dropped once the cache
+// shows that version or a later one, or after the timeout.
+func (st *rolloutState) applied(change rollout.Change, w write, now time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.unseen[change.Node] = &unseenChange{change: change, answered: now, w: w}
+}
+
+// failed drops a change that did not apply: the Node is as the cache shows
+// it.
+func (st *rolloutState) failed(node string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	delete(st.unseen, node)
+}
+
+// inFlight reports whether any change awaits its answer.
+func (st *rolloutState) inFlight() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, c := range st.unseen {
+		if c.answered.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+// overlay returns the cached nodes with the unseen changes applied, each
+// to a copy (the cache's objects are never modified). An answered change
+// also gives the copy the resourceVersion it produced, which the next
+// change of that Node is made over. Changes the cache shows, or answered
+// longer than the timeout ago, are dropped.
+func (st *rolloutState) overlay(nodes []*corev1.Node, now time.Time) []*corev1.Node {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.unseen) == 0 {
+		return nodes
+	}
+	out := make([]*corev1.Node, len(nodes))
+	for i, node := range nodes {
+		out[i] = node
+		c, ok := st.unseen[node.Name]
+		if !ok {
+			continue
+		}
+		if !c.answered.IsZero() && (c.w.shownBy(node.ResourceVersion) || now.Sub(c.answered) >= st.timeout) {
+			delete(st.unseen, node.Name)
+			continue
+		}
+		changed := node.DeepCopy()
+		changed.Annotations = maps.Clone(changed.Annotations)
+		if changed.Annotations == nil {
+			changed.Annotations = map[string]string{}
+		}
+		for key, value := range c.change.Annotations {
+			if value == nil {
+				delete(changed.Annotations, key)
+			} else {
+				changed.Annotations[key] = *value
+			}
+		}
+		if !c.answered.IsZero() {
+			changed.ResourceVersion = c.w.produced
+		}
+		out[i] = changed
+	}
+	for name, c := range st.unseen {
+		// A Node no longer selected (or gone) is not listed above.
+		if !c.answered.IsZero() && now.Sub(c.answered) >= st.timeout {
+			delete(st.unseen, name)
+		}
+	}
+	return out
+}
+
+// refuse keeps a refusal of an assignment of target; refusals of an
+// earlier target go.
+func (st *rolloutState) refuse(target contract.ObjectRef, refusal rollout.Refusal) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.refusedTarget != target {
+		st.refusedTarget, st.refusals = target, nil
+	}
+	if !slices.ContainsFunc(st.refusals, func(r rollout.Refusal) bool { return r.Node == refusal.Node }) {
+		st.refusals = append(st.refusals, refusal)
+	}
+}
+
+// refusalsOf returns the refusals of assignments of target, the current
+// one; nil target (no ConfigMap) has none.
+func (st *rolloutState) refusalsOf(target *contract.ObjectRef) []rollout.Refusal {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if target == nil || st.refusedTarget != *target {
+		return nil
+	}
+	return slices.Clone(st.refusals)
+}
+
+// recorded drops the refusals of target once a status naming the failure
+// of target is written.
+func (st *rolloutState) recorded(target contract.ObjectRef) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.refusedTarget == target {
+		st.refusedTarget, st.refusals = contract.ObjectRef{}, nil
+	}
+}
+
+// decided records the Nodes' states in a decision, and returns the states
+// they were in at the decision before (nil before the first) and the
+// batches through their trials now, which it drops.
+func (st *rolloutState) decided(current map[string]rollout.NodeState) (previous map[string]rollout.NodeState, through []batch) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	previous, st.nodes = st.nodes, current
+	var open []batch
+	for _, b := range st.batches {
+		if _, done := batchResult(b, current); done {
+			through = append(through, b)
+		} else {
+			open = append(open, b)
+		}
+	}
+	st.batches = open
+	return previous, through
+}
+
+// started records a batch of assignments.
+func (st *rolloutState) started(b batch) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.batches = append(st.batches, b)
+}
+
+// progressed records the Progressing reason of a status written, and
+// reports whether it differs from the last one recorded.
+func (st *rolloutState) progressed(reason string) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	changed := st.reason != reason
+	st.reason = reason
+	return changed
+}
