@@ -247,10 +247,18 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 	if err := createRollout(ctx, rollouts, o); err != nil {
 		return r, err
 	}
-	end, complete, err := waitRollout(ctx, rollouts, o.Timeout, func() {
+	end, complete, err := waitRollout(ctx, rollouts, o.Timeout, func() error {
+		if !ctrl.Running() {
+			// A replica that loses its leader Lease (an apiserver too slow
+			// to renew it, on an overloaded machine) exits for its
+			// Deployment to restart; nothing restarts it here, so the
+			// rollout would wait out the timeout.
+			return errors.New("the rollout controller exited during the rollout")
+		}
 		if s, err := readProc(ctrlPID); err == nil {
 			peak = max(peak, s.rssByte)
 		}
+		return nil
 	}, o.Progress, obs)
 	if complete {
 		// The rollout's status and the Nodes come through two watches,
@@ -386,8 +394,9 @@ func createRollout(ctx context.Context, rollouts nodeguardclient.KubeletConfigRo
 }
 
 // waitRollout watches the rollout until Complete or Failed is True (the
-// time the event arrived is the rollout's end), calling tick meanwhile.
-func waitRollout(ctx context.Context, rollouts nodeguardclient.KubeletConfigRolloutInterface, timeout time.Duration, tick func(), progress io.Writer, obs *observer) (time.Time, bool, error) {
+// time the event arrived is the rollout's end), calling tick meanwhile; an
+// error from tick ends the wait with it.
+func waitRollout(ctx context.Context, rollouts nodeguardclient.KubeletConfigRolloutInterface, timeout time.Duration, tick func() error, progress io.Writer, obs *observer) (time.Time, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ticker := time.NewTicker(rssSampleEvery)
@@ -409,7 +418,10 @@ func waitRollout(ctx context.Context, rollouts nodeguardclient.KubeletConfigRoll
 				w.Stop()
 				return time.Now(), false, fmt.Errorf("the rollout did not end within %s (updated %d): %w", timeout, obs.snapshot().updated, ctx.Err())
 			case <-ticker.C:
-				tick()
+				if err := tick(); err != nil {
+					w.Stop()
+					return time.Now(), false, fmt.Errorf("%w (updated %d)", err, obs.snapshot().updated)
+				}
 				if time.Since(lastLog) > 10*time.Second {
 					lastLog = time.Now()
 					logf(progress, "rollout: %d Nodes updated", obs.snapshot().updated)
