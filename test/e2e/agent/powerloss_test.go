@@ -83,6 +83,7 @@ func TestPowerLoss(t *testing.T) {
 	plan := planPowerLoss()
 	n := newNode(t, nodeOptions{agentArgs: powerLossAgentArgs})
 	n.passedLocal()
+	n.recordedKubeletVersion()
 	h := newPowerLossHarness(t, n)
 	// The agent newNode started is at rest: its end is not a kill that
 	// counts, but what it leaves is checked like the rest.
@@ -133,6 +134,21 @@ func TestPowerLoss(t *testing.T) {
 func (n *node) passedLocal() {
 	n.t.Helper()
 	n.waitReport("the local configuration", func(o framework.Report) bool { return o.Status.Assigned == nil && o.Condition != nil })
+}
+
+// recordedKubeletVersion waits until the agent has recorded the kubelet
+// version in its state directory. The agent reports the local configuration
+// before its Node informer shows the version the kubelet registered, and
+// writes the record only then: until it has, the agent is not at rest.
+func (n *node) recordedKubeletVersion() {
+	n.t.Helper()
+	n.eventually("the kubelet version recorded in the state directory", func() (bool, string) {
+		in, err := checkpoint.Inspect(n.StateDir())
+		if err != nil {
+			return false, err.Error()
+		}
+		return in.KubeletVersion != "" && len(in.Temporary) == 0, fmt.Sprintf("recorded %q, temporary files %v", in.KubeletVersion, in.Temporary)
+	})
 }
 
 type powerLossStats struct {
