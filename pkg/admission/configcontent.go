@@ -9,6 +9,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodeguard/nodeguard/pkg/config"
@@ -69,6 +70,61 @@ func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionR
 		}
 	}
 	return a.checkAssignedNodes(ref, cfg)
+}
+
+// checkAssignedNodes is rule 6's last check: the edit must not break rule 5
+// for any node the ConfigMap is assigned to, a node already running it. A node
+// whose reported version is not trusted (see KubeletVersions) does not get
+// a say: it is named in a warning, and the configuration must only be one
+// that some kubelet nodeguard knows can run.
+func (a *Admitter) checkAssignedNodes(ref contract.ConfigMapRef, cfg *kubeletconfigv1beta1.KubeletConfiguration) Result {
+	var broken, marked []string
+	var first, detail string
+	var unchecked int
+	// A pool runs a handful of kubelet versions: check each once.
+	verdicts := map[string]field.ErrorList{}
+	for _, name := range a.graph.NodesAssignedTo(ref.Namespace, ref.Name) {
+		info, ok := a.graph.Node(name)
+		if !ok {
+			unchecked++
+			continue
+		}
+		if why := a.versions.distrust(name, info.KubeletVersion, info.ParsedKubeletVersion); why != "" {
+			marked = append(marked, name+" ("+why+")")
+			continue
+		}
+		errs, checked := verdicts[info.KubeletVersion]
+		if !checked {
+			errs = kubeletconfig.CheckFeatureGates(cfg, info.ParsedKubeletVersion)
+			verdicts[info.KubeletVersion] = errs
+		}
+		if len(errs) > 0 {
+			// The graph lists nodes in no order: name the first by name,
+			// so that a refusal reads the same every time.
+			if first == "" || name < first {
+				first, detail = name, fmt.Sprintf("node %s (kubelet %s): %v", name, info.KubeletVersion, kubeletconfig.Summarize(errs))
+			}
+			broken = append(broken, name)
+		}
+	}
+	if len(broken) > 0 {
+		return refuse(contract.RuleConfigContent, "ConfigMap %s is assigned to nodes whose kubelets cannot run it: %s; first: %s",
+			ref, listNodes(broken), detail)
+	}
+	var warnings []string
+	if len(marked) > 0 {
+		slices.Sort(marked)
+		if errs := kubeletconfig.CheckEveryKnownKubelet(cfg); len(errs) > 0 {
+			return refuse(contract.RuleConfigContent, "ConfigMap %s is assigned to nodes whose reported kubelet version is not trusted (%s), and no kubelet nodeguard knows (%s) can run it: %v",
+				ref, listNodes(marked), kubeletconfig.KnownKubelets(), kubeletconfig.Summarize(errs))
+		}
+		warnings = append(warnings, fmt.Sprintf("ConfigMap %s: nodes whose reported kubelet version is not trusted were judged against every kubelet nodeguard knows (%s), not their own: %s",
+			ref, kubeletconfig.KnownKubelets(), listNodes(marked)))
+	}
+	if unchecked > 0 {
+		warnings = append(warnings, fmt.Sprintf("%d node(s) assigned %s are not known yet; their feature gates were not checked", unchecked, ref))
+	}
+	return allow(warnings...)
 }
 
 // storedConfig is the configuration of an update's old object: nil when

@@ -35,12 +35,12 @@ func TestRule5DoesNotTrustSelfReportedVersionsAgainstOthers(t *testing.T) {
 		wantRule contract.Rule
 		wantText string
 	}{
-		{"a trusted older node blocks the edit", nil, edit(reviewtest.NewGateConfig), contract.RuleFeatureGates, "n2 (kubelet v1.35.1)"},
+		{"a trusted older node blocks the edit", nil, edit(reviewtest.NewGateConfig), contract.RuleConfigContent, "n2 (kubelet v1.35.1)"},
 		{"a node that lowered its version does not", map[string]string{"n2": "v1.37.2"}, edit(reviewtest.NewGateConfig), "",
 			"not their own: n2 (reported kubelet v1.35.1 after 1.37.2), unknown-version (reports no parseable kubelet version \"garbage\")"},
-		{"nor gets a gate no kubelet knows through", map[string]string{"n2": "v1.37.2", "n1": "v1.38.0"}, edit(reviewtest.NoSuchGateConfig), contract.RuleFeatureGates,
+		{"nor gets a gate no kubelet knows through", map[string]string{"n2": "v1.37.2", "n1": "v1.38.0"}, edit(reviewtest.NoSuchGateConfig), contract.RuleConfigContent,
 			"not trusted (n1 (reported kubelet v1.37.2 after 1.38.0), n2 (reported kubelet v1.35.1 after 1.37.2), unknown-version (reports no parseable kubelet version \"garbage\")), and no kubelet nodeguard knows (1.34 to 1.37) can run it"},
-		{"a node reporting a higher version is trusted", map[string]string{"n2": "v1.34.0"}, edit(reviewtest.NewGateConfig), contract.RuleFeatureGates, "n2 (kubelet v1.35.1)"},
+		{"a node reporting a higher version is trusted", map[string]string{"n2": "v1.34.0"}, edit(reviewtest.NewGateConfig), contract.RuleConfigContent, "n2 (kubelet v1.35.1)"},
 		{"its own assignment is judged by what it reports now", map[string]string{"n2": "v1.37.2"},
 			reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2", reviewtest.Node("n2", reviewtest.WithKubelet("v1.35.1"), reviewtest.WithAssignment("cfg/newgate")), reviewtest.Node("n2", reviewtest.WithKubelet("v1.35.1"))), contract.RuleFeatureGates, "APIServerWebhookAuthenticationToken"},
 		{"and marked when allowed", map[string]string{"n2": "v1.37.2"},

@@ -356,7 +356,7 @@ func TestAssignmentsAndContent(t *testing.T) {
 		cm.Data[contract.ConfigMapKey] = newGateConfig
 		_, err = h.admin.CoreV1().ConfigMaps(configNamespace).Update(h.ctx, cm, metav1.UpdateOptions{})
 		if err != nil {
-			refused(t, "editing an assigned config to a gate its node lacks", err, "nodeguard rule 5 (feature-gates)", old)
+			refused(t, "editing an assigned config to a gate its node lacks", err, "nodeguard rule 6 (config-content)", old)
 			break
 		}
 		// The graph had not seen the assignment yet; put it back and retry.

@@ -136,7 +136,7 @@ func TestUnparseableVersionDoesNotSkipRule5(t *testing.T) {
 		err := h.setContent(h.admin, "u-plain", noSuchGateConfig)
 		if err != nil {
 			refused(t, "editing a configuration assigned to that node to a gate no kubelet knows", err,
-				"nodeguard rule 5 (feature-gates)", n4+` (reports no parseable kubelet version "not-a-version")`, "NoSuchGate")
+				"nodeguard rule 6 (config-content)", n4+` (reports no parseable kubelet version "not-a-version")`, "NoSuchGate")
 			break
 		}
 		if err := h.setContent(h.admin, "u-plain", goodConfig); err != nil {
