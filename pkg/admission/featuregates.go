@@ -58,7 +58,7 @@ func (a *Admitter) admitAssignment(_ context.Context, node, old *corev1.Node) Re
 	// the ConfigMaps the node shares (checkAssignedNodes).
 	if parsed := judged.KubeletVersion; parsed != nil {
 		if why := a.versions.distrust(node.Name, reported, parsed); why != "" {
-			warnings = append(warnings, fmt.Sprintf("node %s %s; this assignment was judged by the version it reports now, but it no longer counts in rule 5 for edits of the ConfigMaps it shares with other nodes", node.Name, why))
+			warnings = append(warnings, fmt.Sprintf("node %s %s; this assignment was judged by the version it reports now, but it no longer counts when rule 6 checks edits of the ConfigMaps it shares with other nodes against rule 5", node.Name, why))
 		}
 	}
 	return allow(warnings...)
