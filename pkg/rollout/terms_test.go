@@ -25,15 +25,6 @@ func withTrial(terms *contract.TrialTerms) rolloutOpt {
 	return func(r *v1alpha1.KubeletConfigRollout) { r.Spec.Trial = terms }
 }
 
-func decideAt(t *testing.T, in Input) Decision {
-	t.Helper()
-	d, err := Decide(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 func resultOf(d Decision, name string) NodeResult {
 	for _, n := range d.Nodes {
 		if n.Name == name {
@@ -54,7 +45,7 @@ func TestAnEarlyReportIsNotCountedUpdated(t *testing.T) {
 	r := newRollout(statusFor(v3))
 	in := Input{Rollout: r, Target: &v3, Now: now,
 		Nodes: observe(t, nodes(newNode("n1", on(v3), movedFrom(nil), trialEnds(ends)), newNode("n2")))}
-	d := decideAt(t, in)
+	d := decide(t, in)
 	n1 := resultOf(d, "n1")
 	if n1.State != StateInTrial || !n1.Unavailable || !strings.Contains(n1.Detail, "counted updated once its trial period ends at "+FormatTrialEnds(ends)) {
 		t.Errorf("n1 reporting updated early: %+v", n1)
@@ -67,14 +58,14 @@ func TestAnEarlyReportIsNotCountedUpdated(t *testing.T) {
 	}
 
 	in.Now = metav1.NewTime(ends)
-	d = decideAt(t, in)
+	d = decide(t, in)
 	if s := resultOf(d, "n1").State; s != StateUpdated || len(d.Assign) != 1 || d.Assign[0].Node != "n2" || len(d.Record) != 1 {
 		t.Errorf("once the period is over: n1 %s, assign %v, record %v", s, changedNodes(d.Assign), changedNodes(d.Record))
 	}
 
 	// A Node assigned the target by someone else counts as it reports.
 	in = Input{Rollout: r, Target: &v3, Now: now, Nodes: observe(t, nodes(newNode("n1", on(v3), trialEnds(ends))))}
-	if s := resultOf(decideAt(t, in), "n1").State; s != StateUpdated {
+	if s := resultOf(decide(t, in), "n1").State; s != StateUpdated {
 		t.Errorf("a Node this rollout did not move: %s", s)
 	}
 }
@@ -88,7 +79,7 @@ func TestAssignmentCarriesTheTerms(t *testing.T) {
 	r := newRollout(withTrial(&contract.TrialTerms{PeriodSeconds: &period, Signals: &contract.TrialSignals{Pressure: &off}}), func(r *v1alpha1.KubeletConfigRollout) {
 		r.Spec.DrainOptions = &contract.DrainOptions{DeleteEmptyDirData: true}
 	})
-	d := decideAt(t, Input{Rollout: r, Target: &v3, Now: now, Nodes: observe(t, nodes(newNode("n1")))})
+	d := decide(t, Input{Rollout: r, Target: &v3, Now: now, Nodes: observe(t, nodes(newNode("n1")))})
 	if len(d.Assign) != 1 {
 		t.Fatalf("assign %v", changedNodes(d.Assign))
 	}
@@ -107,7 +98,7 @@ func TestAssignmentCarriesTheTerms(t *testing.T) {
 		t.Errorf("a switch that is off is not removed: %v", v)
 	}
 
-	d = decideAt(t, Input{Rollout: newRollout(), Target: &v3, Now: now, DefaultTrialPeriod: 10 * time.Minute, Nodes: observe(t, nodes(newNode("n1")))})
+	d = decide(t, Input{Rollout: newRollout(), Target: &v3, Now: now, DefaultTrialPeriod: 10 * time.Minute, Nodes: observe(t, nodes(newNode("n1")))})
 	a = d.Assign[0].Annotations
 	if v, ok := a[contract.TrialAnnotation]; !ok || v != nil {
 		t.Errorf("no spec.trial: %s = %v, want removed", contract.TrialAnnotation, v)
@@ -135,7 +126,7 @@ func drainBlocked(ref contract.ObjectRef, pods ...string) nodeOpt {
 func TestADrainBlockedFailsTheRollout(t *testing.T) {
 	for _, policy := range []v1alpha1.FailurePolicy{v1alpha1.FailureRevert, v1alpha1.FailureHalt} {
 		r := newRollout(statusFor(v3), func(r *v1alpha1.KubeletConfigRollout) { r.Spec.OnFailure = policy })
-		d := decideAt(t, Input{Rollout: r, Target: &v3, Now: now,
+		d := decide(t, Input{Rollout: r, Target: &v3, Now: now,
 			Nodes: observe(t, nodes(newNode("n1", drainBlocked(v3, "default/notes", "default/cache"), movedFrom(nil)), newNode("n2")))})
 		failed := meta.FindStatusCondition(d.Status.Conditions, v1alpha1.ConditionFailed)
 		if failed == nil || failed.Status != metav1.ConditionTrue || failed.Reason != v1alpha1.ReasonDrainBlocked ||
@@ -178,7 +169,7 @@ func TestUnfitNodesAreReported(t *testing.T) {
 	if _, ok := unfit["big"]; ok || !strings.Contains(unfit["small"], "cpu: 200m requested, 50m allocatable, 150m short") {
 		t.Fatalf("unfit %v", unfit)
 	}
-	d := decideAt(t, Input{Rollout: newRollout(withTrial(&contract.TrialTerms{AllowShrink: true})), Target: &v3, Now: now, Unfit: unfit,
+	d := decide(t, Input{Rollout: newRollout(withTrial(&contract.TrialTerms{AllowShrink: true})), Target: &v3, Now: now, Unfit: unfit,
 		Nodes: observe(t, nodes(big, small))})
 	if len(d.Status.UnfitNodes) != 1 || d.Status.UnfitNodes[0].Name != "small" || len(d.Assign) != 1 {
 		t.Errorf("unfit %+v, assign %v", d.Status.UnfitNodes, changedNodes(d.Assign))
