@@ -48,7 +48,7 @@ func (c *Reconciler) result(p *pass) Result {
 			since = " since " + t.StartedAt.UTC().Format("2006-01-02T15:04:05Z")
 		}
 		*cond = status.Condition{Status: corev1.ConditionFalse, Reason: contract.ReasonTrialInProgress, Message: fmt.Sprintf(
-			"%s is active and on trial%s for %v%s", describe(st.Status.Active), since, c.trialPeriod(), sentence(p.waived))}
+			"%s is active%s and on trial%s for %v", describe(st.Status.Active), aside(p.waived), since, c.trialPeriod())}
 	case st.Status.Assigned == nil:
 		*cond = status.Condition{Status: corev1.ConditionTrue, Reason: contract.ReasonLocalConfig, Message: "No configuration is assigned; the node's local configuration is active"}
 	default:
@@ -73,4 +73,14 @@ func (c *Reconciler) result(p *pass) Result {
 	}
 	c.lastProblem = key
 	return Result{Report: st, Events: p.events, RequeueAfter: p.requeue}
+}
+
+// aside adds s to a message in parentheses, before the words that close
+// it ("... on trial since TIME for PERIOD", which kubectl nodeguard status
+// reads); "" adds nothing.
+func aside(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
 }
