@@ -146,7 +146,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.StartCommand, "kubelet-start-command", o.StartCommand, "With --kubelet-stop-command: a command that starts the kubelet again.")
 	fs.DurationVar(&o.RestartTimeout, "kubelet-restart-timeout", o.RestartTimeout, "How long one restart may take (connecting to the bus and waiting for systemd's job result, or running the command, which is then killed) before it counts as failed and the apply is retried. A stop and a start each get as long.")
 
-	fs.StringVar(&o.Drain, "drain", o.Drain, `Whether a change is applied through a drain (cordon, evict through the Eviction API respecting PodDisruptionBudgets, stop the kubelet, remove the state files the change invalidates, start it, trial, uncordon), for Nodes without the nodeguard.dev/drain annotation (which a rollout's spec.drain sets): "Auto" drains when the change needs it (docs/disruptive-changes.md lists every field), "Always" for every change, "Never" for none (a change the kubelet refuses to start with then fails its trial and is rolled back). DaemonSet pods, mirror pods and finished pods stay; every other pod bound to the node is evicted.`)
+	fs.StringVar(&o.Drain, "drain", o.Drain, `Whether a change is applied through a drain (cordon, evict through the Eviction API respecting PodDisruptionBudgets, stop the kubelet, remove the state files the change invalidates, start it, trial, uncordon), for Nodes without the nodeguard.dev/drain annotation (which a rollout's spec.drain sets): "Auto" drains when the change needs it (docs/disruptive-changes.md lists every field), "Always" for every change, "Never" for none (a change the kubelet refuses to start with then fails its trial and is rolled back). DaemonSet pods, mirror pods and finished pods stay. As with kubectl drain, a pod no controller recreates and a pod with emptyDir data block the drain (reason DrainBlocked: nothing is evicted, the Node is uncordoned and the change not applied) unless the Node's nodeguard.dev/drain-force or nodeguard.dev/drain-delete-emptydir-data annotation (a rollout's spec.drainOptions) is "true"; every other pod bound to the node is evicted. After the drain, the trial also judges whether the pods the Node ran before it fit its new allocatable.`)
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "How long a drain may wait for pods to leave (a PodDisruptionBudget that allows no eviction, a pod slow to terminate). Past it the Node is uncordoned and the change is not applied: the status names the pods that blocked it (reason DrainTimedOut), and the configuration is not retried until the ConfigMap changes. A rollback's drain that times out goes back anyway.")
 	fs.DurationVar(&o.DrainPollPeriod, "drain-poll-period", o.DrainPollPeriod, "How often a drain in progress asks again for the evictions a PodDisruptionBudget refused, and looks for pods still terminating.")
 	fs.StringVar(&o.KubeletRootDir, "kubelet-root-dir", o.KubeletRootDir, "The kubelet's --root-dir, where it keeps the state files a drained change may remove (cpu_manager_state, memory_manager_state). In a pod, mount it from the host.")
@@ -154,7 +154,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HealthzURL, "kubelet-healthz-url", o.HealthzURL, "The kubelet's health endpoint (healthzBindAddress:healthzPort, kept node-local for this reason), probed during trials.")
 	fs.DurationVar(&o.ProbePeriod, "health-probe-period", o.ProbePeriod, "How often the kubelet is probed during a trial.")
 	fs.DurationVar(&o.ProbeTimeout, "health-probe-timeout", o.ProbeTimeout, "How long one probe may take; a slower answer counts as a failure (a hung kubelet). Must be shorter than --health-probe-period.")
-	fs.DurationVar(&o.TrialPeriod, "trial-period", o.TrialPeriod, "How long a newly applied configuration is on trial before it becomes last-known-good; five minutes, so that a trial and a kubelet restart fit in a rollout's default progress deadline (ten minutes). Measured as time since boot on one boot; a reboot starts the trial over.")
+	fs.DurationVar(&o.TrialPeriod, "trial-period", o.TrialPeriod, "How long a newly applied configuration is on trial before it becomes last-known-good; five minutes, so that a trial and a kubelet restart fit in a rollout's default progress deadline (ten minutes). Measured as time since boot on one boot; a reboot starts the trial over. A Node's nodeguard.dev/trial annotation (a rollout's spec.trial) may give its assignment another period, and turn the --trial-* signals on or off; these flags are the defaults.")
 	fs.DurationVar(&o.TrialGracePeriod, "trial-grace-period", o.TrialGracePeriod, "How long the kubelet has to answer /healthz after a restart (or after the agent starts during a trial) before the configuration is rolled back.")
 	fs.IntVar(&o.TrialFailureThreshold, "trial-failure-threshold", o.TrialFailureThreshold, "Failed probes, after the kubelet was first healthy, that roll a configuration on trial back. Only probes made by the running agent, on this boot, count.")
 	fs.BoolVar(&o.TrialNodeReady, "trial-node-ready", o.TrialNodeReady, "Fail a trial when the Node, Ready before the kubelet's restart, is not Ready again within --trial-ready-grace of it, or later stops being Ready for that long; a trial does not pass while the Node is not Ready. On by default: a runtime or network setting can leave the Node NotReady while the kubelet's /healthz answers.")
@@ -165,7 +165,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.TrialPodFailureReasons, "trial-pod-failure-reasons", o.TrialPodFailureReasons, "status.reason values of pods the kubelet failed (phase Failed) that fail a trial when a pod bound to this node got one after the kubelet's restart; X* matches every reason starting with X. The default lists the kubelet's own admission refusals and evictions, each of which its configuration can cause; an empty list turns this signal off.")
 	fs.BoolVar(&o.TrialPodsStopped, "trial-pods-stopped", o.TrialPodsStopped, "Fail a trial when a pod bound to this node with restartPolicy Always, not over before the kubelet's restart, is over (Succeeded or Failed) with no reason and not being deleted. On by default: only the kubelet ends such a pod, and a running pod it rejects at admission after a restart ends this way, its OutOf* reason replaced by the phase its killed containers left.")
 	fs.BoolVar(&o.TrialAllocatable, "trial-allocatable", o.TrialAllocatable, "Fail a trial when the Node's allocatable cpu, memory, ephemeral-storage or pods drops, after the kubelet's restart, below what its running pods request. On by default: it catches reservations and maxPods that leave running pods without room even when the kubelet admitted them against the Node's old status.")
-	fs.DurationVar(&o.TrialAllocatableGrace, "trial-allocatable-grace", o.TrialAllocatableGrace, "How long an allocatable below the running pods' requests may last before --trial-allocatable fails the trial (0: at once). The restarted kubelet rejects the pods it has no room for at once and reports it in the pods' status within about 10s (its status manager's periodic sync), naming the pods and its reason, which says more than a sum; a shortfall that outlasts 30s is pods it admitted against the Node status it read before reporting its own.")
+	fs.DurationVar(&o.TrialAllocatableGrace, "trial-allocatable-grace", o.TrialAllocatableGrace, "How long an allocatable below the running pods' requests may last before --trial-allocatable fails the trial (0: at once). The restarted kubelet rejects the pods it has no room for at once and reports it in the pods' status within about 10s (its status manager's periodic sync), naming the pods and its reason, which says more than a sum; a shortfall that outlasts 30s is pods it admitted against the Node status it read before reporting its own. The check after a drain (the pods the Node ran before it must fit its new allocatable) waits as long, whether --trial-allocatable is on or not.")
 	fs.StringVar(&o.PolicyConfig, "policy-config", o.PolicyConfig, "The webhook's NodeguardPolicy file (its --policy-config, e.g. the nodeguard-policy ConfigMap mounted): a configuration that sets one of its forbiddenDynamicFields (other than a --local-fields one) is refused before anything is written, as the webhook refuses it (ValidationFailed). Read at start. Empty forbids no field; the dangerous-field rules apply either way.")
 	fs.StringSliceVar(&o.ContainerRuntimeEndpoints, "container-runtime-endpoints", o.ContainerRuntimeEndpoints, "The runtime sockets a configuration's containerRuntimeEndpoint and imageServiceEndpoint may name, as the webhook's data.nodeguard.config.container_runtime_endpoints (both default to containerd's and CRI-O's well-known sockets). Both fields are node-local by default (--local-fields), and then never judged.")
 	fs.StringVar(&o.KubeletVersion, "kubelet-version", o.KubeletVersion, "The kubelet's version (e.g. 1.37.2) for the feature-gate check. Empty means the Node's status.nodeInfo.kubeletVersion.")
@@ -333,16 +333,15 @@ func (o *Options) restarter() kubelet.Restarter {
 	return kubelet.NewSystemdRestarter(o.SystemdBusAddress, o.KubeletUnit, o.RestartTimeout)
 }
 
-// nodeSignals are the trial's signals of the Node and its pods that the
-// options turn on.
-func (o *Options) nodeSignals() trial.NodeSignals {
-	s := trial.NodeSignals{Ready: o.TrialNodeReady, ReadyGrace: o.TrialReadyGrace,
-		PodsStopped: o.TrialReadPods && o.TrialPodsStopped, Allocatable: o.TrialReadPods && o.TrialAllocatable,
+// signalTuning are the settings of every signal as the options give them,
+// whether the options turn the signal on or not: an assignment's own trial
+// terms may turn it on (trial.Resolve). The signals that read pods stay
+// off without --trial-read-pods.
+func (o *Options) signalTuning() trial.NodeSignals {
+	s := trial.NodeSignals{Ready: true, ReadyGrace: o.TrialReadyGrace, PodsStopped: o.TrialReadPods, Allocatable: o.TrialReadPods,
 		AllocatableGrace: o.TrialAllocatableGrace}
-	if o.TrialPressure {
-		for _, c := range o.TrialPressureConditions {
-			s.PressureConditions = append(s.PressureConditions, corev1.NodeConditionType(c))
-		}
+	for _, c := range o.TrialPressureConditions {
+		s.PressureConditions = append(s.PressureConditions, corev1.NodeConditionType(c))
 	}
 	if o.TrialReadPods {
 		for _, r := range o.TrialPodFailureReasons {
@@ -350,6 +349,19 @@ func (o *Options) nodeSignals() trial.NodeSignals {
 				s.PodFailureReasons = append(s.PodFailureReasons, r)
 			}
 		}
+	}
+	return s
+}
+
+// nodeSignals are the trial's signals of the Node and its pods that the
+// options turn on.
+func (o *Options) nodeSignals() trial.NodeSignals {
+	s := o.signalTuning()
+	s.Ready = o.TrialNodeReady
+	s.PodsStopped = s.PodsStopped && o.TrialPodsStopped
+	s.Allocatable = s.Allocatable && o.TrialAllocatable
+	if !o.TrialPressure {
+		s.PressureConditions = nil
 	}
 	return s
 }
@@ -383,6 +395,7 @@ func (o *Options) Config() nodeagent.Config {
 		KubeletRootDir:    o.KubeletRootDir,
 		Trial: trial.Terms{Period: o.TrialPeriod, Grace: o.TrialGracePeriod, FailureThreshold: o.TrialFailureThreshold,
 			Node: o.nodeSignals()},
+		TrialTuning:    o.signalTuning(),
 		KubeletVersion: kubeletVersion,
 		Hardening:      o.hardening,
 		ListenAddress:  o.ListenAddress,

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/nodeguard/nodeguard/pkg/rollout"
 	"github.com/nodeguard/nodeguard/pkg/rollout/app"
 )
 
@@ -26,6 +27,7 @@ type Options struct {
 
 	Workers       int
 	ResyncPeriod  time.Duration
+	TrialPeriod   time.Duration
 	ListenAddress string
 
 	LeaderElect        bool
@@ -49,6 +51,7 @@ func NewOptions() *Options {
 		KubeAPIBurst:       200,
 		Workers:            2,
 		ResyncPeriod:       10 * time.Minute,
+		TrialPeriod:        rollout.DefaultTrialPeriod,
 		ListenAddress:      ":8080",
 		LeaderElect:        true,
 		LeaseName:          "nodeguard-rollout-controller",
@@ -67,6 +70,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Rollouts synced at once. One rollout is never synced by two workers at a time.")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often every rollout is synced again without an event. 0 disables; events alone drive the controller, this is a backstop.")
+	fs.DurationVar(&o.TrialPeriod, "trial-period", o.TrialPeriod, "How long a Node's trial lasts, for rollouts whose spec.trial gives no periodSeconds: set it to the agents' --trial-period (five minutes by default). The controller counts a Node it assigned updated no sooner than this long after the assignment (written on the Node as nodeguard.dev/trial-ends), whatever its agent reports.")
 	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "host:port for /healthz, /livez, /readyz and /metrics (plain HTTP). Empty disables. /readyz fails on the leader until its caches have synced; a standby is ready.")
 
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Take a Lease before deciding anything, so that of several replicas one acts at a time. Turn it off only when exactly one replica can ever run.")
@@ -94,6 +98,9 @@ func (o *Options) Validate() []error {
 	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers %d: must be at least 1", o.Workers))
+	}
+	if o.TrialPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("--trial-period %v: must be positive", o.TrialPeriod))
 	}
 	if o.ResyncPeriod < 0 {
 		errs = append(errs, fmt.Errorf("--resync-period %v: must not be negative", o.ResyncPeriod))
@@ -147,6 +154,7 @@ func (o *Options) Config() (app.Config, error) {
 		Kube:          kube,
 		Workers:       o.Workers,
 		Resync:        o.ResyncPeriod,
+		TrialPeriod:   o.TrialPeriod,
 		ListenAddress: o.ListenAddress,
 		LeaderElection: app.LeaderElection{
 			Enabled:       o.LeaderElect,

@@ -131,7 +131,9 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 	cleanups = append(cleanups, env.Stop)
 	if err := c.slow(ctx, "building and starting the rollout controller (cmd/rollout-controller) with a token of its ServiceAccount, so that the shipped RBAC is what it may do",
 		func(ctx context.Context) error {
-			controller, err := env.StartRolloutController(ctx, "localup")
+			// The agents' trial period, so that the controller counts a Node
+			// updated no sooner than its agent could honestly say so.
+			controller, err := env.StartRolloutController(ctx, "localup", "--trial-period="+opts.trialPeriod.String())
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -42,6 +43,12 @@ func withAnnotation(key, value string) reviewtest.NodeOption {
 			n.Annotations = map[string]string{}
 		}
 		n.Annotations[key] = value
+	}
+}
+
+func withCapacity(cpu, memory string) reviewtest.NodeOption {
+	return func(n *corev1.Node) {
+		n.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}
 	}
 }
 
@@ -145,6 +152,11 @@ func TestAdmit(t *testing.T) {
 		{"node keeps the drain mode a rollout set", base, reviewtest.NodeRequest(reviewtest.N1User, U, "status", "n1",
 			reviewtest.Node("n1", withAnnotation(contract.DrainAnnotation, contract.DrainAlways)), reviewtest.Node("n1", withAnnotation(contract.DrainAnnotation, contract.DrainAlways))), "", ""},
 		{"admin sets a Node's drain mode", base, reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2", reviewtest.Node("n2", withAnnotation(contract.DrainAnnotation, contract.DrainNever)), reviewtest.Node("n2")), "", ""},
+		{"node sets its own trial terms", base, reviewtest.NodeRequest(reviewtest.N1User, U, "status", "n1", reviewtest.Node("n1", withAnnotation(contract.TrialAnnotation, `{"allowShrink":true}`)), reviewtest.Node("n1")), contract.RuleConfigSource, contract.TrialAnnotation},
+		{"node lets its drain delete what nothing recreates", base, reviewtest.NodeRequest(reviewtest.N1User, U, "", "n1", reviewtest.Node("n1", withAnnotation(contract.DrainForceAnnotation, "true")), reviewtest.Node("n1")), contract.RuleConfigSource, contract.DrainForceAnnotation},
+		{"node drops the emptyDir switch", base, reviewtest.NodeRequest(reviewtest.N1User, U, "", "n1", reviewtest.Node("n1"), reviewtest.Node("n1", withAnnotation(contract.DrainDeleteEmptyDirDataAnnotation, "true"))), contract.RuleConfigSource, contract.DrainDeleteEmptyDirDataAnnotation},
+		{"node moves its rollout's trial end", base, reviewtest.NodeRequest(reviewtest.N1User, U, "", "n1", reviewtest.Node("n1", withAnnotation(v1alpha1.TrialEndsAnnotation, "2020-01-01T00:00:00Z")), reviewtest.Node("n1", withAnnotation(v1alpha1.TrialEndsAnnotation, "2030-01-01T00:00:00Z"))), contract.RuleConfigSource, v1alpha1.TrialEndsAnnotation},
+		{"admin allows a Node's assignment to shrink it", base, reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2", reviewtest.Node("n2", withAnnotation(contract.TrialAnnotation, `{"allowShrink":true}`), withAnnotation(contract.DrainForceAnnotation, "true")), reviewtest.Node("n2")), "", ""},
 
 		// Rule 4: minimum kubelet version at registration.
 		{"old kubelet registers", minVersion, reviewtest.NodeRequest(reviewtest.N1User, C, "", "", reviewtest.Node("n1", reviewtest.WithKubelet("v1.35.9")), nil), contract.RuleMinKubeletVersion, "below the minimum 1.36.0"},
@@ -155,6 +167,13 @@ func TestAdmit(t *testing.T) {
 
 		// Rule 5: assignments by anyone.
 		{"admin assigns a good config", base, reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2", reviewtest.Node("n2", reviewtest.WithAssignment("cfg/good")), reviewtest.Node("n2")), "", ""},
+		{"admin assigns reservations that leave a Node little of its capacity", base, reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2",
+			reviewtest.Node("n2", reviewtest.WithAssignment("cfg/reserved"), withCapacity("2", "8Gi")), reviewtest.Node("n2", withCapacity("2", "8Gi"))), "",
+			"cfg/reserved leaves node n2 less than 50% of its capacity allocatable (allocatableFloorPercent), as the Node reports its capacity: cpu: 50m of 2 allocatable (2%)"},
+		{"the same reservations on a Node large enough", base, reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2",
+			reviewtest.Node("n2", reviewtest.WithAssignment("cfg/reserved"), withCapacity("64", "256Gi")), reviewtest.Node("n2", withCapacity("64", "256Gi"))), "", ""},
+		{"the floor turned off", &config.Settings{}, reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2",
+			reviewtest.Node("n2", reviewtest.WithAssignment("cfg/reserved"), withCapacity("2", "8Gi")), reviewtest.Node("n2", withCapacity("2", "8Gi"))), "", ""},
 		{"admin assigns a gate the kubelet does not know", base, reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2", reviewtest.Node("n2", reviewtest.WithKubelet("v1.35.1"), reviewtest.WithAssignment("cfg/newgate")), reviewtest.Node("n2", reviewtest.WithKubelet("v1.35.1"))), contract.RuleFeatureGates, "APIServerWebhookAuthenticationToken"},
 		{"admin assigns the same gate to a kubelet that knows it", base, reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2", reviewtest.Node("n2", reviewtest.WithAssignment("cfg/newgate")), reviewtest.Node("n2")), "", ""},
 		{"admin flips a locked gate", base, reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2", reviewtest.Node("n2", reviewtest.WithAssignment("cfg/locked")), reviewtest.Node("n2")), contract.RuleFeatureGates, "CPUManagerPolicyOptions"},

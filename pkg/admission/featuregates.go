@@ -3,11 +3,14 @@ package admission
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
+	"github.com/nodeguard/nodeguard/pkg/kubeletconfig/disruption"
 )
 
 // admitAssignment is rules 5 and 6 for a Node write by anyone: a new
@@ -15,7 +18,7 @@ import (
 // kubeletconfig.JudgeAssignment judges it (`kubectl nodeguard` judges with
 // it too). Only a change of assignment is judged, so that a node's routine
 // status updates never fail on a config that was accepted before.
-func (a *Admitter) admitAssignment(_ context.Context, node, old *corev1.Node) Result {
+func (a *Admitter) admitAssignment(_ context.Context, settings *config.Settings, node, old *corev1.Node) Result {
 	assigned, err := assignmentOf(node)
 	if err != nil {
 		return allow("the " + contract.ConfigSourceAnnotation + " annotation is malformed and assigns nothing: " + err.Error())
@@ -61,7 +64,27 @@ func (a *Admitter) admitAssignment(_ context.Context, node, old *corev1.Node) Re
 			warnings = append(warnings, fmt.Sprintf("node %s %s; this assignment was judged by the version it reports now, but it no longer counts when rule 6 checks edits of the ConfigMaps it shares with other nodes against rule 5", node.Name, why))
 		}
 	}
+	if w := floorWarning(candidate, node, settings.AllocatableFloorPercent); w != "" {
+		warnings = append(warnings, w)
+	}
 	return allow(warnings...)
+}
+
+// floorWarning warns of a configuration whose reservations leave the Node
+// less of its capacity allocatable than the policy's floor
+// (allocatableFloorPercent). The capacity is the Node's own report, so the
+// warning is about that Node alone, and a warning only: what the kubelet
+// reports after the change is what its trial judges.
+func floorWarning(c kubeletconfig.Candidate, node *corev1.Node, percent int) string {
+	if c.Config == nil || len(node.Status.Capacity) == 0 {
+		return ""
+	}
+	below, err := disruption.BelowFloor(c.Config, node.Status.Capacity, percent)
+	if err != nil || len(below) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s leaves node %s less than %d%% of its capacity allocatable (allocatableFloorPercent), as the Node reports its capacity: %s; pods it runs may no longer fit",
+		c.ConfigMap, node.Name, percent, strings.Join(below, ", "))
 }
 
 // sameAssignment reports whether two optional assignments are equal.

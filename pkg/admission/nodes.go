@@ -66,7 +66,7 @@ func (a *Admitter) admitNode(ctx context.Context, req *admissionv1.AdmissionRequ
 	}
 	// Rule 5 (feature-gates), in featuregates.go: it judges everyone's
 	// assignments, not only a node's.
-	return a.admitAssignment(ctx, node, old)
+	return a.admitAssignment(ctx, settings, node, old)
 }
 
 // admitOwnNode is rule 1 (own-node): a node writes only its own Node. On

@@ -298,3 +298,12 @@ func TestShortenList(t *testing.T) {
 		}
 	}
 }
+
+// TestTrialOfAWaivedCheck: the message of a trial whose after-drain check
+// was waived still gives its start and period.
+func TestTrialOfAWaivedCheck(t *testing.T) {
+	tr := trialOf("ConfigMap kc/a (uid u, resourceVersion 5) is active (the after-drain check was waived (allowShrink): the 5 pods it ran before the drain no longer fit its allocatable: pods: 5 requested, 2 allocatable, 3 short) and on trial since 2030-01-02T03:00:00Z for 10m0s")
+	if tr.Period != "10m0s" || tr.Since == nil {
+		t.Errorf("trialOf = %+v, want the period and start read", tr)
+	}
+}

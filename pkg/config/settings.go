@@ -39,7 +39,19 @@ type File struct {
 	// feature-gate checks (rules 5 and 6), e.g. a break-glass account.
 	// Nodes are never exempt.
 	ExemptUsers []string `json:"exemptUsers,omitempty"`
+	// AllocatableFloorPercent is the share of a Node's capacity (cpu,
+	// memory, ephemeral-storage) an assigned configuration's reservations
+	// must leave allocatable; an assignment that leaves less is allowed
+	// with a warning. Unset is DefaultAllocatableFloorPercent; 0 turns the
+	// warning off.
+	AllocatableFloorPercent *int32 `json:"allocatableFloorPercent,omitempty"`
 }
+
+// DefaultAllocatableFloorPercent is the floor of AllocatableFloorPercent
+// when the file gives none: a configuration that reserves more than half
+// a Node's cpu, memory or disk away from its pods is most likely a
+// mistake of units or of Node size.
+const DefaultAllocatableFloorPercent = 50
 
 // Settings are a decoded, validated NodeguardPolicy. They are immutable.
 type Settings struct {
@@ -47,13 +59,18 @@ type Settings struct {
 	AllowNodeSelfAssignment bool
 	ForbiddenDynamicFields  []string
 	ExemptUsers             []string
+	// AllocatableFloorPercent warns of assignments that leave less of a
+	// Node's capacity allocatable; 0 never warns.
+	AllocatableFloorPercent int
 	// Source says where the settings came from, for logs and readiness.
 	Source string
 }
 
 // Default returns the settings in force when no file is given: no minimum
 // version, no self-assignment, nothing forbidden, nobody exempt.
-func Default() *Settings { return &Settings{Source: "built-in defaults"} }
+func Default() *Settings {
+	return &Settings{Source: "built-in defaults", AllocatableFloorPercent: DefaultAllocatableFloorPercent}
+}
 
 // IsExempt reports whether user skips the content checks.
 func (s *Settings) IsExempt(user string) bool { return slices.Contains(s.ExemptUsers, user) }
@@ -97,6 +114,13 @@ func Parse(data []byte, source string) (*Settings, error) {
 		}
 	}
 	s.ExemptUsers = slices.Clone(f.ExemptUsers)
+	s.AllocatableFloorPercent = DefaultAllocatableFloorPercent
+	if p := f.AllocatableFloorPercent; p != nil {
+		if *p < 0 || *p > 100 {
+			errs = append(errs, fmt.Errorf("allocatableFloorPercent %d: want 0 (off) to 100", *p))
+		}
+		s.AllocatableFloorPercent = int(*p)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}

@@ -54,6 +54,14 @@ const (
 	// change not applied (status.pendingPods names the pods that blocked
 	// it); not retried until the ConfigMap changes.
 	ReasonDrainTimedOut = "DrainTimedOut"
+	// ReasonDrainBlocked (False): the drain a change needed would have
+	// deleted pods `kubectl drain` refuses to without being told (a pod no
+	// controller recreates, a pod with emptyDir data), and the Node's
+	// assignment did not allow it (DrainForceAnnotation,
+	// DrainDeleteEmptyDirDataAnnotation): nothing was evicted, the Node was
+	// uncordoned and the change not applied (status.pendingPods names the
+	// pods); not retried until the ConfigMap or those switches change.
+	ReasonDrainBlocked = "DrainBlocked"
 )
 
 // Reasons of the agent's Events on its Node for transitions that are not a

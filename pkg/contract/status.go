@@ -23,4 +23,9 @@ type ConfigStatus struct {
 	// evictions refused by a PodDisruptionBudget, or pods still
 	// terminating; in a drain that timed out, the pods that blocked it.
 	PendingPods []string `json:"pendingPods,omitempty"`
+	// Waived says which check of the active configuration's trial was
+	// waived, because its assignment allowed the change to shrink what
+	// the Node holds (TrialTerms.AllowShrink), and what the check found;
+	// empty when none was.
+	Waived string `json:"waived,omitempty"`
 }

@@ -136,6 +136,7 @@ func run(ctx context.Context, cfg Config, newClient func(context.Context) (kubec
 	}
 	rec, err := reconciler.New(reconciler.Config{
 		Trial:           cfg.Trial,
+		TrialTuning:     cfg.TrialTuning,
 		ProbePeriod:     cfg.ProbePeriod,
 		KubeletVersion:  cfg.KubeletVersion,
 		DrainMode:       cfg.Drain,
@@ -247,7 +248,7 @@ func (a *agent) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	src, err := source.New(client, a.cfg.NodeName, source.Options{ReadPods: a.cfg.Trial.Node.ReadsPods(), Drainer: drainer}, func() { a.queue.Add(queueKey) })
+	src, err := source.New(client, a.cfg.NodeName, source.Options{ReadPods: a.cfg.Trial.Node.ReadsPods() || a.cfg.TrialTuning.ReadsPods(), Drainer: drainer}, func() { a.queue.Add(queueKey) })
 	if err != nil {
 		return err
 	}

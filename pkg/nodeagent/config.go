@@ -44,8 +44,12 @@ type Config struct {
 	HealthzURL   string
 	ProbePeriod  time.Duration
 	ProbeTimeout time.Duration
-	// Trial is how trials are judged.
-	Trial trial.Terms
+	// Trial is how trials are judged, unless a Node's assignment gives
+	// terms of its own (contract.TrialAnnotation); TrialTuning are the
+	// settings of every signal whether Trial turns it on or not, for
+	// those terms to turn one on (trial.Resolve).
+	Trial       trial.Terms
+	TrialTuning trial.NodeSignals
 	// Drain (contract.DrainAuto, DrainAlways, DrainNever) is the default
 	// for Nodes without contract.DrainAnnotation; DrainTimeout bounds a
 	// drain and DrainPollPeriod paces it. KubeletRootDir holds the state

@@ -3,6 +3,8 @@ package rollout
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"time"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
@@ -34,24 +36,42 @@ func (c Change) MergePatch() ([]byte, error) {
 	return patch, nil
 }
 
-// assign points the Node at the target, records what it had before, and
-// tells its agent whether to drain it (drainAnnotation).
-func assign(rollout string, node *NodeObservation, target contract.ConfigMapRef, drain v1alpha1.DrainMode) Change {
+// assign points the Node at the target, records what it had before, tells
+// its agent how to drain and try it (drainAnnotation, the drain's
+// switches, the trial's terms: whatever the spec leaves out is removed, so
+// no term an earlier rollout or assignment left on the Node outlives this
+// assignment), and when its trial period ends, counted from now.
+func assign(rollout string, node *NodeObservation, target contract.ConfigMapRef, s spec, now time.Time) (Change, error) {
 	source := target.String()
-	return Change{
-		Node:            node.Name,
-		ResourceVersion: node.ResourceVersion,
-		Annotations: map[string]*string{
-			contract.ConfigSourceAnnotation: &source,
-			v1alpha1.RolloutAnnotation:      &rollout,
-			// nil when the Node had no config-source: a revert removes it
-			// again, and a stale previous source from an earlier move goes.
-			v1alpha1.PreviousConfigSourceAnnotation: node.ConfigSource,
-			// A Node moved anew has passed no trial of this rollout's.
-			v1alpha1.TrialPassedAnnotation: nil,
-			contract.DrainAnnotation:       drainAnnotation(drain),
-		},
+	trial, err := s.trial.Annotation()
+	if err != nil {
+		return Change{}, err
 	}
+	ends := FormatTrialEnds(now.Add(s.trialPeriod))
+	annotations := map[string]*string{
+		contract.ConfigSourceAnnotation: &source,
+		v1alpha1.RolloutAnnotation:      &rollout,
+		// nil when the Node had no config-source: a revert removes it
+		// again, and a stale previous source from an earlier move goes.
+		v1alpha1.PreviousConfigSourceAnnotation: node.ConfigSource,
+		// A Node moved anew has passed no trial of this rollout's.
+		v1alpha1.TrialPassedAnnotation: nil,
+		v1alpha1.TrialEndsAnnotation:   &ends,
+		contract.DrainAnnotation:       drainAnnotation(s.drain),
+		contract.TrialAnnotation:       trial,
+	}
+	maps.Copy(annotations, s.drainOptions.Annotations())
+	return Change{Node: node.Name, ResourceVersion: node.ResourceVersion, Annotations: annotations}, nil
+}
+
+// FormatTrialEnds writes a time as nodeguard.dev/trial-ends holds it:
+// RFC 3339, in UTC, to the second (rounded up, so that a Node is never
+// counted before its period is over).
+func FormatTrialEnds(t time.Time) string {
+	if t.Truncate(time.Second) != t {
+		t = t.Truncate(time.Second).Add(time.Second)
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 // drainAnnotation is the nodeguard.dev/drain value an assignment writes

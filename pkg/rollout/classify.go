@@ -3,6 +3,7 @@ package rollout
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -53,7 +54,7 @@ type judged struct {
 // own state, with the refusal. It knows nothing of the rollout's phase:
 // Decide turns Pending into Untouched or Reverting when the rollout has
 // failed.
-func judge(obs *NodeObservation, target contract.ObjectRef, rollout string, skipped map[string]string) judged {
+func judge(obs *NodeObservation, target contract.ObjectRef, rollout string, skipped map[string]string, now time.Time) judged {
 	j := judged{obs: obs, NodeResult: NodeResult{Name: obs.Name}}
 	if len(obs.OtherRollouts) > 0 {
 		j.State = StateConflicted
@@ -64,7 +65,7 @@ func judge(obs *NodeObservation, target contract.ObjectRef, rollout string, skip
 	switch {
 	case !assignedTo(obs, target):
 		j.State = StatePending
-	case reportsUpdated(obs.Status, target):
+	case reportsUpdated(obs.Status, target) && trialOver(obs, target, rollout, now):
 		j.State = StateUpdated
 	case reportsFailed(obs, target):
 		j.failure = failureReason(cond.Reason)
@@ -96,13 +97,18 @@ func judge(obs *NodeObservation, target contract.ObjectRef, rollout string, skip
 	switch {
 	case cond != nil && cond.Status != corev1.ConditionTrue && (phase == "" || cond.Reason != obs.Status.Phase):
 		note := fmt.Sprintf("%s=%s %s", contract.ConditionKubeletConfigReady, cond.Status, cond.Reason)
-		if cond.Reason == contract.ReasonDrainTimedOut && obs.Status != nil && len(obs.Status.PendingPods) > 0 && j.State != StateDegraded {
+		if (cond.Reason == contract.ReasonDrainTimedOut || cond.Reason == contract.ReasonDrainBlocked) && obs.Status != nil && len(obs.Status.PendingPods) > 0 && j.State != StateDegraded {
 			// A Degraded Node's failure words above name them already.
 			note += ", blocked by " + names(obs.Status.PendingPods)
 		}
 		why = append(why, note)
 	case j.State == StateInTrial && cond == nil && phase == "":
 		why = append(why, "no status reported yet")
+	}
+	if j.State == StateInTrial && reportsUpdated(obs.Status, target) {
+		// Its agent says it passed before the rollout's trial period
+		// is over: too early to count, whatever it says.
+		why = append(why, "reports the target passed; counted updated once its trial period ends at "+FormatTrialEnds(obs.TrialEnds))
 	}
 	j.Unavailable = len(why) > 0 || j.State == StateInTrial || j.State == StateFailed
 	if j.State == StatePending && j.Unavailable {
@@ -126,6 +132,14 @@ func judge(obs *NodeObservation, target contract.ObjectRef, rollout string, skip
 // it passed, says nothing about the configuration's effect on the others.
 func inTrialOf(obs *NodeObservation, target contract.ObjectRef, rollout string) bool {
 	return movedBy(obs, target, rollout) && obs.TrialPassed != TrialPassedValue(target)
+}
+
+// trialOver reports whether the trial period the rollout named rollout
+// counts for its assignment of the Node is over at now. Only its own
+// assignments are held to it: a Node assigned the target otherwise, or by
+// a rollout that recorded no period, counts as its agent reports.
+func trialOver(obs *NodeObservation, target contract.ObjectRef, rollout string, now time.Time) bool {
+	return !movedBy(obs, target, rollout) || obs.TrialEnds.IsZero() || !now.Before(obs.TrialEnds)
 }
 
 // versionOf names a target version in words.
@@ -174,6 +188,8 @@ func failureReason(agentReason string) string {
 		return v1alpha1.ReasonValidationFailed
 	case contract.ReasonDrainTimedOut:
 		return v1alpha1.ReasonDrainTimedOut
+	case contract.ReasonDrainBlocked:
+		return v1alpha1.ReasonDrainBlocked
 	}
 	return ""
 }
@@ -187,7 +203,7 @@ func failureWords(obs *NodeObservation, reason string) string {
 	if words == "" {
 		words = obs.Status.Error
 	}
-	if reason != v1alpha1.ReasonDrainTimedOut {
+	if reason != v1alpha1.ReasonDrainTimedOut && reason != v1alpha1.ReasonDrainBlocked {
 		return words
 	}
 	var unnamed []string

@@ -31,9 +31,21 @@ type Input struct {
 	// Refusals are the assignments of the current target that admission
 	// refused since the last status was written.
 	Refusals []Refusal
-	// Now stamps the conditions that change.
+	// Now stamps the conditions that change, and is what assignments'
+	// trial periods are counted against.
 	Now metav1.Time
+	// DefaultTrialPeriod is the period an assignment's trial is counted
+	// as lasting when spec.trial gives none: the controller's
+	// --trial-period, the agents' default. Zero means DefaultTrialPeriod.
+	DefaultTrialPeriod time.Duration
+	// Unfit are the selected Nodes the target would leave unable to hold
+	// the pods they run, with why (WouldNotFit); only those not yet
+	// assigned the target are reported.
+	Unfit map[string]string
 }
+
+// DefaultTrialPeriod is the agents' default --trial-period.
+const DefaultTrialPeriod = 5 * time.Minute
 
 // Refusal is an assignment the apiserver's admission refused.
 type Refusal struct {
@@ -70,7 +82,7 @@ type Decision struct {
 // for the rules. It fails only on a spec the CRD's validation refuses.
 func Decide(in Input) (Decision, error) {
 	r := in.Rollout
-	spec, err := effectiveSpec(&r.Spec, len(in.Nodes))
+	spec, err := effectiveSpec(&r.Spec, len(in.Nodes), in.DefaultTrialPeriod)
 	if err != nil {
 		return Decision{}, fmt.Errorf("rollout %s: %w", r.Name, err)
 	}
@@ -105,6 +117,12 @@ type spec struct {
 	// drain is spec.drain, defaulted: what each assignment writes as
 	// nodeguard.dev/drain.
 	drain v1alpha1.DrainMode
+	// drainOptions and trial are spec.drainOptions and spec.trial, which
+	// each assignment writes on the Node; trialPeriod is the period it is
+	// counted as lasting (nodeguard.dev/trial-ends).
+	drainOptions contract.DrainOptions
+	trial        *contract.TrialTerms
+	trialPeriod  time.Duration
 }
 
 // errInvalidDrain is a spec.drain that is none of the DrainMode values.
@@ -112,7 +130,7 @@ var errInvalidDrain = fmt.Errorf("want %s, %s or %s", v1alpha1.DrainAuto, v1alph
 
 // effectiveSpec applies the defaults the apiserver would, for rollouts
 // built without one, and scales maxUnavailable to the selected Nodes.
-func effectiveSpec(s *v1alpha1.KubeletConfigRolloutSpec, selected int) (spec, error) {
+func effectiveSpec(s *v1alpha1.KubeletConfigRolloutSpec, selected int, defaultTrialPeriod time.Duration) (spec, error) {
 	out := spec{
 		ref:            contract.ConfigMapRef{Namespace: s.ConfigMapRef.Namespace, Name: s.ConfigMapRef.Name},
 		canary:         v1alpha1.DefaultCanary,
@@ -130,6 +148,20 @@ func effectiveSpec(s *v1alpha1.KubeletConfigRolloutSpec, selected int) (spec, er
 	// than written on Nodes as an annotation the agents would not read.
 	if !contract.ValidDrainMode(string(out.drain)) {
 		return spec{}, fmt.Errorf("spec.drain %q: %w", out.drain, errInvalidDrain)
+	}
+	if s.DrainOptions != nil {
+		out.drainOptions = *s.DrainOptions
+	}
+	if err := s.Trial.Validate(); err != nil {
+		return spec{}, fmt.Errorf("spec.trial: %w", err)
+	}
+	out.trial = s.Trial
+	out.trialPeriod = defaultTrialPeriod
+	if out.trialPeriod <= 0 {
+		out.trialPeriod = DefaultTrialPeriod
+	}
+	if s.Trial != nil && s.Trial.PeriodSeconds != nil {
+		out.trialPeriod = time.Duration(*s.Trial.PeriodSeconds) * time.Second
 	}
 	if s.ProgressDeadlineSeconds != nil {
 		out.deadline = time.Duration(max(*s.ProgressDeadlineSeconds, 1)) * time.Second
@@ -227,7 +259,7 @@ func (d *decider) movedAny(target contract.ObjectRef) bool {
 func (d *decider) judgeNodes() {
 	d.nodes = make([]judged, len(d.in.Nodes))
 	for i := range d.in.Nodes {
-		d.nodes[i] = judge(&d.in.Nodes[i], d.target, d.in.Rollout.Name, d.skipped)
+		d.nodes[i] = judge(&d.in.Nodes[i], d.target, d.in.Rollout.Name, d.skipped, d.in.Now.Time)
 	}
 	slices.SortFunc(d.nodes, func(a, b judged) int { return strings.Compare(a.Name, b.Name) })
 }
@@ -306,7 +338,12 @@ func (d *decider) assign() {
 		if n.State != StatePending {
 			continue
 		}
-		d.assignments = append(d.assignments, assign(d.in.Rollout.Name, n.obs, contract.ConfigMapRef{Namespace: d.target.Namespace, Name: d.target.Name}, d.spec.drain))
+		change, err := assign(d.in.Rollout.Name, n.obs, contract.ConfigMapRef{Namespace: d.target.Namespace, Name: d.target.Name}, d.spec, d.in.Now.Time)
+		if err != nil {
+			// The terms were validated with the spec; nothing else fails.
+			continue
+		}
+		d.assignments = append(d.assignments, change)
 		room--
 	}
 }

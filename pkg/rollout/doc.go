@@ -20,7 +20,9 @@
 // Node is
 //
 //	Updated      assigned the target, and its agent reports the target both
-//	             active and last-known-good
+//	             active and last-known-good; a Node this rollout assigned,
+//	             no sooner than the trial period after the assignment
+//	             (nodeguard.dev/trial-ends)
 //	InTrial      assigned the target and not yet updated (downloading,
 //	             draining, restarting, trying it, retrying a failed write,
 //	             or not reported yet)
@@ -28,7 +30,8 @@
 //	             (not yet marked as passed), and its agent reports that the
 //	             target failed validation (ValidationFailed) or its trial
 //	             (RolledBack), or that the drain it needed timed out
-//	             (DrainTimedOut)
+//	             (DrainTimedOut) or was blocked by pods it may not delete
+//	             (DrainBlocked)
 //	Degraded     reports the target failed the same way outside such a
 //	             trial: a Node the rollout did not move, or one it saw pass
 //	Skipped      admission refused it the target for its own state
@@ -63,7 +66,12 @@
 // later included. A pause stops new assignments and nothing else.
 //
 // Each assignment carries spec.drain as nodeguard.dev/drain (removed for
-// Auto, the agents' default), and a revert removes it with the bookkeeping.
+// Auto, the agents' default), spec.drainOptions as the drain's switches,
+// spec.trial as nodeguard.dev/trial, and the end of its trial period as
+// nodeguard.dev/trial-ends (spec.trial.periodSeconds, else
+// Input.DefaultTrialPeriod); a revert removes them with the bookkeeping.
+// Input.Unfit, which the caller computes with WouldNotFit, is reported as
+// status.unfitNodes for the Nodes not yet assigned the target.
 //
 // A Node speaks for itself only. A Failed Node, or an admission refusal
 // the controller feeds back in Input.Refusals that is not about the Node's

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,6 +50,10 @@ type NodeObservation struct {
 	// absent: the target version the Node passed its trial on, as the
 	// rollout that moved it recorded (TrialPassedValue).
 	TrialPassed string
+	// TrialEnds is the nodeguard.dev/trial-ends annotation, parsed; zero
+	// when absent or malformed: when the trial period of the assignment
+	// the rollout that moved the Node made ends.
+	TrialEnds time.Time
 
 	// OtherRollouts names the other KubeletConfigRollouts whose selectors
 	// pick this Node.
@@ -100,6 +105,14 @@ func ObserveNode(node *corev1.Node, otherRollouts []string) (NodeObservation, er
 	}
 
 	var errs []error
+	if value, ok := node.Annotations[v1alpha1.TrialEndsAnnotation]; ok {
+		ends, err := time.Parse(time.RFC3339, value)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("node %s: annotation %s: %w", node.Name, v1alpha1.TrialEndsAnnotation, err))
+		} else {
+			obs.TrialEnds = ends
+		}
+	}
 	assignment, ok, err := contract.AssignmentOf(node)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("node %s: %w", node.Name, err))

@@ -63,11 +63,24 @@ func (d *decider) deadlineExceeded() bool {
 	return d.moving() && d.in.Now.Sub(d.progressTime.Time) >= d.spec.deadline
 }
 
-// recheckAfter is how long until the progress deadline falls due, zero
-// when it does not apply or has passed.
+// recheckAfter is how long until the progress deadline falls due, or a
+// Node whose agent reported the target passed too early may be counted
+// updated, whichever comes first; zero when neither applies. Nothing on
+// the Nodes changes at either moment, so only a recheck notices.
 func (d *decider) recheckAfter() time.Duration {
-	if !d.moving() {
-		return 0
+	var after time.Duration
+	sooner := func(wait time.Duration) {
+		if wait > 0 && (after == 0 || wait < after) {
+			after = wait
+		}
 	}
-	return max(d.progressTime.Add(d.spec.deadline).Sub(d.in.Now.Time), 0)
+	if d.moving() {
+		sooner(d.progressTime.Add(d.spec.deadline).Sub(d.in.Now.Time))
+	}
+	for _, n := range d.nodes {
+		if n.State == StateInTrial && reportsUpdated(n.obs.Status, d.target) {
+			sooner(n.obs.TrialEnds.Sub(d.in.Now.Time))
+		}
+	}
+	return after
 }

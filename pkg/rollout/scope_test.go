@@ -142,7 +142,7 @@ func TestAPassedTrialIsRecordedOnTheNodesTheRolloutMoved(t *testing.T) {
 		t.Errorf("a failed rollout recorded %v", changedNodes(d.Record))
 	}
 	// An assignment and a revert clear the mark.
-	for _, c := range []Change{assign(rolloutName, &NodeObservation{Name: "n"}, contract.ConfigMapRef{Namespace: "a", Name: "b"}, v1alpha1.DrainAuto), revert(&NodeObservation{Name: "n"})} {
+	for _, c := range []Change{mustAssign(t, &NodeObservation{Name: "n"}, spec{}, now.Time), revert(&NodeObservation{Name: "n"})} {
 		if v, ok := c.Annotations[v1alpha1.TrialPassedAnnotation]; !ok || v != nil {
 			t.Errorf("change %v does not remove %s", c.Annotations, v1alpha1.TrialPassedAnnotation)
 		}

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
@@ -28,10 +30,14 @@ type cluster struct {
 	fails map[string]bool
 	// assigned counts the assignments of the target per Node.
 	assigned map[string]int
+	// now is the controller's clock; each step moves it on by a trial
+	// period, so that a Node whose agent reports the target passed has
+	// also been assigned it for a period.
+	now metav1.Time
 }
 
 func newCluster(t *testing.T, r *v1alpha1.KubeletConfigRollout, count int) *cluster {
-	c := &cluster{t: t, rollout: r, nodes: map[string]*corev1.Node{}, fails: map[string]bool{}, assigned: map[string]int{}}
+	c := &cluster{t: t, rollout: r, nodes: map[string]*corev1.Node{}, fails: map[string]bool{}, assigned: map[string]int{}, now: now}
 	for i := range count {
 		name := fmt.Sprintf("n%02d", i)
 		c.nodes[name] = newNode(name)
@@ -48,7 +54,7 @@ func (c *cluster) decide() Decision {
 	for _, name := range c.order {
 		list = append(list, node{Node: c.nodes[name]})
 	}
-	d, err := Decide(Input{Rollout: c.rollout.DeepCopy(), Target: &v3, Nodes: observe(c.t, list), Now: now})
+	d, err := Decide(Input{Rollout: c.rollout.DeepCopy(), Target: &v3, Nodes: observe(c.t, list), Now: c.now})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -102,6 +108,7 @@ func (c *cluster) bump(n *corev1.Node) {
 // a trial passes or, on a failing Node, rolls back; an assignment gone
 // back to the local configuration is reported as such.
 func (c *cluster) step() {
+	c.now = metav1.NewTime(c.now.Add(DefaultTrialPeriod))
 	for _, name := range c.order {
 		n := c.nodes[name]
 		obs, _ := ObserveNode(n, nil)
@@ -219,20 +226,23 @@ func TestAFailedTrialRevertsEveryMovedNodeOnce(t *testing.T) {
 func TestChangeMergePatch(t *testing.T) {
 	local := ""
 	obs := NodeObservation{Name: "n1", ResourceVersion: "7", ConfigSource: &local}
-	patch, err := assign(rolloutName, &obs, contract.ConfigMapRef{Namespace: v3.Namespace, Name: v3.Name}, v1alpha1.DrainAuto).MergePatch()
+	assigned := time.Date(2026, 12, 10, 10, 0, 0, 500, time.UTC)
+	patch, err := mustAssign(t, &obs, spec{drain: v1alpha1.DrainAuto, trialPeriod: time.Minute}, assigned).MergePatch()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"metadata":{"annotations":{"nodeguard.dev/config-source":"kubelet-configs/pool-blue-v3","nodeguard.dev/drain":null,"nodeguard.dev/previous-config-source":"","nodeguard.dev/rollout":"pool-blue","nodeguard.dev/trial-passed":null},"resourceVersion":"7"}}`
+	want := `{"metadata":{"annotations":{"nodeguard.dev/config-source":"kubelet-configs/pool-blue-v3","nodeguard.dev/drain":null,"nodeguard.dev/drain-delete-emptydir-data":null,"nodeguard.dev/drain-force":null,"nodeguard.dev/previous-config-source":"","nodeguard.dev/rollout":"pool-blue","nodeguard.dev/trial":null,"nodeguard.dev/trial-ends":"2026-12-10T10:01:01Z","nodeguard.dev/trial-passed":null},"resourceVersion":"7"}}`
 	if string(patch) != want {
 		t.Errorf("assigning over an explicit local configuration:\n got %s\nwant %s", patch, want)
 	}
 	obs = NodeObservation{Name: "n1", ResourceVersion: "8"}
-	patch, err = assign(rolloutName, &obs, contract.ConfigMapRef{Namespace: v3.Namespace, Name: v3.Name}, v1alpha1.DrainNever).MergePatch()
+	period := int32(90)
+	patch, err = mustAssign(t, &obs, spec{drain: v1alpha1.DrainNever, drainOptions: contract.DrainOptions{Force: true},
+		trial: &contract.TrialTerms{PeriodSeconds: &period, AllowShrink: true}, trialPeriod: 90 * time.Second}, assigned.Truncate(time.Second)).MergePatch()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = `{"metadata":{"annotations":{"nodeguard.dev/config-source":"kubelet-configs/pool-blue-v3","nodeguard.dev/drain":"Never","nodeguard.dev/previous-config-source":null,"nodeguard.dev/rollout":"pool-blue","nodeguard.dev/trial-passed":null},"resourceVersion":"8"}}`
+	want = `{"metadata":{"annotations":{"nodeguard.dev/config-source":"kubelet-configs/pool-blue-v3","nodeguard.dev/drain":"Never","nodeguard.dev/drain-delete-emptydir-data":null,"nodeguard.dev/drain-force":"true","nodeguard.dev/previous-config-source":null,"nodeguard.dev/rollout":"pool-blue","nodeguard.dev/trial":"{\"periodSeconds\":90,\"allowShrink\":true}","nodeguard.dev/trial-ends":"2026-12-10T10:01:30Z","nodeguard.dev/trial-passed":null},"resourceVersion":"8"}}`
 	if string(patch) != want {
 		t.Errorf("assigning a Node without config-source, drain Never:\n got %s\nwant %s", patch, want)
 	}
@@ -240,10 +250,20 @@ func TestChangeMergePatch(t *testing.T) {
 	if patch, err = revert(&obs).MergePatch(); err != nil {
 		t.Fatal(err)
 	}
-	want = `{"metadata":{"annotations":{"nodeguard.dev/config-source":"","nodeguard.dev/drain":null,"nodeguard.dev/previous-config-source":null,"nodeguard.dev/rollout":null,"nodeguard.dev/trial-passed":null},"resourceVersion":"9"}}`
+	want = `{"metadata":{"annotations":{"nodeguard.dev/config-source":"","nodeguard.dev/drain":null,"nodeguard.dev/drain-delete-emptydir-data":null,"nodeguard.dev/drain-force":null,"nodeguard.dev/previous-config-source":null,"nodeguard.dev/rollout":null,"nodeguard.dev/trial":null,"nodeguard.dev/trial-ends":null,"nodeguard.dev/trial-passed":null},"resourceVersion":"9"}}`
 	if string(patch) != want {
 		t.Errorf("reverting to an explicit local configuration:\n got %s\nwant %s", patch, want)
 	}
+}
+
+// mustAssign is assign of the target v3 under s at now.
+func mustAssign(t *testing.T, obs *NodeObservation, s spec, now time.Time) Change {
+	t.Helper()
+	c, err := assign(rolloutName, obs, contract.ConfigMapRef{Namespace: v3.Namespace, Name: v3.Name}, s, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func TestObserveNode(t *testing.T) {

@@ -31,6 +31,7 @@ func (d *decider) status() v1alpha1.KubeletConfigRolloutStatus {
 			st.SkippedNodes = append(st.SkippedNodes, v1alpha1.SkippedNode{Name: n.Name, Message: truncate(d.skipped[n.Name], maxSkipMessage)})
 		}
 	}
+	st.UnfitNodes = d.unfit()
 	for _, cond := range r.Status.Conditions {
 		st.Conditions = append(st.Conditions, *cond.DeepCopy())
 	}
@@ -71,7 +72,7 @@ func (d *decider) state() (reason string, progressing bool, message string) {
 			return v1alpha1.ReasonHalted, false, "failed; onFailure is Halt, so every Node is left as it is" + conflicts
 		}
 	case d.spec.paused:
-		return v1alpha1.ReasonPaused, false, "paused: " + d.progress() + conflicts
+		return v1alpha1.ReasonPaused, false, "paused: " + d.progress() + d.unfitNote() + conflicts
 	case d.targetIneligible:
 		return v1alpha1.ReasonTargetNotEligible, false, fmt.Sprintf("ConfigMap %s lacks the label %s=%s, so no Node may be assigned it",
 			target, contract.EligibleLabel, contract.EligibleLabelValue) + conflicts
@@ -87,11 +88,11 @@ func (d *decider) state() (reason string, progressing bool, message string) {
 		return v1alpha1.ReasonNodesInConflict, false, fmt.Sprintf("every Node this rollout may move runs %s", d.targetVersion()) + conflicts
 	case d.deadlineExceeded():
 		return v1alpha1.ReasonProgressDeadlineExceeded, false, fmt.Sprintf("no Node was assigned %s or became updated for %s (spec.progressDeadlineSeconds): ",
-			d.targetName(), d.spec.deadline) + d.progress() + d.moveNote() + d.skipNote() + conflicts
+			d.targetName(), d.spec.deadline) + d.progress() + d.moveNote() + d.skipNote() + d.unfitNote() + conflicts
 	case c.updated < min(d.spec.canary, c.managed-c.skipped):
-		return v1alpha1.ReasonCanary, true, fmt.Sprintf("canary of %d: ", min(d.spec.canary, c.managed-c.skipped)) + d.progress() + d.moveNote() + d.skipNote() + conflicts
+		return v1alpha1.ReasonCanary, true, fmt.Sprintf("canary of %d: ", min(d.spec.canary, c.managed-c.skipped)) + d.progress() + d.moveNote() + d.skipNote() + d.unfitNote() + conflicts
 	default:
-		return v1alpha1.ReasonRollingOut, true, d.progress() + d.moveNote() + d.skipNote() + conflicts
+		return v1alpha1.ReasonRollingOut, true, d.progress() + d.moveNote() + d.skipNote() + d.unfitNote() + conflicts
 	}
 }
 

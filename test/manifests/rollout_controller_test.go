@@ -50,6 +50,8 @@ var rolloutControllerGrants = []string{
 	"ClusterRole nodeguard-rollout-controller: /configmaps get",
 	"ClusterRole nodeguard-rollout-controller: /configmaps list",
 	"ClusterRole nodeguard-rollout-controller: /configmaps watch",
+	"ClusterRole nodeguard-rollout-controller: /pods list",
+	"ClusterRole nodeguard-rollout-controller: /pods watch",
 	"Role nodeguard/nodeguard-rollout-controller-leader-election: coordination.k8s.io/leases create",
 	"Role nodeguard/nodeguard-rollout-controller-leader-election: coordination.k8s.io/leases[nodeguard-rollout-controller] get",
 	"Role nodeguard/nodeguard-rollout-controller-leader-election: coordination.k8s.io/leases[nodeguard-rollout-controller] update",

@@ -196,7 +196,10 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 		return r, err
 	}
 
-	proxy, ctrl, ctrlPID, err := startController(ctx, c, o.WorkDir, o.ControllerArgs)
+	// The simulated agents' trial is the period the controller counts a
+	// Node's trial as lasting (its --trial-period; later flags win).
+	controllerArgs := append([]string{"--trial-period=" + o.Trial.String()}, o.ControllerArgs...)
+	proxy, ctrl, ctrlPID, err := startController(ctx, c, o.WorkDir, controllerArgs)
 	if err != nil {
 		return r, err
 	}

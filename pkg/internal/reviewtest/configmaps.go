@@ -22,6 +22,8 @@ const (
 	NoSuchGateConfig = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfeatureGates:\n  NoSuchGate: true\n"
 	LockedConfig     = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfeatureGates:\n  CPUManagerPolicyOptions: false\n"
 	UnknownField     = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPodz: 110\n"
+	// ReservedConfig holds back 1950m of cpu for the system.
+	ReservedConfig = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nkubeReserved:\n  cpu: 1950m\n"
 )
 
 // FakeGraph stands in for the graph: assignments ("namespace/name" to the
@@ -72,7 +74,7 @@ func PlainConfigMap(name, content string) *corev1.ConfigMap {
 }
 
 // ConfigMapLister lists the ConfigMaps the tests' admitter reads, all in
-// cfg: good, newgate, locked, broken (UnknownField) and nosuchgate, eligible
+// cfg: good, newgate, locked, broken (UnknownField), nosuchgate and reserved, eligible
 // and immutable; plain, with GoodConfig but not eligible; and mutable, with
 // GoodConfig, eligible but not immutable.
 func ConfigMapLister(t testing.TB) corelisters.ConfigMapLister {
@@ -82,7 +84,7 @@ func ConfigMapLister(t testing.TB) corelisters.ConfigMapLister {
 	mutable := EligibleConfigMap("mutable", GoodConfig)
 	for _, cm := range []*corev1.ConfigMap{EligibleConfigMap("good", GoodConfig), EligibleConfigMap("newgate", NewGateConfig),
 		EligibleConfigMap("locked", LockedConfig), EligibleConfigMap("broken", UnknownField), EligibleConfigMap("nosuchgate", NoSuchGateConfig),
-		PlainConfigMap("plain", GoodConfig), mutable} {
+		EligibleConfigMap("reserved", ReservedConfig), PlainConfigMap("plain", GoodConfig), mutable} {
 		// Configurations are immutable, as they should be, but one.
 		if cm != mutable {
 			cm.Immutable = &immutable

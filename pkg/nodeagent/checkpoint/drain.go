@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
@@ -33,6 +35,11 @@ type Drain struct {
 	StateFiles []string `json:"stateFiles,omitempty"`
 	// Reasons say why the change needs the drain, for status and events.
 	Reasons []string `json:"reasons,omitempty"`
+	// Held are the pods the Node ran when the drain began, before anything
+	// was evicted (nil until they were listed): after the restart the trial
+	// judges whether the Node can take them back. Kept across an agent's
+	// restart and a reboot, since by then they are gone from the Node.
+	Held *Held `json:"held,omitempty"`
 	// Drained is set once no pod that must leave is left: the restart is
 	// next.
 	Drained bool `json:"drained"`
@@ -42,12 +49,47 @@ type Drain struct {
 	StartedAt        time.Time     `json:"startedAt"`
 }
 
+// Held are the pods a Node ran before its drain.
+type Held struct {
+	// Pods are the pods bound to the Node that were not over: those the
+	// drain evicts and those that stay (DaemonSet and mirror pods).
+	Pods []HeldPod `json:"pods"`
+	// At is when they were listed, informative only.
+	At time.Time `json:"at"`
+}
+
+// HeldPod is one of them, with what it requests as the scheduler counts
+// it (pkg/podfit).
+type HeldPod struct {
+	Namespace string              `json:"namespace"`
+	Name      string              `json:"name"`
+	Requests  corev1.ResourceList `json:"requests,omitempty"`
+}
+
+// Requests lists what each held pod requests, for pkg/podfit.
+func (h *Held) Requests() []corev1.ResourceList {
+	out := make([]corev1.ResourceList, len(h.Pods))
+	for i, p := range h.Pods {
+		out[i] = p.Requests
+	}
+	return out
+}
+
 func (d Drain) check() error {
 	if err := checkOptionalRef(d.Ref); err != nil {
 		return err
 	}
 	if d.BootID == "" || d.StartedSinceBoot < 0 {
 		return errors.New("drain without a boot ID or with a negative start")
+	}
+	if d.Held != nil {
+		for _, p := range d.Held.Pods {
+			for _, q := range p.Requests {
+				if q.Sign() < 0 {
+					return fmt.Errorf("drain holds pod %s/%s with a negative request", p.Namespace, p.Name)
+				}
+			}
+		}
 	}
 	for _, name := range d.StateFiles {
 		if name == "" || name != filepath.Base(name) || name == "." || name == ".." {

@@ -35,6 +35,10 @@ type Active struct {
 	// empty when the agent removed it (drop-in mode, local configuration).
 	FileSHA256 string    `json:"fileSHA256"`
 	AppliedAt  time.Time `json:"appliedAt"`
+	// Waived says what a check its trial waived found (the after-drain
+	// fit, for an assignment that allowed the change to shrink the Node),
+	// for the status to say for as long as it runs.
+	Waived string `json:"waived,omitempty"`
 }
 
 // Trial records a configuration on trial. Its clock is the time elapsed
@@ -46,6 +50,11 @@ type Trial struct {
 	StartedSinceBoot time.Duration `json:"startedSinceBootNanos"`
 	// StartedAt is the wall-clock start, informative only.
 	StartedAt time.Time `json:"startedAt"`
+	// Terms are the assignment's own terms (contract.TrialAnnotation) as
+	// they were when the trial started, nil for the agent's: a trial is
+	// judged by the terms it started under, an agent restarted meanwhile
+	// included.
+	Terms *contract.TrialTerms `json:"terms,omitempty"`
 }
 
 // BadEntry is a configuration that failed its trial and must not be applied
@@ -58,6 +67,9 @@ type BadEntry struct {
 	// PendingPods, for a drain that timed out, are the pods that blocked
 	// it ("namespace/name"), reported for as long as the entry stands.
 	PendingPods []string `json:"pendingPods,omitempty"`
+	// DrainOptions, for a drain that pods blocked, are the switches the
+	// Node's assignment gave then: changing them allows the change again.
+	DrainOptions *contract.DrainOptions `json:"drainOptions,omitempty"`
 }
 
 type badList struct {
@@ -130,7 +142,7 @@ func (t Trial) check() error {
 	if t.BootID == "" || t.StartedSinceBoot < 0 {
 		return errors.New("trial without a boot ID or with a negative start")
 	}
-	return nil
+	return t.Terms.Validate()
 }
 
 func (l badList) check() error {

@@ -14,6 +14,11 @@
 // being killed between steps; kubectl's drain helper blocks until the whole
 // drain is over and reads DaemonSets, which a node may not.
 //
+// Which pods leave follows `kubectl drain`'s rules all the same (Filter, held
+// to kubectl's own filters by a test): a pod no controller recreates, and a
+// pod with emptyDir data, block the drain unless the Node's assignment
+// allows deleting them with kubectl's two switches (contract.DrainOptions).
+//
 // The cordon is marked with contract.CordonedAnnotation in the same write
 // that sets spec.unschedulable, so a restarted agent knows it is its own and
 // a Node an administrator cordoned is never uncordoned by the agent.

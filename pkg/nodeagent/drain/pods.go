@@ -11,12 +11,11 @@ const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 
 // MustLeave says whether a pod bound to the Node must be gone before the
 // kubelet restarts into a change that needs a drain, and if not, why it
-// may stay. Like `kubectl drain --ignore-daemonsets --delete-emptydir-data
-// --force`: DaemonSet pods stay (their controller would put them straight
-// back, and they tolerate the cordon), mirror pods stay (they are the
-// kubelet's static pods), finished pods stay (they hold nothing the
-// kubelet admits against); every other pod leaves, with its emptyDir data,
-// including pods no controller will recreate.
+// may stay. As `kubectl drain --ignore-daemonsets`: DaemonSet pods stay
+// (their controller would put them straight back, and they tolerate the
+// cordon), mirror pods stay (they are the kubelet's static pods), finished
+// pods stay (they hold nothing the kubelet admits against); every other pod
+// leaves, if Filter lets the drain evict it.
 func MustLeave(pod *corev1.Pod) (bool, string) {
 	switch {
 	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:

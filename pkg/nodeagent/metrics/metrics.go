@@ -43,11 +43,11 @@ func New(reg prometheus.Registerer, trialPeriod time.Duration) (*Metrics, error)
 		restarts: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "kubelet_restarts_total",
 			Help: "Kubelet restart commands that succeeded."}),
 		drains: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "drains_total",
-			Help: "Drains for changes a restart alone cannot carry, by result: drained (the restart followed) or timed_out (the change was not applied)."}, []string{"result"}),
+			Help: "Drains for changes a restart alone cannot carry, by result: drained (the restart followed), timed_out (the change was not applied) or blocked (pods kubectl drain would refuse to delete without being told, which the assignment did not allow; nothing was evicted and the change was not applied)."}, []string{"result"}),
 		trialElapsed: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "trial_elapsed_seconds",
 			Help: "How long the configuration on trial has been on it (time since boot, this boot); 0 without a trial."}),
 		trialPeriod: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "trial_period_seconds",
-			Help: "The configured trial period."}),
+			Help: "The period of the trial in progress (its assignment's, where the nodeguard.dev/trial annotation gives one), else the configured --trial-period."}),
 		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "sync_duration_seconds",
 			Help: "Duration of one pass of the agent's state machine, restarts included.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
 		syncErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "sync_errors_total",
@@ -60,7 +60,7 @@ func New(reg prometheus.Registerer, trialPeriod time.Duration) (*Metrics, error)
 	}
 	m.trialPeriod.Set(trialPeriod.Seconds())
 	m.configError.WithLabelValues("").Set(0)
-	for _, result := range []string{drainDrained, drainTimedOut} {
+	for _, result := range []string{drainDrained, drainTimedOut, drainBlocked} {
 		m.drains.WithLabelValues(result)
 	}
 	return m, nil
@@ -101,6 +101,7 @@ func (m *Metrics) RolledBack() {
 const (
 	drainDrained  = "drained"
 	drainTimedOut = "timed_out"
+	drainBlocked  = "blocked"
 )
 
 // Drained counts a drain that finished.
@@ -117,6 +118,13 @@ func (m *Metrics) DrainTimedOut() {
 	}
 }
 
+// DrainBlocked counts a drain that pods kubectl's rules protect blocked.
+func (m *Metrics) DrainBlocked() {
+	if m != nil {
+		m.drains.WithLabelValues(drainBlocked).Inc()
+	}
+}
+
 // KubeletRestarted counts a restart.
 func (m *Metrics) KubeletRestarted() {
 	if m != nil {
@@ -128,6 +136,14 @@ func (m *Metrics) KubeletRestarted() {
 func (m *Metrics) SetTrialElapsed(d time.Duration) {
 	if m != nil {
 		m.trialElapsed.Set(d.Seconds())
+	}
+}
+
+// SetTrialPeriod records the period of the trial in progress, or the
+// configured one without a trial.
+func (m *Metrics) SetTrialPeriod(d time.Duration) {
+	if m != nil {
+		m.trialPeriod.Set(d.Seconds())
 	}
 }
 

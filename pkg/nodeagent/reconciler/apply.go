@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,7 +50,10 @@ func (c *Reconciler) apply(ctx context.Context, ch chosen, out kubelet.Rendered,
 	}
 	if ch.onTrial {
 		if t := c.state.trial; t == nil || t.Ref != *ch.ref {
-			started := checkpoint.Trial{Ref: *ch.ref, BootID: clock.BootID(), StartedSinceBoot: clock.SinceBoot(), StartedAt: c.deps.Now()}
+			// Judged by the terms its assignment gives now, for the whole
+			// trial: the rollout that assigned it wrote them beside it.
+			started := checkpoint.Trial{Ref: *ch.ref, BootID: clock.BootID(), StartedSinceBoot: clock.SinceBoot(), StartedAt: c.deps.Now(),
+				Terms: p.terms.trial.DeepCopy()}
 			if err := store.SetTrial(started); err != nil {
 				return false, fmt.Errorf("recording the trial: %w", err)
 			}
@@ -105,7 +107,7 @@ func (c *Reconciler) apply(ctx context.Context, ch chosen, out kubelet.Rendered,
 			message += removing(plan.stateFiles) + " after draining the Node"
 		}
 		if ch.onTrial {
-			message += fmt.Sprintf(", on trial for %v", c.cfg.Trial.Period)
+			message += fmt.Sprintf(", on trial for %v", c.trialPeriod())
 		}
 		p.event(corev1.EventTypeNormal, contract.EventConfigApplied, "%s", message)
 		logger.Info("Applied a kubelet configuration", "config", describe(ch.ref), "onTrial", ch.onTrial, "drained", plan.drain)
@@ -155,8 +157,11 @@ func (c *Reconciler) judgeTrial(ctx context.Context, ch chosen, justRestarted bo
 	}
 	now := clock.SinceBoot()
 	if c.tracker == nil || c.trackedRef != t.Ref || c.trackedBoot != t.BootID {
-		c.tracker = trial.NewTracker(c.cfg.Trial, now)
+		c.tracker = trial.NewTracker(c.trialTerms(), now)
 		c.trackedRef, c.trackedBoot = t.Ref, t.BootID
+		if held := c.afterDrain(t.Ref); held != nil {
+			c.tracker.SetAfterDrain(*held)
+		}
 		if c.baseline != nil && justRestarted {
 			c.tracker.SetBaseline(*c.baseline)
 		}
@@ -183,6 +188,10 @@ func (c *Reconciler) judgeTrial(ctx context.Context, ch chosen, justRestarted bo
 	switch verdict.Outcome {
 	case trial.Pass:
 		ref := t.Ref
+		waived := c.tracker.Waived()
+		if err := c.recordWaived(waived); err != nil {
+			return false, err
+		}
 		if err := store.SetLastKnownGood(&ref); err != nil {
 			return false, fmt.Errorf("moving last-known-good: %w", err)
 		}
@@ -195,19 +204,14 @@ func (c *Reconciler) judgeTrial(ctx context.Context, ch chosen, justRestarted bo
 		if err := c.clearDrain(); err != nil {
 			return false, err
 		}
-		p.event(corev1.EventTypeNormal, contract.EventTrialPassed, "%s passed its trial and is now last-known-good", describe(&ref))
+		p.event(corev1.EventTypeNormal, contract.EventTrialPassed, "%s passed its trial and is now last-known-good%s", describe(&ref), sentence(waived))
 		return false, nil
 
 	case trial.Fail:
 		entry := checkpoint.BadEntry{Ref: t.Ref, Reason: contract.ReasonRolledBack, Message: verdict.Message, At: c.deps.Now()}
-		bad := append(slices.Clone(c.state.bad), entry)
-		if len(bad) > checkpoint.MaxBadEntries {
-			bad = bad[len(bad)-checkpoint.MaxBadEntries:]
-		}
-		if err := store.SetBad(bad); err != nil {
+		if err := c.recordBad(entry); err != nil {
 			return false, fmt.Errorf("recording %s as bad: %w", describe(&entry.Ref), err)
 		}
-		c.state.bad = bad
 		c.tracker = nil
 		c.deps.Metrics.RolledBack()
 		p.event(corev1.EventTypeWarning, contract.ReasonRolledBack, "%s failed its trial: %s; rolling back to %s",
@@ -217,10 +221,36 @@ func (c *Reconciler) judgeTrial(ctx context.Context, ch chosen, justRestarted bo
 	default:
 		p.onTrial = true
 		p.trialLeft = verdict.Remaining
+		p.waived = c.tracker.Waived()
 		p.requeue = max(c.nextProbe-now, time.Millisecond)
 		if verdict.Remaining > 0 && verdict.Remaining < p.requeue {
 			p.requeue = verdict.Remaining
 		}
 		return false, nil
 	}
+}
+
+// recordWaived keeps, with the active configuration, what a check its
+// trial waived found, so that the status says it for as long as that
+// configuration runs; "" records nothing.
+func (c *Reconciler) recordWaived(waived string) error {
+	a := c.state.active
+	if waived == "" || a == nil || a.Waived == waived {
+		return nil
+	}
+	next := *a
+	next.Waived = waived
+	if err := c.deps.Store.SetActive(next); err != nil {
+		return fmt.Errorf("recording the waived check: %w", err)
+	}
+	c.state.active = &next
+	return nil
+}
+
+// sentence adds s to a message as a clause of its own; "" adds nothing.
+func sentence(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "; " + s
 }

@@ -30,14 +30,18 @@ func (c *Reconciler) choose(p *pass) chosen {
 	if assigned == nil {
 		return chosen{}
 	}
-	if bad := c.badEntry(*assigned); bad != nil {
-		what := "failed its trial"
-		if bad.Reason == contract.ReasonDrainTimedOut {
+	if bad := c.badEntry(*assigned); bad != nil && !c.unblocked(bad, p) {
+		what, until := "failed its trial", "the ConfigMap changes"
+		switch bad.Reason {
+		case contract.ReasonDrainTimedOut:
 			what = "was not applied"
+		case contract.ReasonDrainBlocked:
+			what, until = "was not applied", fmt.Sprintf("the ConfigMap changes, or the Node's %s or %s allow what blocked it",
+				contract.DrainForceAnnotation, contract.DrainDeleteEmptyDirDataAnnotation)
 		}
 		return c.fallBack(p, &problem{reason: bad.Reason, pendingPods: bad.PendingPods, message: fmt.Sprintf(
-			"%s %s at %s: %s; it is not retried until the ConfigMap changes",
-			describe(assigned), what, bad.At.UTC().Format(time.RFC3339), bad.Message)})
+			"%s %s at %s: %s; it is not retried until %s",
+			describe(assigned), what, bad.At.UTC().Format(time.RFC3339), bad.Message, until)})
 	}
 	cp, err := c.deps.Store.LoadCheckpoint(*assigned)
 	if err != nil {
@@ -85,6 +89,17 @@ func (c *Reconciler) fallBack(p *pass, why *problem) chosen {
 		return chosen{}
 	}
 	return chosen{ref: lkg, config: cp.Config}
+}
+
+// unblocked reports whether a drain that pods blocked may be tried again:
+// the Node's drain switches differ from those it was blocked under, the
+// operator's word on what the drain may delete. Offline nothing is known
+// of them, and the entry stands.
+func (c *Reconciler) unblocked(bad *checkpoint.BadEntry, p *pass) bool {
+	if bad.Reason != contract.ReasonDrainBlocked || bad.DrainOptions == nil || !p.obs.Online || p.obs.Node == nil {
+		return false
+	}
+	return *bad.DrainOptions != p.terms.drain
 }
 
 func (c *Reconciler) badEntry(ref contract.ObjectRef) *checkpoint.BadEntry {

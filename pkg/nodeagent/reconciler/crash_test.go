@@ -155,6 +155,34 @@ func TestCrashDuringTransitions(t *testing.T) {
 			e.sync(assigned(cmA))
 		},
 		run: func(e *env) error { return e.syncErr(assigned(cmB)) },
+	}, {
+		name: "a drained change that leaves the Node no room for its pods goes back",
+		setup: func(e *env) {
+			d := newFakeDrainer(&[]string{}, "web-0", "web-1", "web-2")
+			d.allocatable("pods", "110")
+			e.drainer = d
+			e.settle(func() Observation { return d.online(nil) })
+			e.sync(d.online(cmSmall)) // drained
+			e.sync(d.online(cmSmall)) // restarted into it
+			d.allocatable("pods", "2")
+		},
+		run: func(e *env) error {
+			for range 3 {
+				if err := e.syncErr(e.drainer.online(cmSmall)); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}, {
+		name: "a drain that protected pods block",
+		setup: func(e *env) {
+			d := newFakeDrainer(&[]string{}, "web-0")
+			d.pods = append(d.pods, bare("notes"))
+			e.drainer = d
+			e.settle(func() Observation { return d.online(nil) })
+		},
+		run: func(e *env) error { return e.syncErr(e.drainer.online(cmStatic)) },
 	}}
 
 	for _, tr := range transitions {

@@ -34,6 +34,15 @@
 //     taken just before the restart (pkg/nodeagent/trial). A pass moves
 //     last-known-good, a failure records the configuration bad (by UID and
 //     resourceVersion) and goes back to 2, which now picks last-known-good.
+//     A trial is judged by the terms its assignment gave when it started
+//     (contract.TrialAnnotation, kept in the trial record; the agent's
+//     flags otherwise), and, after a drain, by whether the Node can take
+//     back the pods it ran before (kept in the drain record).
+//
+// A drain follows kubectl drain's rules (drain.Filter): pods no controller
+// recreates, and pods with emptyDir data, block it unless the Node's
+// switches allow deleting them; it then changes nothing and the
+// configuration is recorded as not applied (DrainBlocked).
 //
 // On a fresh state directory whose kubelet file already holds the chosen
 // configuration, the agent adopts it without restarting the kubelet.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +14,7 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/drain"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
+	"github.com/nodeguard/nodeguard/pkg/podfit"
 )
 
 // Drainer is what a drain does with the Node's credentials
@@ -120,9 +120,10 @@ func (c *Reconciler) drainMode(p *pass) string {
 	return c.cfg.DrainMode
 }
 
-// errDrainTimedOut ends a round whose drain gave up: the configuration is
-// recorded bad and the next round falls back.
-var errDrainTimedOut = errors.New("the drain timed out")
+// errDrainGaveUp ends a round whose drain gave up (timed out, or blocked
+// by pods it may not delete): the configuration is recorded as not applied
+// and the next round falls back.
+var errDrainGaveUp = errors.New("the drain gave up")
 
 // drainFor takes one step of the drain a change needs and reports whether
 // the kubelet may now be restarted into it. It records the drain before it
@@ -134,9 +135,14 @@ func (c *Reconciler) drainFor(ctx context.Context, ch chosen, out kubelet.Render
 	rec := c.state.drain
 	if rec == nil || !sameRef(rec.Ref, ch.ref) || rec.FileSHA256 != out.SHA256() || rec.BootID != clock.BootID() {
 		// A new change, or a new boot: the pods are looked at afresh,
-		// and the timeout starts over.
+		// and the timeout starts over. What the Node held before the
+		// same change's drain began is kept: those evicted since are
+		// no longer there to be seen.
 		started := checkpoint.Drain{Ref: ch.ref, FileSHA256: out.SHA256(), StateFiles: plan.stateFiles, Reasons: plan.reasons,
 			BootID: clock.BootID(), StartedSinceBoot: clock.SinceBoot(), StartedAt: c.deps.Now()}
+		if rec != nil && sameRef(rec.Ref, ch.ref) && rec.FileSHA256 == out.SHA256() {
+			started.Held = rec.Held
+		}
 		if err := store.SetDrain(started); err != nil {
 			return false, fmt.Errorf("recording the drain: %w", err)
 		}
@@ -159,14 +165,38 @@ func (c *Reconciler) drainFor(ctx context.Context, ch chosen, out kubelet.Render
 		p.setPhase(contract.PhaseDraining, fmt.Sprintf("%s needs the Node drained (%s); waiting for the apiserver", describe(ch.ref), strings.Join(rec.Reasons, "; ")), nil)
 		return false, nil
 	}
-	if _, err := d.Cordon(ctx, node, describe(ch.ref)); err != nil {
+	cordoned, err := d.Cordon(ctx, node, describe(ch.ref))
+	if err != nil {
 		return false, err
 	}
+	// The pass goes on with the Node as the cordon left it, so that a
+	// drain given up in this very pass lifts the cordon before it ends.
+	p.obs.Node = cordoned
 	pods, err := d.ListPods(ctx)
 	if err != nil {
 		return false, err
 	}
-	progress := d.Evict(ctx, pods)
+	evict, blocked := drain.Filter(pods, p.terms.drain)
+	if len(blocked) > 0 {
+		if ch.onTrial {
+			return false, c.blockDrain(ch, rec, blocked, p)
+		}
+		// Going back is not held up: the configuration it leaves failed.
+		// The pods kubectl's rules protect stay all the same.
+		if key := strings.Join(drain.BlockedNames(blocked), ","); key != c.warnedBlocked {
+			c.warnedBlocked = key
+			p.event(corev1.EventTypeWarning, contract.ReasonDrainBlocked, "Going back to %s through a drain that leaves %s on the Node: no switch of its assignment allows deleting them",
+				describe(ch.ref), drain.DescribeBlocked(blocked))
+		}
+	}
+	if rec.Held == nil && ch.onTrial {
+		// Before the first eviction: what the trial will hold the change
+		// to.
+		if rec, err = c.recordHeld(rec, pods); err != nil {
+			return false, err
+		}
+	}
+	progress := d.Evict(ctx, evict)
 	if progress.Done() {
 		done := *rec
 		done.Drained = true
@@ -200,24 +230,71 @@ func (c *Reconciler) drainFor(ctx context.Context, ch chosen, out kubelet.Render
 // as not applied, with the pods that blocked it, and the drain record goes,
 // which lifts the cordon at the end of the pass.
 func (c *Reconciler) giveUpDrain(ch chosen, progress drain.Progress, p *pass) error {
-	store := c.deps.Store
 	message := fmt.Sprintf("the drain it needs did not finish within %v; the Node was uncordoned and the change not applied; blocked by %s",
 		c.cfg.DrainTimeout, progress.Summary())
 	entry := checkpoint.BadEntry{Ref: *ch.ref, Reason: contract.ReasonDrainTimedOut, Message: message, At: c.deps.Now(), PendingPods: progress.Names()}
-	bad := append(slices.Clone(c.state.bad), entry)
-	if len(bad) > checkpoint.MaxBadEntries {
-		bad = bad[len(bad)-checkpoint.MaxBadEntries:]
-	}
-	if err := store.SetBad(bad); err != nil {
-		return fmt.Errorf("recording %s as not applied: %w", describe(ch.ref), err)
-	}
-	c.state.bad = bad
-	if err := c.clearDrain(); err != nil {
+	if err := c.notApplied(entry, p); err != nil {
 		return err
 	}
 	c.deps.Metrics.DrainTimedOut()
-	p.event(corev1.EventTypeWarning, contract.ReasonDrainTimedOut, "%s: %s", describe(ch.ref), message)
-	return errDrainTimedOut
+	return errDrainGaveUp
+}
+
+// blockDrain ends a drain that would delete pods `kubectl drain` refuses
+// to delete without being told, which the assignment did not allow: the
+// configuration is recorded as not applied, with those pods, until the
+// ConfigMap or the switches change (choose), and the cordon goes.
+func (c *Reconciler) blockDrain(ch chosen, rec *checkpoint.Drain, blocked []drain.Blocked, p *pass) error {
+	evicted := "nothing was evicted, "
+	if rec.Held != nil {
+		// Pods listed before had been asked to leave: a protected pod
+		// came after the drain began.
+		evicted = ""
+	}
+	message := fmt.Sprintf("the drain it needs would delete pods that nothing brings back: %s; %sthe Node was uncordoned and the change not applied",
+		drain.DescribeBlocked(blocked), evicted)
+	opts := p.terms.drain
+	entry := checkpoint.BadEntry{Ref: *ch.ref, Reason: contract.ReasonDrainBlocked, Message: message, At: c.deps.Now(),
+		PendingPods: drain.BlockedNames(blocked), DrainOptions: &opts}
+	if err := c.notApplied(entry, p); err != nil {
+		return err
+	}
+	c.deps.Metrics.DrainBlocked()
+	return errDrainGaveUp
+}
+
+// notApplied records a drain given up, and forgets the drain, which lifts
+// the cordon at the end of the pass.
+func (c *Reconciler) notApplied(entry checkpoint.BadEntry, p *pass) error {
+	if err := c.recordBad(entry); err != nil {
+		return fmt.Errorf("recording %s as not applied: %w", describe(&entry.Ref), err)
+	}
+	if err := c.clearDrain(); err != nil {
+		return err
+	}
+	p.event(corev1.EventTypeWarning, entry.Reason, "%s: %s", describe(&entry.Ref), entry.Message)
+	return nil
+}
+
+// recordHeld keeps, with the drain, the pods the Node runs before anything
+// is evicted: what the trial after the restart holds the change to.
+func (c *Reconciler) recordHeld(rec *checkpoint.Drain, pods []*corev1.Pod) (*checkpoint.Drain, error) {
+	held := &checkpoint.Held{At: c.deps.Now()}
+	for _, pod := range pods {
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil {
+			// Over, or leaving whatever the change: not the Node's to
+			// take back.
+			continue
+		}
+		held.Pods = append(held.Pods, checkpoint.HeldPod{Namespace: pod.Namespace, Name: pod.Name, Requests: podfit.Requests(pod)})
+	}
+	next := *rec
+	next.Held = held
+	if err := c.deps.Store.SetDrain(next); err != nil {
+		return rec, fmt.Errorf("recording the pods the Node holds: %w", err)
+	}
+	c.state.drain = &next
+	return &next, nil
 }
 
 // restartDrained restarts the kubelet for a drained change: stopped, its

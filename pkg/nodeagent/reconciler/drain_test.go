@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/drain"
@@ -24,6 +25,18 @@ const (
 	staticCPUPlus = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\nregistryPullQPS: 7\n"
 )
 
+// replicated is a running pod a ReplicaSet recreates: a drain evicts it
+// without being told it may.
+func replicated(name string) *corev1.Pod {
+	controller := true
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID(name + "-uid"),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "rs-uid", Controller: &controller}}},
+		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+}
+
 // fakeDrainer is the Node and its pods as the API would keep them.
 type fakeDrainer struct {
 	node *corev1.Node
@@ -36,7 +49,7 @@ type fakeDrainer struct {
 func newFakeDrainer(log *[]string, pods ...string) *fakeDrainer {
 	d := &fakeDrainer{node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, blocked: map[string]bool{}, log: log}
 	for _, name := range pods {
-		d.pods = append(d.pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+		d.pods = append(d.pods, replicated(name))
 	}
 	return d
 }
@@ -70,16 +83,16 @@ func (d *fakeDrainer) ListPods(context.Context) ([]*corev1.Pod, error) { return 
 
 func (d *fakeDrainer) Evict(_ context.Context, pods []*corev1.Pod) drain.Progress {
 	var progress drain.Progress
-	var left []*corev1.Pod
+	evicted := map[string]bool{}
 	for _, p := range pods {
 		if d.blocked[p.Name] {
 			progress.Pending = append(progress.Pending, drain.Pending{Namespace: p.Namespace, Name: p.Name, Blocked: true, Why: "eviction refused: budget"})
-			left = append(left, p)
 			continue
 		}
+		evicted[p.Name] = true
 		*d.log = append(*d.log, "evict "+p.Name)
 	}
-	d.pods = left
+	d.pods = slices.DeleteFunc(d.pods, func(p *corev1.Pod) bool { return evicted[p.Name] })
 	return progress
 }
 

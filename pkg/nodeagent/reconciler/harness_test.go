@@ -106,6 +106,12 @@ type env struct {
 	rootDir string
 	// drainMode is the agent's --drain for the next startAgent.
 	drainMode string
+	// terms and tuning, when set, are the agent's trial flags for the
+	// next startAgent (testTerms and none otherwise).
+	terms  *trial.Terms
+	tuning trial.NodeSignals
+	// drainer is the API behind the Node, for tests that drain.
+	drainer   *fakeDrainer
 	failpoint func(durable.Step, string) error
 	c         *Reconciler
 	// lastResult is what the last sync returned.
@@ -144,7 +150,11 @@ func (e *env) startAgent() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.c, err = New(Config{Trial: testTerms, ProbePeriod: testProbePeriod, DrainMode: e.drainMode,
+	terms := testTerms
+	if e.terms != nil {
+		terms = *e.terms
+	}
+	e.c, err = New(Config{Trial: terms, TrialTuning: e.tuning, ProbePeriod: testProbePeriod, DrainMode: e.drainMode,
 		DrainTimeout: testDrainTimeout, DrainPollPeriod: time.Second}, Deps{
 		Store:      store,
 		Clock:      e.clock,

@@ -67,8 +67,13 @@ type Deps struct {
 
 // Config tunes the reconciler.
 type Config struct {
-	// Trial are the terms a configuration on trial is judged by.
+	// Trial are the terms a configuration on trial is judged by, unless
+	// its assignment gives its own (contract.TrialAnnotation).
 	Trial trial.Terms
+	// TrialTuning are the settings of every signal of the Node and its
+	// pods whether Trial turns it on or not, for an assignment's terms
+	// that turn one on (trial.Resolve).
+	TrialTuning trial.NodeSignals
 	// ProbePeriod is how often the kubelet is probed during a trial.
 	ProbePeriod time.Duration
 	// KubeletVersion, when set, overrides the version read from the Node.
@@ -161,6 +166,10 @@ type Reconciler struct {
 	// invalid nodeguard.dev/drain value.
 	lastProblem  string
 	badDrainMode string
+	// badTerms dedupes the warnings about the Node's per-assignment terms,
+	// warnedBlocked the one about pods a rollback's drain leaves.
+	badTerms      string
+	warnedBlocked string
 }
 
 type validationKey struct {
@@ -222,7 +231,10 @@ func (p *problem) String() string { return p.reason + ": " + p.message }
 // pass accumulates what one Sync decides.
 type pass struct {
 	// obs is what the apiserver said for this pass.
-	obs      Observation
+	obs Observation
+	// terms are the Node's own terms for its assignment, as this pass
+	// reads them.
+	terms    terms
 	events   []status.Event
 	problems []*problem
 	// shownAssigned is the assigned reference to report.
@@ -241,6 +253,8 @@ type pass struct {
 	phase        string
 	phaseMessage string
 	pendingPods  []string
+	// waived is what a check the trial in progress waived found.
+	waived string
 }
 
 // minRequeue is how soon a pass that ends a step runs the next one.
@@ -284,6 +298,7 @@ func (c *Reconciler) Sync(ctx context.Context, obs Observation) (Result, error) 
 		}
 	}
 	err := c.syncAssignment(obs, p)
+	p.terms = c.assignmentTerms(p)
 	if err == nil {
 		for round := 0; round < maxRounds; round++ {
 			var again bool
@@ -307,12 +322,13 @@ func (c *Reconciler) Sync(ctx context.Context, obs Observation) (Result, error) 
 	result := c.result(p)
 	c.deps.Metrics.ObserveReport(result.Report)
 	c.deps.Metrics.SetTrialElapsed(c.trialElapsed())
+	c.deps.Metrics.SetTrialPeriod(c.trialPeriod())
 	return result, err
 }
 
 // round chooses, applies and judges once; again is true after a rollback.
 func (c *Reconciler) round(ctx context.Context, p *pass) (again bool, err error) {
-	p.onTrial, p.trialLeft = false, 0
+	p.onTrial, p.trialLeft, p.waived = false, 0, ""
 	p.setPhase("", "", nil)
 	chosen := c.choose(p)
 	rendered, chosen := c.render(chosen, p)
@@ -323,7 +339,7 @@ func (c *Reconciler) round(ctx context.Context, p *pass) (again bool, err error)
 	}
 	restarted, err := c.apply(ctx, chosen, *rendered, p)
 	switch {
-	case errors.Is(err, errDrainTimedOut):
+	case errors.Is(err, errDrainGaveUp):
 		// Recorded as not applied: the next round falls back.
 		return true, nil
 	case err != nil:

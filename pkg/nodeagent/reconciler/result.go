@@ -18,6 +18,10 @@ func (c *Reconciler) result(p *pass) Result {
 	st.Status.LastKnownGood = c.state.lastKnownGood
 	if c.state.active != nil {
 		st.Status.Active = c.state.active.Ref
+		st.Status.Waived = c.state.active.Waived
+	}
+	if p.waived != "" {
+		st.Status.Waived = p.waived
 	}
 	cond := &st.Condition
 	var main *problem
@@ -44,11 +48,11 @@ func (c *Reconciler) result(p *pass) Result {
 			since = " since " + t.StartedAt.UTC().Format("2006-01-02T15:04:05Z")
 		}
 		*cond = status.Condition{Status: corev1.ConditionFalse, Reason: contract.ReasonTrialInProgress, Message: fmt.Sprintf(
-			"%s is active and on trial%s for %v", describe(st.Status.Active), since, c.cfg.Trial.Period)}
+			"%s is active%s and on trial%s for %v", describe(st.Status.Active), aside(p.waived), since, c.trialPeriod())}
 	case st.Status.Assigned == nil:
 		*cond = status.Condition{Status: corev1.ConditionTrue, Reason: contract.ReasonLocalConfig, Message: "No configuration is assigned; the node's local configuration is active"}
 	default:
-		*cond = status.Condition{Status: corev1.ConditionTrue, Reason: contract.ReasonConfigActive, Message: describe(st.Status.Active) + " is active and passed its trial"}
+		*cond = status.Condition{Status: corev1.ConditionTrue, Reason: contract.ReasonConfigActive, Message: describe(st.Status.Active) + " is active and passed its trial" + sentence(st.Status.Waived)}
 	}
 
 	switch {
@@ -69,4 +73,14 @@ func (c *Reconciler) result(p *pass) Result {
 	}
 	c.lastProblem = key
 	return Result{Report: st, Events: p.events, RequeueAfter: p.requeue}
+}
+
+// aside adds s to a message in parentheses, before the words that close
+// it ("... on trial since TIME for PERIOD", which kubectl nodeguard status
+// reads); "" adds nothing.
+func aside(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
 }

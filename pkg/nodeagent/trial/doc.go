@@ -36,6 +36,13 @@
 //   - Allocatable (AllocatableShortfall): cpu, memory, ephemeral-storage or
 //     pods allocatable dropped below what the pods still holding resources
 //     request.
+//   - After a drain (SetAfterDrain, fit.go): the pods the Node ran before a
+//     drain emptied it no longer fit its allocatable, as the scheduler fits
+//     pods (pkg/podfit); waived, and reported as such (Waived), when the
+//     assignment allows the change to shrink the Node.
+//
+// Resolve applies an assignment's own terms (contract.TrialTerms: a
+// period, signals on or off) to the agent's.
 //
 // The first signal that fires fails the trial with a message that names it
 // and the condition or pods ("pod default/x rejected by the kubelet:

@@ -33,6 +33,8 @@ type nodeTracker struct {
 	failure string
 	// waitingFor is what a trial whose period is over still waits for.
 	waitingFor string
+	// fit judges the pods the Node held before a drain (fit.go).
+	fit fitCheck
 }
 
 // SetBaseline gives the snapshot taken just before the kubelet's restart.
@@ -100,6 +102,14 @@ func (t *Tracker) ObserveNode(now time.Duration, s Snapshot) {
 			n.failure = DescribeStopped(stopped, s)
 			return
 		}
+	}
+	failure, waiting := n.fit.observe(now, s, signals.AllocatableGrace, t.terms.Grace)
+	if failure != "" {
+		n.failure = failure
+		return
+	}
+	if waiting != "" && n.waitingFor == "" {
+		n.waitingFor = waiting
 	}
 	if signals.Allocatable {
 		short := AllocatableShortfall(*n.baseline, s)

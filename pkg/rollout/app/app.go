@@ -39,6 +39,9 @@ type Config struct {
 	Workers int
 	// Resync is the informers' resync period; zero means none.
 	Resync time.Duration
+	// TrialPeriod is how long a trial is counted as lasting for rollouts
+	// whose spec.trial gives no period (controller.Config.TrialPeriod).
+	TrialPeriod time.Duration
 	// ListenAddress serves /healthz, /livez, /readyz and /metrics (plain
 	// HTTP); empty disables.
 	ListenAddress string
@@ -109,6 +112,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	ctrl, err := controller.New(controller.Config{
 		Kube: kube, Metadata: md, Rollouts: rollouts, Recorder: recorder, Metrics: metrics, Resync: cfg.Resync,
+		TrialPeriod: cfg.TrialPeriod,
 	})
 	if err != nil {
 		return err

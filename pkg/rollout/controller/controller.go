@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
@@ -60,6 +61,10 @@ type Config struct {
 	ExpectationsTimeout time.Duration
 	// Clock; nil means the real one.
 	Clock clock.WithTicker
+	// TrialPeriod is how long a trial is counted as lasting for a rollout
+	// whose spec.trial gives no period (rollout.Input.DefaultTrialPeriod);
+	// zero means rollout.DefaultTrialPeriod.
+	TrialPeriod time.Duration
 }
 
 // Controller is the KubeletConfigRollout controller.
@@ -78,7 +83,14 @@ type Controller struct {
 	rolloutInformer cache.SharedIndexInformer
 	rolloutLister   nodeguardlisters.KubeletConfigRolloutLister
 	cmInformer      cache.SharedIndexInformer
-	synced          []cache.InformerSynced
+	// podFactory and podInformer watch the pods bound to Nodes, and
+	// targets the targets' configurations, for the report of unfit Nodes
+	// (fit.go).
+	podFactory  informers.SharedInformerFactory
+	podInformer cache.SharedIndexInformer
+	targets     *targetConfigs
+	trialPeriod time.Duration
+	synced      []cache.InformerSynced
 
 	queue workqueue.TypedRateLimitingInterface[string]
 	// sending are the assignments sent in the background (patches.go),
@@ -112,6 +124,8 @@ func New(cfg Config) (*Controller, error) {
 		states:   map[string]*rolloutState{},
 
 		expectationsTimeout: cfg.ExpectationsTimeout,
+		trialPeriod:         cfg.TrialPeriod,
+		targets:             &targetConfigs{client: cfg.Kube, byRef: map[contract.ObjectRef]*kubeletconfigv1beta1.KubeletConfiguration{}},
 	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
@@ -142,6 +156,10 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("rollout controller: rollout index: %w", err)
 	}
 
+	if c.podFactory, c.podInformer, err = newPodInformer(cfg.Kube); err != nil {
+		return nil, fmt.Errorf("rollout controller: pod index: %w", err)
+	}
+
 	var errs []error
 	for _, reg := range []struct {
 		informer cache.SharedIndexInformer
@@ -150,6 +168,9 @@ func New(cfg Config) (*Controller, error) {
 		{c.nodeInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.addNode, UpdateFunc: c.updateNode, DeleteFunc: c.deleteNode}},
 		{c.cmInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.configMapEvent, UpdateFunc: func(_, n any) { c.configMapEvent(n) }, DeleteFunc: c.configMapEvent}},
 		{c.rolloutInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.addRollout, UpdateFunc: c.updateRollout, DeleteFunc: c.deleteRollout}},
+		// Pods wake no rollout: they only refine a report, which the next
+		// sync brings up to date.
+		{c.podInformer, cache.ResourceEventHandlerFuncs{}},
 	} {
 		registration, err := reg.informer.AddEventHandler(reg.handler)
 		if err != nil {
@@ -192,6 +213,8 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	c.nodeFactory.Start(ctx.Done())
 	c.metadataFactory.Start(ctx.Done())
 	c.rolloutFactory.Start(ctx.Done())
+	c.podFactory.Start(ctx.Done())
+	defer c.podFactory.Shutdown()
 	defer c.nodeFactory.Shutdown()
 	defer c.metadataFactory.Shutdown()
 	defer c.rolloutFactory.Shutdown()

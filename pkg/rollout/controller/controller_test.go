@@ -195,7 +195,12 @@ func startAll(t *testing.T, r *v1alpha1.KubeletConfigRollout, setup func(*fake.C
 	if wrap != nil {
 		client = wrap(kube)
 	}
-	ctrl, err := New(Config{Kube: client, Metadata: md, Rollouts: rollouts, Metrics: metrics, ExpectationsTimeout: expectationsTimeout})
+	// The tests say when each Node's agent reports its trial over; the
+	// period the controller holds an early report to is pkg/rollout's to
+	// test (TestAnEarlyReportIsNotCountedUpdated), so it is as short as
+	// nodeguard.dev/trial-ends can say here.
+	ctrl, err := New(Config{Kube: client, Metadata: md, Rollouts: rollouts, Metrics: metrics, ExpectationsTimeout: expectationsTimeout,
+		TrialPeriod: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@ package controller
 import (
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +39,10 @@ func (c *Controller) stateEvents(r *v1alpha1.KubeletConfigRollout, st *rolloutSt
 	if failed.Status == metav1.ConditionTrue && (old == nil || old.Status != metav1.ConditionTrue || !sameTarget(r.Status.Target, status.Target)) {
 		c.event(r, nil, corev1.EventTypeWarning, "RolloutFailed", "Sync", failed.Message)
 	}
+	if names := unfitNames(status.UnfitNodes); len(names) > 0 && !slices.Equal(names, unfitNames(r.Status.UnfitNodes)) {
+		c.event(r, nil, corev1.EventTypeWarning, "NodesUnfit", "Sync", fmt.Sprintf("%s would leave %d Nodes unable to hold the pods they run: %s",
+			targetName(status.Target), len(names), describeUnfit(status.UnfitNodes)))
+	}
 	changed := st.progressed(progressing.Reason)
 	if oldP := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionProgressing); changed && (oldP == nil || oldP.Reason != progressing.Reason) {
 		eventType := corev1.EventTypeNormal
@@ -70,6 +76,29 @@ func (c *Controller) verdicts(r *v1alpha1.KubeletConfigRollout, st *rolloutState
 		}
 		c.event(nodes[res.Name], r, corev1.EventTypeWarning, reason, "Sync", fmt.Sprintf("rollout %s: %s", r.Name, res.Detail))
 	}
+}
+
+func unfitNames(unfit []v1alpha1.UnfitNode) []string {
+	names := make([]string, len(unfit))
+	for i, u := range unfit {
+		names[i] = u.Name
+	}
+	return names
+}
+
+func describeUnfit(unfit []v1alpha1.UnfitNode) string {
+	parts := make([]string, len(unfit))
+	for i, u := range unfit {
+		parts[i] = u.Name + " (" + u.Message + ")"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func targetName(target *contract.ObjectRef) string {
+	if target == nil {
+		return "the target"
+	}
+	return target.Namespace + "/" + target.Name
 }
 
 func sameTarget(a, b *contract.ObjectRef) bool {

@@ -158,12 +158,14 @@ func (c *Controller) observe(ctx context.Context, r *v1alpha1.KubeletConfigRollo
 	target, ineligible := c.target(ctx, r.Spec.ConfigMapRef)
 	out := observed{
 		input: rollout.Input{
-			Rollout:          r,
-			Target:           target,
-			TargetIneligible: ineligible,
-			Nodes:            observations,
-			Refusals:         st.refusalsOf(target),
-			Now:              metav1.NewTime(now),
+			Rollout:            r,
+			Target:             target,
+			TargetIneligible:   ineligible,
+			Nodes:              observations,
+			Refusals:           st.refusalsOf(target),
+			Now:                metav1.NewTime(now),
+			DefaultTrialPeriod: c.trialPeriod,
+			Unfit:              c.unfit(ctx, target, nodes, observations),
 		},
 		nodes: make(map[string]*corev1.Node, len(nodes)),
 		basis: decisionBasis{rollout: r.Name, selector: selector, rollouts: rollouts, observed: make(map[string]rollout.NodeObservation, len(observations))},

@@ -95,30 +95,13 @@ func TestFailedStaticTrialReturnsThroughDrain(t *testing.T) {
 	if err := n.Assign(t.Context(), configNamespace+"/"+bad.Name); err != nil {
 		t.Fatal(err)
 	}
-	report, err := n.WaitReport(t.Context(), waitTimeout, "the static configuration rolled back", func(r framework.Report) bool {
-		return framework.RefersTo(r.Status.Assigned, bad) && r.Status.Active == nil && r.ConditionIs(corev1.ConditionFalse, contract.ReasonRolledBack)
-	})
-	if err != nil {
-		t.Fatalf("%v\nagent log:\n%s", err, n.AgentLogTail(40))
-	}
-	if !strings.Contains(report.Status.Error, "MemoryPressure") {
-		t.Errorf("rolled back for %q, want the MemoryPressure signal", report.Status.Error)
-	}
-	waitPolicy(t, "none", n)
-	uncordoned(t, n)
-	watch.end()
-	if !watch.cordoned[n.Name] {
-		t.Errorf("%s was never cordoned: the change was not drained", n.Name)
-	}
-	restarts, err := n.KubeletRestarts()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The local configuration, static until its trial failed, none again:
 	// and no start in between that the kubelet refused.
-	if len(restarts) != 3 || restarts[1].Behavior != framework.KubeletStopped || restarts[2].Behavior != framework.KubeletRunning {
-		t.Errorf("kubelet runs %+v: want none, static until the agent stopped it, none again", restarts)
+	why := rolledBackAfterDrain(t, n, bad, watch)
+	if !strings.Contains(why, "MemoryPressure") {
+		t.Errorf("rolled back for %q, want the MemoryPressure signal", why)
 	}
+	waitPolicy(t, "none", n)
 }
 
 // TestBudgetThatNeverAllowsEviction: a PodDisruptionBudget that allows no

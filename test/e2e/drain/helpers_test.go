@@ -165,8 +165,9 @@ func configMap(t *testing.T, name, config string) *corev1.ConfigMap {
 }
 
 // createRollout rolls cm out over the pool one node at a time, deleted
-// when the test ends; onFailure empty is the default, Revert.
-func createRollout(t *testing.T, name, pool, cm string, onFailure v1alpha1.FailurePolicy) {
+// when the test ends; onFailure empty is the default, Revert. edits change
+// the spec further.
+func createRollout(t *testing.T, name, pool, cm string, onFailure v1alpha1.FailurePolicy, edits ...func(*v1alpha1.KubeletConfigRolloutSpec)) {
 	t.Helper()
 	one := int32(1)
 	mu := intstr.FromInt(1)
@@ -179,6 +180,9 @@ func createRollout(t *testing.T, name, pool, cm string, onFailure v1alpha1.Failu
 			MaxUnavailable: &mu,
 			OnFailure:      onFailure,
 		},
+	}
+	for _, edit := range edits {
+		edit(&r.Spec)
 	}
 	if _, err := rollouts.Create(t.Context(), r, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating rollout %s: %v", name, err)

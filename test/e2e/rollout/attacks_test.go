@@ -51,6 +51,15 @@ func TestANodeCannotLabelItselfIntoAPool(t *testing.T) {
 // the truth back, and started again when the test ends.
 func fakeFailure(t *testing.T, name string, target contract.ObjectRef) {
 	t.Helper()
+	fakeReport(t, name, contract.ConfigStatus{Assigned: &target, Error: "faked: the kubelet did not come back"}, corev1.ConditionFalse, contract.ReasonRolledBack)
+}
+
+// fakeReport stops the node's agent (started again when the test ends)
+// and writes, with the node's own credentials, st as its status annotation
+// and a KubeletConfigReady condition of status and reason: what an agent
+// that lies, or a node that took its credentials, can write.
+func fakeReport(t *testing.T, name string, st contract.ConfigStatus, status corev1.ConditionStatus, reason string) {
+	t.Helper()
 	nodes[name].StopAgent()
 	t.Cleanup(func() {
 		if err := nodes[name].StartAgent(context.Background()); err != nil {
@@ -61,11 +70,11 @@ func fakeFailure(t *testing.T, name string, target contract.ObjectRef) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := json.Marshal(contract.ConfigStatus{Assigned: &target, Error: "faked: the kubelet did not come back"})
+	raw, err := json.Marshal(st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	annotation, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{contract.ConfigStatusAnnotation: string(st)}}})
+	annotation, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{contract.ConfigStatusAnnotation: string(raw)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +82,7 @@ func fakeFailure(t *testing.T, name string, target contract.ObjectRef) {
 		t.Fatalf("%s writing its status annotation: %v", name, err)
 	}
 	condition, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{{
-		Type: contract.ConditionKubeletConfigReady, Status: corev1.ConditionFalse, Reason: contract.ReasonRolledBack,
+		Type: contract.ConditionKubeletConfigReady, Status: status, Reason: reason,
 		Message: "faked", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
 	}}}})
 	if err != nil {

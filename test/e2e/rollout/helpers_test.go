@@ -41,6 +41,7 @@ type rolloutSpec struct {
 	paused         bool
 	onFailure      v1alpha1.FailurePolicy
 	drain          v1alpha1.DrainMode
+	trial          *contract.TrialTerms
 }
 
 // pool selects the Nodes the administrator put in a pool: a label no node
@@ -62,6 +63,7 @@ func createRollout(t *testing.T, name string, s rolloutSpec) {
 			Paused:       s.paused,
 			OnFailure:    s.onFailure,
 			Drain:        s.drain,
+			Trial:        s.trial,
 		},
 	}
 	if s.canary > 0 {

@@ -118,6 +118,30 @@ type KubeletConfigRolloutSpec struct {
 	// +optional
 	// +kubebuilder:default=Auto
 	Drain DrainMode `json:"drain,omitempty"`
+
+	// drainOptions are kubectl drain's two switches for pods whose
+	// deletion loses something: without them, a pod no controller
+	// recreates and a pod with emptyDir data block a Node's drain (the
+	// agent reports DrainBlocked, evicts nothing, uncordons the Node and
+	// leaves the target unapplied), which fails the rollout as a drain that
+	// timed out does. The controller writes them with each assignment as
+	// the Node annotations nodeguard.dev/drain-force and
+	// nodeguard.dev/drain-delete-emptydir-data ("true"; removed when off),
+	// and a revert removes them.
+	// +optional
+	DrainOptions *contract.DrainOptions `json:"drainOptions,omitempty"`
+
+	// trial are the trial's terms for this rollout's Nodes where they
+	// differ from the agents' flags: the period, which signals of the Node
+	// and its pods judge it, and whether the target may shrink what a
+	// drained Node holds. The controller writes them with each assignment
+	// as the Node annotation nodeguard.dev/trial (removed when empty), so
+	// pools are judged differently without restarting agents; a revert
+	// removes it. It counts a Node it assigned updated no sooner than the
+	// period (periodSeconds, else the controller's --trial-period) after
+	// the assignment.
+	// +optional
+	Trial *contract.TrialTerms `json:"trial,omitempty"`
 }
 
 // ConfigMapReference names a ConfigMap.
@@ -208,6 +232,18 @@ type KubeletConfigRolloutStatus struct {
 	// +listMapKey=name
 	SkippedNodes []SkippedNode `json:"skippedNodes,omitempty"`
 
+	// unfitNodes are the selected Nodes not yet on the target that it
+	// would leave unable to hold the pods they run: their allocatable as
+	// the target's reservations and pod limit leave their capacity
+	// (status.capacity, each Node's word about itself) is short of what
+	// those pods request. Reported before anything moves; such a Node's
+	// own trial fails after its drain unless spec.trial.allowShrink. For
+	// status.target.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	UnfitNodes []UnfitNode `json:"unfitNodes,omitempty"`
+
 	// lastProgressTime is when the rollout last made progress on its
 	// target: it started on it, a selected Node was assigned it, or one
 	// became updated. spec.progressDeadlineSeconds counts from it.
@@ -231,6 +267,16 @@ type SkippedNode struct {
 	// +required
 	Name string `json:"name"`
 	// message is admission's refusal, which names the rule and why.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// UnfitNode is a Node the target would leave unable to hold its pods.
+type UnfitNode struct {
+	// name of the Node.
+	// +required
+	Name string `json:"name"`
+	// message names each resource short and by how much.
 	// +optional
 	Message string `json:"message,omitempty"`
 }

@@ -33,15 +33,25 @@ const (
 	// version can fail the pool: a failure reported afterwards is the
 	// Node's own, shown but never reverting the others.
 	TrialPassedAnnotation = "nodeguard.dev/trial-passed"
+	// TrialEndsAnnotation is set by a rollout with each assignment, to the
+	// time (RFC 3339) its trial period ends counted from the assignment
+	// (spec.trial.periodSeconds, else the controller's --trial-period): the
+	// rollout counts the Node updated no sooner, whatever its agent
+	// reports, and a restarted controller, or kubectl nodeguard rollout
+	// status, reads the same time from the Node.
+	TrialEndsAnnotation = "nodeguard.dev/trial-ends"
 )
 
 // BookkeepingAnnotations are the annotations only the rollout controller
 // writes on Nodes (beside the assignment); no node may add, change or
-// remove them, and a revert removes them all. contract.DrainAnnotation is
-// among them: it carries spec.drain of the rollout that assigned the Node,
-// the administrator's word on how the Node's workloads are treated, which
-// the node's own credentials (the agent's) must not rewrite.
-var BookkeepingAnnotations = []string{RolloutAnnotation, PreviousConfigSourceAnnotation, TrialPassedAnnotation, contract.DrainAnnotation}
+// remove them, and a revert removes them all. contract.DrainAnnotation, the
+// drain's switches and contract.TrialAnnotation are among them: they carry
+// spec.drain, spec.drainOptions and spec.trial of the rollout that assigned
+// the Node (or an administrator's word for an assignment of their own), on
+// how the Node's workloads are treated and its trial judged, which the
+// node's own credentials (the agent's) must not rewrite.
+var BookkeepingAnnotations = []string{RolloutAnnotation, PreviousConfigSourceAnnotation, TrialPassedAnnotation, contract.DrainAnnotation,
+	TrialEndsAnnotation, contract.TrialAnnotation, contract.DrainForceAnnotation, contract.DrainDeleteEmptyDirDataAnnotation}
 
 // Condition types of a KubeletConfigRollout. The rollout always carries
 // all four; the reason of Progressing says where it stands.
@@ -119,6 +129,12 @@ const (
 	// protects, or pods that would not terminate), uncordoned it and did
 	// not apply the target; the message names the Node and those pods.
 	ReasonDrainTimedOut = "DrainTimedOut"
+	// ReasonDrainBlocked: Failed=True, a Node's drain for the target would
+	// have deleted pods kubectl drain protects (no controller recreates
+	// them, or they hold emptyDir data) and spec.drainOptions did not allow
+	// it; the agent evicted nothing, uncordoned the Node and did not apply
+	// the target. The message names the Node and those pods.
+	ReasonDrainBlocked = "DrainBlocked"
 	// ReasonNoFailure: Failed=False.
 	ReasonNoFailure = "NoFailure"
 
