@@ -80,6 +80,10 @@ type NodeOptions struct {
 	// DaemonSet finds a kubeadm node: the agent seeds LocalConfigFile from
 	// it when it starts.
 	WithoutLocalConfig bool
+	// Runtime is the real kubelet's container runtime: RuntimeFake (the
+	// default) or RuntimeContainerd, for tests whose outcome is a cgroup
+	// or a process (Binaries.Containers must then be set).
+	Runtime ContainerRuntime
 	// Stub, when set, runs test/kubeletstub instead of a real kubelet. It
 	// is for a fault no real kubelet produces; its Reason says which.
 	Stub *StubKubelet
@@ -207,7 +211,7 @@ func StartNode(ctx context.Context, env *Env, opts NodeOptions) (node *Node, err
 		if n.KubeletPort, err = freeport.Get(); err != nil {
 			return nil, err
 		}
-		if n.kubelet, err = newRealKubelet(n, opts.Labels, opts.KubeletArgs); err != nil {
+		if n.kubelet, err = newRealKubelet(n, opts.Labels, opts.KubeletArgs, opts.Runtime, opts.Binaries.Containers); err != nil {
 			return nil, err
 		}
 	}
