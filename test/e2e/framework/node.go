@@ -101,7 +101,8 @@ type StubKubelet struct {
 
 // Node is a node of the test cluster: a kubelet (a real one, run by
 // test/kubeletunit as systemd would, on the kubelet's own fake container
-// runtime; or test/kubeletstub) with the node's client certificate, and the
+// runtime or, with RuntimeContainerd, on containerd and runc; or
+// test/kubeletstub) with the node's client certificate, and the
 // agent (cmd/agent) beside it with the same credentials, each a process of
 // its own. Its methods are safe for concurrent use.
 type Node struct {
