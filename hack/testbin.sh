@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Builds the real etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet that
-# nodeguard's tests and `make run` start, and fakecri, the kubelet's own fake container runtime
-# served on a unix socket.
+# nodeguard's tests and `make run` start; fakecri, the kubelet's own fake container runtime
+# served on a unix socket; and a real container runtime for the nodes whose outcome is a cgroup or
+# a process: containerd, ctr and containerd-shim-runc-v2 (hack/tools/containerd) and runc
+# (hack/tools/runc; cgo, with libseccomp: Debian's libseccomp-dev, which .ci/run installs).
 #
-# They are built from the Go module proxy (hack/tools/etcd, hack/tools/kube) rather than
-# downloaded, and cached outside the repo so only the first run pays for the build. Each binary
-# carries a stamp holding a hash of the module it was built from; a change to that module's
-# go.mod (its tool block aside) or go.sum, or to this recipe, rebuilds it; anything else reuses
-# it. A binary found without a stamp (put there by hand, say envtest's) is trusted as it is.
+# They are built from the Go module proxy (hack/tools/*) rather than downloaded, and cached
+# outside the repo so only the first run pays for the build. Each binary carries a stamp holding
+# a hash of the module it was built from; a change to that module's go.mod (its tool block
+# aside) or go.sum, or to this recipe, rebuilds it; anything else reuses it. A binary found
+# without a stamp (put there by hand, say envtest's) is trusted as it is.
 #
 # Usage: hack/testbin.sh [etcd] [kube-apiserver] [kube-controller-manager] [kube-scheduler]
-#                        [kubelet] [fakecri]    (no argument: all)
+#                        [kubelet] [fakecri] [containerd] [ctr] [containerd-shim-runc-v2]
+#                        [runc]    (no argument: all)
 # Prints the binary directory on stdout and progress on stderr, so that
 #   NODEGUARD_BIN_DIR="$(hack/testbin.sh)"
 # works. The directory is $NODEGUARD_BIN_DIR, else $XDG_CACHE_HOME/nodeguard/bin/<version>,
@@ -25,8 +28,10 @@ kube_version="$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "${repo_root}
 [[ -n "${kube_version}" ]] || { echo "testbin: no k8s.io/kubernetes requirement in hack/tools/kube/go.mod" >&2; exit 1; }
 kube_major="$(cut -d. -f1 <<<"${kube_version#v}")"
 kube_minor="$(cut -d. -f2 <<<"${kube_version}")"
-# Bump when the build commands below change, so cached binaries are rebuilt.
+# Bump when the build commands below change, so cached binaries are rebuilt. runtime_recipe is
+# the container runtime's own (containerd, its shim, ctr, runc): bumping it rebuilds only those.
 recipe=2
+runtime_recipe=1
 bin_dir="${NODEGUARD_BIN_DIR:-${XDG_CACHE_HOME:-${HOME}/.cache}/nodeguard/bin/${kube_version}}"
 
 # The tools modules are separate modules; a go.work elsewhere must not pull them together.
@@ -43,9 +48,12 @@ die() {
 command -v go >/dev/null 2>&1 || die "go is not on PATH (Go 1.26 is needed; on CI it is /usr/local/go/bin)"
 
 module_hash() {
-	local dir="$1" package="$2"
+	local dir="$1" package="$2" salt="$3"
 	{
 		echo "recipe=${recipe}"
+		# Empty for the binaries that were built before the container runtime joined, so
+		# that their stamps stay valid.
+		if [[ -n "${salt}" ]]; then echo "${salt}"; fi
 		# The tool block only lists the commands the module keeps; adding one to it changes
 		# nothing any other is built from, so it must not rebuild them.
 		sed '/^tool (/,/^)/d; /^tool /d' "${dir}/go.mod"
@@ -56,13 +64,13 @@ module_hash() {
 	} | sha256sum | cut -d' ' -f1
 }
 
-# ensure NAME MODULE_DIR PACKAGE ESTIMATE [GO BUILD FLAGS...]
+# ensure NAME MODULE_DIR PACKAGE ESTIMATE [GO BUILD FLAGS...]; $salt, when set, joins the hash.
 ensure() {
 	local name="$1" module_dir="$2" package="$3" estimate="$4"
 	shift 4
 	local binary="${bin_dir}/${name}" stamp="${bin_dir}/.${name}.stamp"
 	local want
-	want="$(module_hash "${module_dir}" "${package}")"
+	want="$(module_hash "${module_dir}" "${package}" "${salt:-}")"
 
 	if [[ -x "${binary}" ]]; then
 		if [[ ! -f "${stamp}" ]]; then
@@ -92,8 +100,15 @@ ensure() {
 
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
-	targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet fakecri)
+	targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet fakecri containerd ctr containerd-shim-runc-v2 runc)
 fi
+
+# runc links libseccomp through cgo: say what is missing before a compiler error does.
+need_libseccomp() {
+	if ! pkg-config --exists libseccomp 2>/dev/null && [[ ! -e /usr/include/seccomp.h ]]; then
+		die "runc needs libseccomp's headers: install Debian's libseccomp-dev (apt-get install libseccomp-dev; .ci/run does)"
+	fi
+}
 
 mkdir -p "${bin_dir}"
 
@@ -114,7 +129,19 @@ for target in "${targets[@]}"; do
 			-ldflags "-X k8s.io/component-base/version.gitVersion=${kube_version} -X k8s.io/component-base/version.gitMajor=${kube_major} -X k8s.io/component-base/version.gitMinor=${kube_minor} -X k8s.io/component-base/version.gitTreeState=clean"
 		;;
 	fakecri) ensure fakecri "${repo_root}/hack/tools/kube" ./cmd/fakecri "~20 s" ;;
-	*) die "unknown binary ${target} (want etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet or fakecri)" ;;
+	containerd | ctr | containerd-shim-runc-v2)
+		# No build tags: upstream's release builds of containerd 2 need none on Linux.
+		salt="runtime_recipe=${runtime_recipe}" ensure "${target}" "${repo_root}/hack/tools/containerd" \
+			"github.com/containerd/containerd/v2/cmd/${target}" "~1-2 min"
+		;;
+	runc)
+		need_libseccomp
+		# seccomp: containerd's default profile needs it; urfave_cli_no_docs: upstream's
+		# Makefile sets it too. Upstream's libpathrs tag is left out (it needs a Rust library).
+		CGO_ENABLED=1 salt="runtime_recipe=${runtime_recipe}" ensure runc "${repo_root}/hack/tools/runc" \
+			github.com/opencontainers/runc "~1 min" -tags "seccomp urfave_cli_no_docs"
+		;;
+	*) die "unknown binary ${target} (want etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, fakecri, containerd, ctr, containerd-shim-runc-v2 or runc)" ;;
 	esac
 done
 

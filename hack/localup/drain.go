@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -35,7 +33,11 @@ const (
 	// staticConfigName is the blue pool's configuration with the static
 	// CPU manager policy; it keeps pool-blue's maxPods.
 	staticConfigName = "pool-blue-v3"
-	staticConfig     = "maxPods: 150\ncpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n"
+	// Half a CPU reserved for the system, which the policy rounds up to
+	// one whole CPU kept for the shared pool: not reservedSystemCPUs,
+	// which on a two-CPU machine would leave one allocatable CPU, not
+	// enough for the pinned pod beside the others' requests.
+	staticConfig = "maxPods: 150\ncpuManagerPolicy: static\nsystemReserved:\n  cpu: 500m\n"
 	// drainPollPeriod is the agents' --drain-poll-period here: how often
 	// a drain asks again for an eviction the budget refused. A real
 	// agent's default is 5s.
@@ -51,9 +53,13 @@ func (s *story) drainForStaticCPUs(ctx context.Context) error {
 	s.c.chapter("4. A change a restart cannot carry: the static CPU manager policy, through a drain")
 	blue := s.pool("blue")
 	s.c.step("creating namespace %s with Deployment %s: %d replicas (pause containers asking for 100m CPU each), pinned to the blue pool by\n"+
-		"    nodeSelector %s=blue and spread one per schedulable Node, under PodDisruptionBudget %s: minAvailable 1",
-		workloadNamespace, workloadName, workloadReplicas, contract.PoolLabel, workloadName)
+		"    nodeSelector %s=blue and spread one per schedulable Node, under PodDisruptionBudget %s: minAvailable 1; and Deployment %s:\n"+
+		"    one Guaranteed pod asking a whole CPU (requests equal to limits), on the blue pool too",
+		workloadNamespace, workloadName, workloadReplicas, contract.PoolLabel, workloadName, pinnedName)
 	if err := s.createWorkload(ctx); err != nil {
+		return err
+	}
+	if err := s.createPinned(ctx); err != nil {
 		return err
 	}
 	var pods []*corev1.Pod
@@ -72,8 +78,7 @@ func (s *story) drainForStaticCPUs(ctx context.Context) error {
 		return err
 	}
 	if len(others) > 0 {
-		s.c.detail("also on them, from manifests/base and placed by kube-scheduler (idle on the fake runtime: the webhook, the rollout\n" +
-			"controller and the agents at work here are processes):")
+		s.c.detail("also on them, from manifests/base and placed by kube-scheduler (%s):", s.idleWords())
 		for _, p := range others {
 			s.c.detail("    %s/%s on %s (%s)", p.Namespace, p.Name, p.Spec.NodeName, drainFate(p))
 		}
@@ -86,7 +91,12 @@ func (s *story) drainForStaticCPUs(ctx context.Context) error {
 		s.c.detail("%s: %s", n.Name, running)
 	}
 
-	s.c.step("creating ConfigMap %s/%s: maxPods: 150 as before, and cpuManagerPolicy: static with reservedSystemCPUs: \"0\"", configNamespace, staticConfigName)
+	s.c.step("under the none policy every container may run on every CPU:")
+	if err := s.showCPUs(ctx, blue, false); err != nil {
+		return err
+	}
+	s.c.step("creating ConfigMap %s/%s: maxPods: 150 as before, and cpuManagerPolicy: static with systemReserved cpu: 500m (one whole\n"+
+		"    CPU kept for the shared pool)", configNamespace, staticConfigName)
 	cm, err := s.createConfig(ctx, staticConfigName, staticConfig, nil)
 	if err != nil {
 		return err
@@ -151,6 +161,10 @@ func (s *story) drainForStaticCPUs(ctx context.Context) error {
 	for _, n := range blue {
 		s.c.detail("%s: schedulable again: uncordoned by its agent, which lifts only a cordon it set", n.Name)
 	}
+	s.c.step("under the static policy the Guaranteed container has a CPU of its own, and the others on its Node have lost it:")
+	if err := s.showCPUs(ctx, blue, true); err != nil {
+		return err
+	}
 	for _, p := range pods {
 		s.c.detail("%s/%s: Running on %s", p.Namespace, p.Name, p.Spec.NodeName)
 	}
@@ -179,29 +193,22 @@ func (s *story) createWorkload(ctx context.Context) error {
 	labels := map[string]string{"app": workloadName}
 	honor := corev1.NodeInclusionPolicyHonor
 	replicas := int32(workloadReplicas)
+	spec := s.demoPodSpec(corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}})
+	spec.NodeSelector = map[string]string{contract.PoolLabel: "blue"}
+	// One per Node that takes pods, so that each Node has one to evict: a
+	// cordoned Node (its unschedulable taint honoured) does not count, so
+	// the pods of a drained Node go to the other.
+	spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: labels}, NodeTaintsPolicy: &honor,
+	}}
+	spec.AutomountServiceAccountToken, spec.TerminationGracePeriodSeconds = new(false), new(int64(1))
 	deploy := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: workloadNamespace, Name: workloadName},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					NodeSelector: map[string]string{contract.PoolLabel: "blue"},
-					// One per Node that takes pods, so that each Node has
-					// one to evict: a cordoned Node (its unschedulable
-					// taint honoured) does not count, so the pods of a
-					// drained Node go to the other.
-					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
-						MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
-						LabelSelector: &metav1.LabelSelector{MatchLabels: labels}, NodeTaintsPolicy: &honor,
-					}},
-					AutomountServiceAccountToken:  new(false),
-					TerminationGracePeriodSeconds: new(int64(1)),
-					Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10",
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}},
-				},
-			},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
 		},
 	}
 	if _, err := s.admin.AppsV1().Deployments(workloadNamespace).Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
@@ -290,7 +297,7 @@ func (v cpuManagerView) runs(policy string) bool {
 func (v cpuManagerView) String() string {
 	words := "its /configz says cpuManagerPolicy: " + v.policy
 	if v.reserved != "" {
-		words += fmt.Sprintf(", reservedSystemCPUs: %q", v.reserved)
+		words += ", " + v.reserved
 	}
 	if v.stateErr != nil {
 		return words + "; its cpu_manager_state: " + v.stateErr.Error()
@@ -310,23 +317,15 @@ func (s *story) cpuManager(ctx context.Context, n *framework.Node) (cpuManagerVi
 	}
 	kc, _ := configz["kubeletconfig"].(map[string]any)
 	v.policy, _ = kc["cpuManagerPolicy"].(string)
-	v.reserved, _ = kc["reservedSystemCPUs"].(string)
-	root, err := n.KubeletRootDir()
-	if err != nil {
-		return v, err
+	if cpus, _ := kc["reservedSystemCPUs"].(string); cpus != "" {
+		v.reserved = fmt.Sprintf("reservedSystemCPUs: %q", cpus)
+	} else if reserved, _ := kc["systemReserved"].(map[string]any); reserved["cpu"] != nil {
+		v.reserved = fmt.Sprintf("systemReserved cpu: %v", reserved["cpu"])
 	}
-	data, err := os.ReadFile(filepath.Join(root, "cpu_manager_state"))
+	st, err := n.CPUManagerState()
 	if err != nil {
+		// Missing, or caught half-written: a caller that waits asks again.
 		v.stateErr = err
-		return v, nil
-	}
-	var st struct {
-		PolicyName    string `json:"policyName"`
-		DefaultCPUSet string `json:"defaultCpuSet"`
-	}
-	if err := json.Unmarshal(data, &st); err != nil {
-		// Caught half-written: a caller that waits asks again.
-		v.stateErr = fmt.Errorf("reading it: %w", err)
 		return v, nil
 	}
 	v.statePolicy, v.defaultCPUSet = st.PolicyName, st.DefaultCPUSet

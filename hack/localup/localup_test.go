@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
 // demoTimeout bounds a whole run: building what is not cached yet and the
@@ -47,6 +49,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("run: %v\noutput:\n%s", err, out.String())
 	}
 	output := out.String()
+	var wants []string
 	for _, want := range []string{
 		"(?m)^\\$ kubectl nodeguard rollout status pool-blue --watch --timeout 2m0s$",
 		`(?m)^State: +Complete$`,
@@ -87,14 +90,18 @@ func TestDemo(t *testing.T) {
 		`(?s)` + timeline(`demo/web-\S+`, `evicted \(EvictionByEvictionAPI\) from node-1`) + timeline(`demo/web-\S+`, "Running on node-2"),
 		`(?s)` + timeline(`demo/web-\S+`, `evicted \(EvictionByEvictionAPI\) from node-2`) + timeline(`demo/web-\S+`, "Running on node-1"),
 		`(?m)^node-1 +v1\.37\.2 +kubelet-configs/pool-blue-v3@\d+ +kubelet-configs/pool-blue-v3@\d+ +kubelet-configs/pool-blue-v3@\d+ +<none> +<none> +<none> +<none>$`,
-		`(?m)^    node-1: its /configz says cpuManagerPolicy: static, reservedSystemCPUs: "0"; its cpu_manager_state records policyName static`,
-		`(?m)^    node-2: its /configz says cpuManagerPolicy: static, reservedSystemCPUs: "0"; its cpu_manager_state records policyName static`,
+		`(?m)^    node-1: its /configz says cpuManagerPolicy: static, systemReserved cpu: 500m; its cpu_manager_state records policyName static`,
+		`(?m)^    node-2: its /configz says cpuManagerPolicy: static, systemReserved cpu: 500m; its cpu_manager_state records policyName static`,
 		`(?m)^    node-1: schedulable again: uncordoned by its agent`,
 		`(?m)^    node-2: schedulable again: uncordoned by its agent`,
 		`(?m)^    nodeguard-agent/nodeguard-agent-\S+ \(DaemonSet pod\): on node-1 throughout, never evicted$`,
 		`(?m)^    go run ./cmd/kubectl-nodeguard --kubeconfig \S+/admin\.kubeconfig status$`,
 		`(?m)^==> removed \S+; nothing is left running$`,
 	} {
+		wants = append(wants, want)
+	}
+	wants = append(wants, pinningLines()...)
+	for _, want := range wants {
 		if !regexp.MustCompile(want).MatchString(output) {
 			t.Errorf("the output has no line matching %s", want)
 		}
@@ -103,6 +110,29 @@ func TestDemo(t *testing.T) {
 		t.Logf("output:\n%s", output)
 	}
 	checkNothingLeft(t, root)
+}
+
+// pinningLines are what part 4 shows of the CPUs each container may use:
+// before the static policy all of them; after it, the Guaranteed pod's
+// container on the CPU its checkpoint gives it alone, the others on its
+// Node on the rest. On real containers (which this machine runs when it
+// can) that is read from their cgroups; on the fake runtime, from the
+// checkpoint, with the machine's reason for the fallback said on screen.
+func pinningLines() []string {
+	if err := framework.ContainersSupported(); err != nil {
+		return []string{
+			`(?m)^    this machine runs no real containers \(`,
+			`(?m)^    demo/pinned-\S+ on node-\d: cpu_manager_state gives it CPU \d+ for itself \(the fake runtime runs nothing`,
+		}
+	}
+	return []string{
+		`(?m)^    the nodes run real containers: each its own containerd and runc`,
+		`(?m)^==> under the none policy every container may run on every CPU:$`,
+		`(?m)^    demo/pinned-\S+ on node-\d: its container's cgroup has cpuset.cpus 0-\d+, and the kernel lets its process \(pid \d+\) run on CPUs 0-\d+; cpu_manager_state gives it no CPU of its own \(policy none, shared pool all CPUs\)$`,
+		`(?m)^==> under the static policy the Guaranteed container has a CPU of its own, and the others on its Node have lost it:$`,
+		`(?m)^    demo/pinned-\S+ on node-\d: its container's cgroup has cpuset.cpus (\d+), and the kernel lets its process \(pid \d+\) run on CPUs (\d+); cpu_manager_state gives it CPU (\d+) for itself$`,
+		`(?m)^    demo/web-\S+ on node-\d: its container's cgroup has cpuset.cpus \d+, and the kernel lets its process \(pid \d+\) run on CPUs \d+; cpu_manager_state gives it no CPU of its own \(policy static, shared pool \d+\)$`,
+	}
 }
 
 // timeline is a pattern of the lines of part 4's timeline ("  8.6s  node-2

@@ -28,23 +28,29 @@ type options struct {
 	keep              bool
 	trialPeriod       time.Duration
 	minKubeletVersion string
+	// runtime is --runtime: auto, containerd or fakecri.
+	runtime string
 	// tempRoot is where the work directory is made; empty means the
 	// system's temporary directory. Tests point it at their own.
 	tempRoot string
 }
 
 func defaultOptions() options {
-	return options{trialPeriod: 8 * time.Second, minKubeletVersion: "1.34.0"}
+	return options{trialPeriod: 8 * time.Second, minKubeletVersion: "1.34.0", runtime: runtimeAuto}
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.demoOnly, "demo-only", o.demoOnly, "Exit after the demonstration instead of waiting for Ctrl-C.")
 	fs.BoolVar(&o.keep, "keep", o.keep, "Keep the work directory (certificates, kubeconfigs, logs, the nodes' files) after exit.")
 	fs.DurationVar(&o.trialPeriod, "trial-period", o.trialPeriod, "The simulated agents' --trial-period; seconds, so the demonstration does not take the agent's default of 5m.")
+	fs.StringVar(&o.runtime, "runtime", o.runtime, "What the nodes' kubelets run pods on: containerd (real containers: containerd and runc, each node its own, pods as processes in the node's own cgroup; needs root and cgroup v1), fakecri (the kubelet's fake runtime: nothing executes), or auto: containerd when the machine allows it, else fakecri, said on screen.")
 	fs.StringVar(&o.minKubeletVersion, "min-kubelet-version", o.minKubeletVersion, "minKubeletVersion of the webhook's policy (the shipped manifests/base/policy.yaml has 1.34.0). The demonstration's too-old node reports 1.29.4, so keep it above that.")
 }
 
 func (o *options) validate() error {
+	if err := validateRuntime(o.runtime); err != nil {
+		return err
+	}
 	if o.trialPeriod <= 0 {
 		return fmt.Errorf("--trial-period %v: must be positive", o.trialPeriod)
 	}
@@ -169,6 +175,9 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 			s.printNodeLogs()
 		}
 	}()
+	if err := s.chooseRuntime(ctx, dir); err != nil {
+		return err
+	}
 	if err := s.startNodes(ctx, &cleanups); err != nil {
 		return err
 	}
@@ -178,13 +187,13 @@ func run(ctx context.Context, opts options, out io.Writer) (err error) {
 
 	c.chapter("nodeguard is running")
 	plugin := "go run ./cmd/kubectl-nodeguard --kubeconfig " + kubeconfig
-	c.printf("etcd, kube-apiserver (%s), kube-controller-manager, kube-scheduler, the webhook, the rollout controller and %d nodes, each a real kubelet on its\n"+
-		"fake container runtime with an agent (trial %s) beside it.\n", env.CP.URL(), len(s.nodes), opts.trialPeriod)
+	c.printf("etcd, kube-apiserver (%s), kube-controller-manager, kube-scheduler, the webhook, the rollout controller and %d nodes, each a real kubelet on\n"+
+		"%s with an agent (trial %s) beside it.\n", env.CP.URL(), len(s.nodes), s.runtimeWords(), opts.trialPeriod)
 	c.printf("Admin kubeconfig:\n    %s\n", kubeconfig)
 	c.printf("From the repository root, try:\n    %s status\n    %s rollout status %s\n    %s assign %s/pool-blue node-3\n    %s explain node-3 %s/pool-blue\n",
 		plugin, plugin, rolloutName, plugin, configNamespace, plugin, configNamespace)
 	c.printf("or any kubectl with --kubeconfig %s.\n", kubeconfig)
-	c.printf("Logs (removed on exit unless --keep): %s/env/webhook.log, %s/env/controlplane/, %s/env/nodes/NODE/{agent,kubelet,fakecri}.log\n", dir, dir, dir)
+	c.printf("Logs (removed on exit unless --keep): %s/env/webhook.log, %s/env/controlplane/, %s/env/nodes/NODE/{agent,kubelet,%s}.log\n", dir, dir, dir, s.runtime)
 	if opts.demoOnly {
 		return nil
 	}

@@ -47,6 +47,8 @@ type story struct {
 	binaries   framework.NodeBinaries
 	opts       options
 	nodes      []*framework.Node
+	// runtime is what the nodes run pods on (chooseRuntime).
+	runtime framework.ContainerRuntime
 }
 
 // demoNodes are the simulated nodes and their pools.
@@ -57,15 +59,16 @@ func demoNodes() []struct{ name, pool string } {
 // startNodes starts the nodes, adding what stops each to cleanups as soon as
 // it runs, so that an interruption half-way stops what was started.
 func (s *story) startNodes(ctx context.Context, cleanups *[]func()) error {
-	what := fmt.Sprintf("starting %d nodes: each a real kubelet %s on the kubelet's own fake container runtime, run by a stand-in\n"+
+	what := fmt.Sprintf("starting %d nodes: each a real kubelet %s on %s, run by a stand-in\n"+
 		"    systemd unit (Restart=always), registering its Node with its own client certificate (system:node:NAME), and the agent\n"+
 		"    beside it with the same credentials, then put in its pool by the administrator (label %s, which no node may set\n"+
 		"    on itself); trials last %s here (a real agent's default is 5m), and a drain asks again every %s (5s)",
-		len(demoNodes()), framework.DefaultKubeletVersion, contract.PoolLabel, s.opts.trialPeriod, drainPollPeriod)
+		len(demoNodes()), framework.DefaultKubeletVersion, s.runtimeWords(), contract.PoolLabel, s.opts.trialPeriod, drainPollPeriod)
 	err := s.c.slow(ctx, what, func(ctx context.Context) error {
 		for _, d := range demoNodes() {
 			n, err := framework.StartNode(ctx, s.env, framework.NodeOptions{
 				Name: d.name, Binaries: s.binaries, AdminLabels: map[string]string{contract.PoolLabel: d.pool}, TrialPeriod: s.opts.trialPeriod,
+				Runtime:   s.runtime,
 				AgentArgs: []string{"--drain-poll-period=" + drainPollPeriod.String()},
 			})
 			if err != nil {

@@ -25,6 +25,8 @@ func main() {
 		err = controlCommand(cmd, args)
 	case namespaceCommand:
 		err = enterNamespace(args)
+	case cgroupCommand:
+		err = enterCgroup(args)
 	default:
 		err = fmt.Errorf("unknown command %q (want serve, restart, stop, start or status)", cmd)
 	}
@@ -38,6 +40,16 @@ func main() {
 type sysctlFlag map[string]string
 
 func (s sysctlFlag) String() string { return fmt.Sprint(map[string]string(s)) }
+
+// stringsFlag collects a repeated flag's values.
+type stringsFlag []string
+
+func (s *stringsFlag) String() string { return fmt.Sprint(*s) }
+
+func (s *stringsFlag) Set(value string) error {
+	*s = append(*s, value)
+	return nil
+}
 
 // overlayFlag collects repeated --overlay DIR=UPPER flags.
 type overlayFlag map[string]string
@@ -79,6 +91,14 @@ func serveCommand(args []string) error {
 	flags.StringVar(&opts.configDir, "config-dir", "", "the kubelet's --config-dir, whose files are hashed into the journal at each start")
 	flags.BoolVar(&opts.privateMounts, "private-mounts", false, "start the kubelet in a private mount namespace with tmpfs on /var/log and /var/lib and --sysctl files bind-mounted over /proc/sys")
 	flags.Var(opts.sysctls, "sysctl", "with --private-mounts, a /proc/sys entry and the value the kubelet reads there, e.g. vm/overcommit_memory=1 (repeatable)")
+	flags.BoolVar(&opts.node.namespace, "node-namespace", false, "with --private-mounts, make the mounts once, in the unit's own mount namespace (start the unit in one: unshare -m --propagation private), for everything it starts: the kubelet at each start and the container runtime share them, as on a node, and the runtime outlives kubelet restarts")
+	flags.StringVar(&opts.node.cgroupRoot, "cgroup-root", "", "with --node-namespace, the node's cgroup (the kubelet's cgroupRoot), e.g. /nodeguard-node-a: created in every hierarchy at start; at stop every process left in it is killed and it is removed")
+	flags.StringVar(&opts.node.containerd, "containerd", "", "with --node-namespace, run this containerd beside the kubelet (in CGROUP-ROOT/runtime, restarted if it exits), serving --containerd-address before the kubelet starts, and stopped after it")
+	flags.StringVar(&opts.node.containerdConfig, "containerd-config", "", "containerd's --config")
+	flags.StringVar(&opts.node.containerdAddress, "containerd-address", "", "the socket containerd serves (its grpc.address), waited for before the kubelet starts")
+	flags.StringVar(&opts.node.containerdLog, "containerd-log", "", "the file containerd's output is appended to")
+	flags.StringVar(&opts.node.ctr, "ctr", "", "containerd's ctr, for --containerd-import")
+	flags.Var((*stringsFlag)(&opts.node.images), "containerd-import", "an image archive (an OCI layout in a tar) imported with ctr into containerd's k8s.io namespace once it serves, before the kubelet starts (repeatable)")
 	flags.Var(opts.overlays, "overlay", "with --private-mounts, a host directory and a directory of this node, DIR=UPPER: in the kubelet's namespace DIR shows the host's files with UPPER's over them and takes the kubelet's writes (an overlay mount), e.g. /etc=node/etc for the hostPath volumes of pods under /etc (repeatable)")
 	if err := flags.Parse(args); err != nil {
 		return err
@@ -119,6 +139,7 @@ func (o *unitOptions) validate() error {
 	if len(o.overlays) > 0 && !o.privateMounts {
 		errs = append(errs, errors.New("--overlay needs --private-mounts: the host's own directories are never written"))
 	}
+	errs = append(errs, o.node.validate(o.privateMounts)...)
 	return errors.Join(errs...)
 }
 

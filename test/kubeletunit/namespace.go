@@ -25,9 +25,9 @@ const namespaceCommand = "__enter-namespace"
 var hostPaths = []string{"/var/log", "/var/lib"}
 
 // writeSysctlFiles writes one file per sysctl holding the value the kubelet
-// expects, and returns the helper's --bind flags that put them over
-// /proc/sys.
-func writeSysctlFiles(dir string, sysctls map[string]string) ([]string, error) {
+// expects, and returns the bind mounts (source, target) that put them over
+// /proc/sys, in a fixed order.
+func writeSysctlFiles(dir string, sysctls map[string]string) ([][2]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the sysctl files' directory: %w", err)
 	}
@@ -36,28 +36,28 @@ func writeSysctlFiles(dir string, sysctls map[string]string) ([]string, error) {
 		keys = append(keys, key)
 	}
 	sort.Strings(keys)
-	var args []string
+	var binds [][2]string
 	for _, key := range keys {
 		file := filepath.Join(dir, strings.ReplaceAll(key, "/", "."))
 		if err := os.WriteFile(file, []byte(sysctls[key]+"\n"), 0o644); err != nil {
 			return nil, fmt.Errorf("writing the file for sysctl %s: %w", key, err)
 		}
-		args = append(args, "--bind", file+"="+filepath.Join("/proc/sys", key))
+		binds = append(binds, [2]string{file, filepath.Join("/proc/sys", key)})
 	}
-	return args, nil
+	return binds, nil
 }
 
 // prepareOverlays creates each overlay's upper and work directories (the
 // work directory beside the upper one: overlayfs wants them on the same
-// file system) and returns the namespace helper's --overlay flags, in a
-// fixed order.
-func prepareOverlays(overlays map[string]string) ([]string, error) {
+// file system) and returns the overlays (host directory, upper directory),
+// in a fixed order.
+func prepareOverlays(overlays map[string]string) ([][2]string, error) {
 	dirs := make([]string, 0, len(overlays))
 	for dir := range overlays {
 		dirs = append(dirs, dir)
 	}
 	sort.Strings(dirs)
-	var args []string
+	var out [][2]string
 	for _, dir := range dirs {
 		upper := overlays[dir]
 		for _, d := range []string{upper, upper + ".work"} {
@@ -65,9 +65,21 @@ func prepareOverlays(overlays map[string]string) ([]string, error) {
 				return nil, fmt.Errorf("creating the overlay of %s: %w", dir, err)
 			}
 		}
-		args = append(args, "--overlay", dir+"="+upper)
+		out = append(out, [2]string{dir, upper})
 	}
-	return args, nil
+	return out, nil
+}
+
+// helperArgs are the namespace helper's flags for binds and overlays.
+func helperArgs(binds, overlays [][2]string) []string {
+	var args []string
+	for _, b := range binds {
+		args = append(args, "--bind", b[0]+"="+b[1])
+	}
+	for _, o := range overlays {
+		args = append(args, "--overlay", o[0]+"="+o[1])
+	}
+	return args
 }
 
 // enterNamespace runs in a fresh, private mount namespace: it mounts tmpfs
@@ -99,6 +111,20 @@ func enterNamespace(args []string) error {
 	if err := privateMountsOnly(); err != nil {
 		return err
 	}
+	if err := mountLayout(binds, overlays); err != nil {
+		return err
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return err
+	}
+	return execDyingWith(unit, path, argv)
+}
+
+// mountLayout mounts, in this process's mount namespace, tmpfs over
+// hostPaths, each overlay (host directory, upper directory) and each bind
+// (source, target).
+func mountLayout(binds, overlays [][2]string) error {
 	for _, path := range hostPaths {
 		if err := syscall.Mount("tmpfs", path, "tmpfs", 0, "mode=0755"); err != nil {
 			return fmt.Errorf("mounting tmpfs on %s: %w", path, err)
@@ -116,11 +142,7 @@ func enterNamespace(args []string) error {
 			return fmt.Errorf("bind-mounting %s over %s: %w", b[0], b[1], err)
 		}
 	}
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return err
-	}
-	return execDyingWith(unit, path, argv)
+	return nil
 }
 
 // execDyingWith executes path, as syscall.Exec does, as a program that gets
@@ -146,16 +168,24 @@ func execDyingWith(unit int, path string, argv []string) error {
 // namespace of its own whose root mount does not propagate: the check that
 // every later mount stays out of the host's.
 func privateMountsOnly() error {
+	return privateMountsOnlyAs(namespaceCommand)
+}
+
+// privateMountsOnlyAs is privateMountsOnly, its refusals naming who refuses.
+func privateMountsOnlyAs(who string) error {
 	self, err := os.Readlink("/proc/self/ns/mnt")
 	if err != nil {
 		return fmt.Errorf("reading this process's mount namespace: %w", err)
 	}
 	parent, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", os.Getppid()))
-	if err != nil {
+	switch {
+	case err != nil && who == namespaceCommand:
 		return fmt.Errorf("reading the unit's mount namespace: %w", err)
-	}
-	if self == parent {
-		return errors.New(namespaceCommand + " must run in a new mount namespace (unshare(CLONE_NEWNS))")
+	case err != nil:
+		// A unit whose starter has gone (adopted by an init it may not
+		// inspect): the root mount's propagation, below, still tells.
+	case self == parent:
+		return errors.New(who + " must run in a new mount namespace (unshare(CLONE_NEWNS))")
 	}
 	info, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
@@ -170,7 +200,7 @@ func privateMountsOnly() error {
 					break
 				}
 				if strings.HasPrefix(f, "shared:") {
-					return errors.New(namespaceCommand + ": the root mount still propagates to the host")
+					return errors.New(who + ": the root mount still propagates to the host")
 				}
 			}
 		}

@@ -27,6 +27,7 @@ type unitOptions struct {
 	stopTimeout           time.Duration
 	configFile, configDir string
 	privateMounts         bool
+	node                  nodeOptions
 	sysctls               sysctlFlag
 	overlays              overlayFlag
 	argv                  []string
@@ -65,9 +66,12 @@ type exit struct {
 type unit struct {
 	opts    unitOptions
 	journal *os.File
-	// bindArgs are the namespace helper's flags for the sysctl files and
-	// the overlays.
-	bindArgs []string
+	// binds (sysctl file, /proc/sys entry) and overlays (host directory,
+	// node's directory) are what --private-mounts mounts.
+	binds, overlays [][2]string
+	// node, with --node-namespace, is the node's shared mount namespace,
+	// cgroup and container runtime; nil otherwise.
+	node *node
 
 	requests chan request
 	exits    chan exit
@@ -91,16 +95,23 @@ func newUnit(opts unitOptions) (*unit, error) {
 	}
 	u := &unit{opts: opts, journal: journal, requests: make(chan request), exits: make(chan exit, 1)}
 	if opts.privateMounts {
-		if u.bindArgs, err = writeSysctlFiles(filepath.Join(filepath.Dir(opts.journal), "kubeletunit-sysctls"), opts.sysctls); err != nil {
-			journal.Close()
-			return nil, err
-		}
-		overlayArgs, err := prepareOverlays(opts.overlays)
+		binds, err := writeSysctlFiles(filepath.Join(filepath.Dir(opts.journal), "kubeletunit-sysctls"), opts.sysctls)
 		if err != nil {
 			journal.Close()
 			return nil, err
 		}
-		u.bindArgs = append(u.bindArgs, overlayArgs...)
+		overlays, err := prepareOverlays(opts.overlays)
+		if err != nil {
+			journal.Close()
+			return nil, err
+		}
+		u.binds, u.overlays = binds, overlays
+	}
+	if opts.node.enabled() {
+		if u.node, err = newNode(opts.node, opts.stopTimeout); err != nil {
+			journal.Close()
+			return nil, err
+		}
 	}
 	return u, nil
 }
@@ -114,6 +125,14 @@ func (u *unit) run(signals <-chan os.Signal) error {
 		return err
 	}
 	defer listener.Close()
+	if u.node != nil {
+		// The node comes up before its kubelet (After=containerd.service),
+		// and goes, with everything it runs, after it.
+		defer u.node.shutdown()
+		if err := u.node.up(u.binds, u.overlays); err != nil {
+			return err
+		}
+	}
 	u.wanted = true
 	if err := u.start("start", nil); err != nil {
 		fmt.Fprintln(os.Stderr, "kubeletunit:", err)
@@ -132,6 +151,8 @@ func (u *unit) run(signals <-chan os.Signal) error {
 			req.reply <- u.handle(req.command, time.Now())
 		case ex := <-u.exits:
 			u.exited(ex)
+		case ex := <-u.node.exited():
+			u.node.runtimeExited(ex)
 		case <-timerC:
 			u.timer = nil
 			if u.wanted && u.proc == nil {
@@ -182,12 +203,15 @@ func (u *unit) handle(command string, asked time.Time) string {
 func (u *unit) start(cause string, asked *time.Time) error {
 	argv := u.opts.argv
 	cmd := exec.Command(argv[0], argv[1:]...)
-	if u.opts.privateMounts {
+	// In the node's namespace (--node-namespace) the kubelet starts as a
+	// plain child, sharing the unit's mounts; otherwise each start gets a
+	// namespace of its own from the helper.
+	if u.opts.privateMounts && u.node == nil {
 		self, err := os.Executable()
 		if err != nil {
 			return fmt.Errorf("finding this program for the namespace helper: %w", err)
 		}
-		helper := append([]string{namespaceCommand}, u.bindArgs...)
+		helper := append([]string{namespaceCommand}, helperArgs(u.binds, u.overlays)...)
 		helper = append(append(helper, "--"), argv...)
 		cmd = exec.Command(self, helper...)
 	}
@@ -195,7 +219,7 @@ func (u *unit) start(cause string, asked *time.Time) error {
 	// KillMode=control-group does; and gone with the unit if the unit is
 	// killed, instead of holding its ports.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if u.opts.privateMounts {
+	if u.opts.privateMounts && u.node == nil {
 		// Go makes every mount of the new namespace private before the
 		// helper runs, so nothing mounted there propagates to the host.
 		cmd.SysProcAttr.Unshareflags = syscall.CLONE_NEWNS

@@ -69,12 +69,12 @@ func TestOptionsValidate(t *testing.T) {
 // directory beside it, and the helper's flags come in a fixed order.
 func TestPrepareOverlays(t *testing.T) {
 	dir := t.TempDir()
-	args, err := prepareOverlays(map[string]string{"/run": dir + "/run", "/etc": dir + "/etc"})
+	overlays, err := prepareOverlays(map[string]string{"/run": dir + "/run", "/etc": dir + "/etc"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"--overlay", "/etc=" + dir + "/etc", "--overlay", "/run=" + dir + "/run"}; !slices.Equal(args, want) {
-		t.Errorf("flags %q, want %q", args, want)
+	if want := []string{"--overlay", "/etc=" + dir + "/etc", "--overlay", "/run=" + dir + "/run"}; !slices.Equal(helperArgs(nil, overlays), want) {
+		t.Errorf("flags %q, want %q", helperArgs(nil, overlays), want)
 	}
 	for _, d := range []string{"etc", "etc.work", "run", "run.work"} {
 		if fi, err := os.Stat(dir + "/" + d); err != nil || !fi.IsDir() {

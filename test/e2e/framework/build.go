@@ -38,6 +38,9 @@ type NodeBinaries struct {
 	// KubeletStub is test/kubeletstub, standing in for the kubelet where
 	// a test needs a fault no real kubelet produces.
 	KubeletStub string
+	// Containers are what nodes on RuntimeContainerd need
+	// (BuildContainerBinaries); empty for suites that run none.
+	Containers ContainerBinaries
 }
 
 // BuildNodeBinaries builds the agent, the kubelet unit and the kubelet stub
@@ -62,6 +65,11 @@ func BuildNodeBinaries(ctx context.Context, dir string) (NodeBinaries, error) {
 // into dir with one go command (so they build in parallel), and returns the
 // binaries' paths in the same order.
 func buildPackages(ctx context.Context, dir string, packages ...string) ([]string, error) {
+	return buildPackagesEnv(ctx, dir, nil, packages...)
+}
+
+// buildPackagesEnv is buildPackages with env added to the go command's environment.
+func buildPackagesEnv(ctx context.Context, dir string, env []string, packages ...string) ([]string, error) {
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return nil, err
@@ -77,6 +85,9 @@ func buildPackages(ctx context.Context, dir string, packages ...string) ([]strin
 	out := dir + string(filepath.Separator)
 	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-o", out}, packages...)...)
 	cmd.Dir = root
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	// The compiler and linker are children of go: stop them too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -57,11 +58,15 @@ var hostFields = []string{
 
 // realKubelet is a real kubelet under test/kubeletunit, which plays
 // systemd (Restart=always, `systemctl restart`) and starts it in a private
-// mount namespace, beside fakecri as its container runtime.
+// mount namespace, beside fakecri as its container runtime; or, on
+// RuntimeContainerd, the unit is the whole node: containerd and the kubelet
+// in one private mount namespace, the containers in the node's own cgroup.
 type realKubelet struct {
 	node   *Node
 	labels map[string]string
 	args   []string
+	// containerd is the node's runtime on RuntimeContainerd, else nil.
+	containerd *containerdNode
 
 	// socketDir is short, for unix socket paths' length limit (108
 	// bytes); it holds the sockets and the kubelet's root directory, and
@@ -80,7 +85,10 @@ type realKubelet struct {
 	unit *child
 }
 
-func newRealKubelet(n *Node, labels map[string]string, args []string) (*realKubelet, error) {
+func newRealKubelet(n *Node, labels map[string]string, args []string, runtime ContainerRuntime, containers ContainerBinaries) (*realKubelet, error) {
+	if runtime == "" {
+		runtime = RuntimeFake
+	}
 	socketDir, err := os.MkdirTemp("", "ngk-")
 	if err != nil {
 		return nil, fmt.Errorf("creating the sockets' directory: %w", err)
@@ -93,12 +101,27 @@ func newRealKubelet(n *Node, labels map[string]string, args []string) (*realKube
 		rootDir: filepath.Join(socketDir, "root"),
 		journal: filepath.Join(n.Dir, "kubelet.journal"),
 		log:     filepath.Join(n.Dir, "kubelet.log"),
-		criLog:  filepath.Join(n.Dir, "fakecri.log"),
+		criLog:  filepath.Join(n.Dir, string(runtime)+".log"),
 	}
 	for _, arg := range args {
 		if dir, ok := strings.CutPrefix(arg, "--config-dir="); ok {
 			k.configDir = dir
 		}
+	}
+	switch runtime {
+	case RuntimeFake:
+	case RuntimeContainerd:
+		if containers.Containerd == "" {
+			_ = os.RemoveAll(socketDir)
+			return nil, errors.New("a node on containerd needs NodeBinaries.Containers (BuildContainerBinaries)")
+		}
+		if k.containerd, err = newContainerdNode(n.Name, n.Dir, socketDir, containers); err != nil {
+			_ = os.RemoveAll(socketDir)
+			return nil, err
+		}
+	default:
+		_ = os.RemoveAll(socketDir)
+		return nil, fmt.Errorf("unknown container runtime %q (want %s or %s)", runtime, RuntimeFake, RuntimeContainerd)
 	}
 	return k, nil
 }
@@ -148,6 +171,9 @@ func (k *realKubelet) writeLocalConfig(path, extra string) error {
 		},
 		"authorization": map[string]any{"mode": "Webhook"},
 	}
+	if k.containerd != nil {
+		maps.Copy(config, k.containerd.localConfig())
+	}
 	var overrides map[string]any
 	if err := yaml.Unmarshal([]byte(extra), &overrides); err != nil {
 		return fmt.Errorf("the node's extra configuration: %w", err)
@@ -190,7 +216,7 @@ func (k *realKubelet) start(ctx context.Context) error {
 		return fmt.Errorf("the kubelet is already running")
 	}
 	n := k.node
-	if k.cri == nil || !k.cri.running() {
+	if k.containerd == nil && (k.cri == nil || !k.cri.running()) {
 		cri, err := startChild("fakecri", k.criLog, n.binaries.FakeCRI,
 			"--endpoint="+k.criEndpoint, "--image-fs-dir="+filepath.Join(n.Dir, "image-fs"))
 		if err != nil {
@@ -223,6 +249,15 @@ func (k *realKubelet) start(ctx context.Context) error {
 	if k.configDir != "" {
 		unitArgs = append(unitArgs, "--config-dir="+k.configDir)
 	}
+	child := childOptions{dir: filepath.Join(n.Dir, "kubelet-cwd")}
+	if k.containerd != nil {
+		config, err := k.containerd.writeConfig()
+		if err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		unitArgs = append(unitArgs, k.containerd.unitArgs(config, k.criLog)...)
+		child.env, child.ownMountNamespace = k.containerd.env(), true
+	}
 	keys := make([]string, 0, len(HostSysctls))
 	for key := range HostSysctls {
 		keys = append(keys, key)
@@ -238,11 +273,10 @@ func (k *realKubelet) start(ctx context.Context) error {
 	// kubelet removes a container it deletes every file matching "<log
 	// path>*" (the container log manager's Clean), which is then every
 	// file in its working directory.
-	cwd := filepath.Join(n.Dir, "kubelet-cwd")
-	if err := os.MkdirAll(cwd, 0o755); err != nil {
+	if err := os.MkdirAll(child.dir, 0o755); err != nil {
 		return fmt.Errorf("node %s: the kubelet's working directory: %w", n.Name, err)
 	}
-	unit, err := startChildIn(cwd, "kubelet unit", k.log, unitArgs...)
+	unit, err := startChildWith(child, "kubelet unit", k.log, unitArgs...)
 	if err != nil {
 		return err
 	}
@@ -380,7 +414,11 @@ func (k *realKubelet) restarts() ([]KubeletRestart, error) {
 }
 
 func (k *realKubelet) localFields() []string {
-	return append(append([]string(nil), kubelet.DefaultLocalFields...), hostFields...)
+	fields := append(append([]string(nil), kubelet.DefaultLocalFields...), hostFields...)
+	if k.containerd != nil {
+		fields = append(fields, "cgroupRoot")
+	}
+	return fields
 }
 
 func (k *realKubelet) logPath() string { return k.log }

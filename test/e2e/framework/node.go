@@ -80,6 +80,10 @@ type NodeOptions struct {
 	// DaemonSet finds a kubeadm node: the agent seeds LocalConfigFile from
 	// it when it starts.
 	WithoutLocalConfig bool
+	// Runtime is the real kubelet's container runtime: RuntimeFake (the
+	// default) or RuntimeContainerd, for tests whose outcome is a cgroup
+	// or a process (Binaries.Containers must then be set).
+	Runtime ContainerRuntime
 	// Stub, when set, runs test/kubeletstub instead of a real kubelet. It
 	// is for a fault no real kubelet produces; its Reason says which.
 	Stub *StubKubelet
@@ -97,7 +101,8 @@ type StubKubelet struct {
 
 // Node is a node of the test cluster: a kubelet (a real one, run by
 // test/kubeletunit as systemd would, on the kubelet's own fake container
-// runtime; or test/kubeletstub) with the node's client certificate, and the
+// runtime or, with RuntimeContainerd, on containerd and runc; or
+// test/kubeletstub) with the node's client certificate, and the
 // agent (cmd/agent) beside it with the same credentials, each a process of
 // its own. Its methods are safe for concurrent use.
 type Node struct {
@@ -207,7 +212,7 @@ func StartNode(ctx context.Context, env *Env, opts NodeOptions) (node *Node, err
 		if n.KubeletPort, err = freeport.Get(); err != nil {
 			return nil, err
 		}
-		if n.kubelet, err = newRealKubelet(n, opts.Labels, opts.KubeletArgs); err != nil {
+		if n.kubelet, err = newRealKubelet(n, opts.Labels, opts.KubeletArgs, opts.Runtime, opts.Binaries.Containers); err != nil {
 			return nil, err
 		}
 	}

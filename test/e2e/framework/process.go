@@ -29,6 +29,22 @@ func startChild(name, logPath string, argv ...string) (*child, error) {
 // startChildIn is startChild with dir as the child's working directory
 // ("" is ours).
 func startChildIn(dir, name, logPath string, argv ...string) (*child, error) {
+	return startChildWith(childOptions{dir: dir}, name, logPath, argv...)
+}
+
+// childOptions shape a child beyond its command line.
+type childOptions struct {
+	// dir is its working directory ("" is ours).
+	dir string
+	// env, when set, is its whole environment.
+	env []string
+	// ownMountNamespace starts it in a mount namespace of its own, every
+	// mount private (unshare -m --propagation private).
+	ownMountNamespace bool
+}
+
+func startChildWith(o childOptions, name, logPath string, argv ...string) (*child, error) {
+	dir := o.dir
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening the %s log: %w", name, err)
@@ -41,6 +57,12 @@ func startChildIn(dir, name, logPath string, argv ...string) (*child, error) {
 	// Pdeathsig: if the program in charge dies without stopping us, the
 	// child goes with it instead of holding ports forever.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Env = o.env
+	if o.ownMountNamespace {
+		// Go makes every mount of the new namespace private before the
+		// child runs.
+		cmd.SysProcAttr.Unshareflags = syscall.CLONE_NEWNS
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
