@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Builds the real etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet that
-# nodeguard's tests and `make run` start, and fakecri, the kubelet's own fake container runtime
-# served on a unix socket.
+# nodeguard's tests and `make run` start, fakecri, the kubelet's own fake container runtime
+# served on a unix socket, and the two tools the tests run on what nodeguard ships: helm (the
+# chart) and promtool (the alerts).
 #
-# They are built from the Go module proxy (hack/tools/etcd, hack/tools/kube) rather than
+# They are built from the Go module proxy (hack/tools/etcd, hack/tools/kube, hack/tools/helm,
+# hack/tools/promtool) rather than
 # downloaded, and cached outside the repo so only the first run pays for the build. Each binary
 # carries a stamp holding a hash of the module it was built from; a change to that module's
 # go.mod (its tool block aside) or go.sum, or to this recipe, rebuilds it; anything else reuses
 # it. A binary found without a stamp (put there by hand, say envtest's) is trusted as it is.
 #
 # Usage: hack/testbin.sh [etcd] [kube-apiserver] [kube-controller-manager] [kube-scheduler]
-#                        [kubelet] [fakecri]    (no argument: all)
+#                        [kubelet] [fakecri] [helm] [promtool]    (no argument: all)
 # Prints the binary directory on stdout and progress on stderr, so that
 #   NODEGUARD_BIN_DIR="$(hack/testbin.sh)"
 # works. The directory is $NODEGUARD_BIN_DIR, else $XDG_CACHE_HOME/nodeguard/bin/<version>,
@@ -92,7 +94,7 @@ ensure() {
 
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
-	targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet fakecri)
+	targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet fakecri helm promtool)
 fi
 
 mkdir -p "${bin_dir}"
@@ -114,7 +116,23 @@ for target in "${targets[@]}"; do
 			-ldflags "-X k8s.io/component-base/version.gitVersion=${kube_version} -X k8s.io/component-base/version.gitMajor=${kube_major} -X k8s.io/component-base/version.gitMinor=${kube_minor} -X k8s.io/component-base/version.gitTreeState=clean"
 		;;
 	fakecri) ensure fakecri "${repo_root}/hack/tools/kube" ./cmd/fakecri "~20 s" ;;
-	*) die "unknown binary ${target} (want etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet or fakecri)" ;;
+	helm)
+		# Each binary has a stamp of its own, over its own module: helm's go.mod moves
+		# nothing the Kubernetes binaries are built from. The version is the one helm's
+		# release build sets; without it `helm version` says v4.3.
+		helm_version="$(awk '$1 == "helm.sh/helm/v4" { print $2; exit }' "${repo_root}/hack/tools/helm/go.mod")"
+		[[ -n "${helm_version}" ]] || die "no helm.sh/helm/v4 requirement in hack/tools/helm/go.mod"
+		ensure helm "${repo_root}/hack/tools/helm" helm.sh/helm/v4/cmd/helm "~2-4 min" \
+			-trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=${helm_version}"
+		;;
+	promtool)
+		# remove_all_sd leaves out every optional service discovery (AWS, Azure, GCE,
+		# Consul, ...: most of Prometheus' dependencies), which `promtool check rules` and
+		# `promtool test rules` never use.
+		ensure promtool "${repo_root}/hack/tools/promtool" github.com/prometheus/prometheus/cmd/promtool "~2-4 min" \
+			-trimpath -tags remove_all_sd -ldflags "-s -w"
+		;;
+	*) die "unknown binary ${target} (want etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, fakecri, helm or promtool)" ;;
 	esac
 done
 
