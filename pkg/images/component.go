@@ -38,8 +38,7 @@ func WriteDigests(path, registry string, info SourceInfo, built []Built) error {
 // whatever the tag later points at.
 func WriteComponent(path, registry string, info SourceInfo, built []Built) error {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "# nodeguard %s (revision %s): the images `make images` built, by digest.\n", info.Version, info.Revision)
-	fmt.Fprintf(&b, "# Use it from an overlay: components: [<path to this directory>] (docs/images.md).\n")
+	header(&b, info, "from an overlay: components: [<path to this directory>]")
 	fmt.Fprintf(&b, "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nimages:\n")
 	for _, x := range built {
 		fmt.Fprintf(&b, "  - name: %s\n    newName: %s\n    digest: %s\n", x.Program.KustomizeName, Repository(registry, x.Program), x.Digest)
@@ -53,13 +52,18 @@ func WriteComponent(path, registry string, info SourceInfo, built []Built) error
 // digest whenever one is set.
 func WriteValues(path, registry string, info SourceInfo, built []Built) error {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "# nodeguard %s (revision %s): the images `make images` built, by digest.\n", info.Version, info.Revision)
-	fmt.Fprintf(&b, "# Use it with the chart: helm install ... charts/nodeguard -f <this file> (docs/images.md).\n")
+	header(&b, info, "with the chart: helm install ... charts/nodeguard -f <this file>")
 	fmt.Fprintf(&b, "images:\n")
 	for _, x := range built {
 		fmt.Fprintf(&b, "  %s:\n    repository: %s\n    digest: %s\n    tag: %s\n", x.Program.ValuesKey, Repository(registry, x.Program), x.Digest, info.Version)
 	}
 	return writeFile(path, b.Bytes())
+}
+
+// header says what the file pins and how to use it.
+func header(b *bytes.Buffer, info SourceInfo, use string) {
+	fmt.Fprintf(b, "# nodeguard %s (revision %s): the images `make images` built, by digest.\n", info.Version, info.Revision)
+	fmt.Fprintf(b, "# Use it %s (docs/images.md).\n", use)
 }
 
 // writeFile replaces path whole, so a reader never sees half a file.

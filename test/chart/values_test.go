@@ -222,3 +222,23 @@ func typed[T any](t *testing.T, objs []*unstructured.Unstructured, key string) *
 	}
 	return &out
 }
+
+// TestChartInstallsInTwoSteps: webhook.register=false renders everything
+// but the admission webhooks' registration, which an upgrade with true then
+// adds, as the kustomize install applies it last.
+func TestChartInstallsInTwoSteps(t *testing.T) {
+	f := newFixture(t)
+	all, err := Template("-f", f.values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := Template("-f", f.values, "--set", "webhook.register=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const registration = "ValidatingWebhookConfiguration nodeguard"
+	want := slices.DeleteFunc(Keys(all), func(k string) bool { return k == registration })
+	if got := Keys(first); !slices.Equal(got, want) || len(want) != len(all)-1 {
+		t.Errorf("with webhook.register=false the chart renders %v, want everything but the %s: %v", got, registration, want)
+	}
+}

@@ -149,26 +149,25 @@ func (m *Metrics) queueProvider() workqueue.MetricsProvider {
 
 // progressing records whether the rollout's progress deadline is exceeded.
 func (m *Metrics) progressing(name string, exceeded bool) {
-	if m == nil {
-		return
+	if m != nil {
+		setFlag(m.stalled, name, exceeded)
 	}
-	value := 0.0
-	if exceeded {
-		value = 1
-	}
-	m.stalled.WithLabelValues(name).Set(value)
 }
 
 // failure records whether the rollout's Failed condition is True.
 func (m *Metrics) failure(name string, failed bool) {
-	if m == nil {
-		return
+	if m != nil {
+		setFlag(m.failed, name, failed)
 	}
+}
+
+// setFlag sets a rollout's 0-or-1 gauge.
+func setFlag(vec *prometheus.GaugeVec, name string, on bool) {
 	value := 0.0
-	if failed {
+	if on {
 		value = 1
 	}
-	m.failed.WithLabelValues(name).Set(value)
+	vec.WithLabelValues(name).Set(value)
 }
 
 func (m *Metrics) sync(result string) {
