@@ -122,15 +122,17 @@ for target in "${targets[@]}"; do
 		# release build sets; without it `helm version` says v4.3.
 		helm_version="$(awk '$1 == "helm.sh/helm/v4" { print $2; exit }' "${repo_root}/hack/tools/helm/go.mod")"
 		[[ -n "${helm_version}" ]] || die "no helm.sh/helm/v4 requirement in hack/tools/helm/go.mod"
-		ensure helm "${repo_root}/hack/tools/helm" helm.sh/helm/v4/cmd/helm "~2-4 min" \
-			-trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=${helm_version}"
+		# No -trimpath, as for the Kubernetes binaries: the k8s.io packages both are built
+		# from (the same versions) then come from the build cache.
+		ensure helm "${repo_root}/hack/tools/helm" helm.sh/helm/v4/cmd/helm "~3-5 min" \
+			-ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=${helm_version}"
 		;;
 	promtool)
 		# remove_all_sd leaves out every optional service discovery (AWS, Azure, GCE,
 		# Consul, ...: most of Prometheus' dependencies), which `promtool check rules` and
 		# `promtool test rules` never use.
-		ensure promtool "${repo_root}/hack/tools/promtool" github.com/prometheus/prometheus/cmd/promtool "~2-4 min" \
-			-trimpath -tags remove_all_sd -ldflags "-s -w"
+		ensure promtool "${repo_root}/hack/tools/promtool" github.com/prometheus/prometheus/cmd/promtool "~3-4 min" \
+			-tags remove_all_sd -ldflags "-s -w"
 		;;
 	*) die "unknown binary ${target} (want etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, fakecri, helm or promtool)" ;;
 	esac
