@@ -25,7 +25,7 @@ NESTED_MODULES := $(sort $(patsubst %/go.mod,%,$(shell find hack -mindepth 2 -na
 build:
 	$(GO) build -o bin/ ./cmd/...
 
-## test: lint, make sure the test binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the kubelet, fakecri, containerd, runc) are built, then run all tests, then fuzz briefly.
+## test: lint, make sure the test binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the kubelet, fakecri, containerd, runc, helm, promtool) are built, then run all tests (the chart linted and rendered against the overlays, installed with helm; the alerts under promtool), then fuzz briefly.
 test: lint testbin
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@for module in $(NESTED_MODULES); do \
@@ -58,7 +58,7 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; \
 	done
 
-## testbin: build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the kubelet, fakecri, containerd (with ctr and its runc shim) and runc into the cache (only when missing or out of date).
+## testbin: build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the kubelet, fakecri, containerd (with ctr and its runc shim), runc, helm and promtool into the cache (only when missing or out of date).
 testbin:
 	hack/testbin.sh >/dev/null
 

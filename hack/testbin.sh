@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the real etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet that
 # nodeguard's tests and `make run` start; fakecri, the kubelet's own fake container runtime
-# served on a unix socket; and a real container runtime for the nodes whose outcome is a cgroup or
+# served on a unix socket; a real container runtime for the nodes whose outcome is a cgroup or
 # a process: containerd, ctr and containerd-shim-runc-v2 (hack/tools/containerd) and runc
-# (hack/tools/runc; cgo, with libseccomp: Debian's libseccomp-dev, which .ci/run installs).
+# (hack/tools/runc; cgo, with libseccomp: Debian's libseccomp-dev, which .ci/run installs); and
+# the two tools the tests run on what nodeguard ships: helm (the chart) and promtool (the alerts).
 #
 # They are built from the Go module proxy (hack/tools/*) rather than downloaded, and cached
 # outside the repo so only the first run pays for the build. Each binary carries a stamp holding
@@ -13,7 +14,7 @@
 #
 # Usage: hack/testbin.sh [etcd] [kube-apiserver] [kube-controller-manager] [kube-scheduler]
 #                        [kubelet] [fakecri] [containerd] [ctr] [containerd-shim-runc-v2]
-#                        [runc]    (no argument: all)
+#                        [runc] [helm] [promtool]    (no argument: all)
 # Prints the binary directory on stdout and progress on stderr, so that
 #   NODEGUARD_BIN_DIR="$(hack/testbin.sh)"
 # works. The directory is $NODEGUARD_BIN_DIR, else $XDG_CACHE_HOME/nodeguard/bin/<version>,
@@ -100,7 +101,7 @@ ensure() {
 
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
-	targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet fakecri containerd ctr containerd-shim-runc-v2 runc)
+	targets=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet fakecri containerd ctr containerd-shim-runc-v2 runc helm promtool)
 fi
 
 # runc links libseccomp through cgo: say what is missing before a compiler error does.
@@ -141,7 +142,25 @@ for target in "${targets[@]}"; do
 		CGO_ENABLED=1 salt="runtime_recipe=${runtime_recipe}" ensure runc "${repo_root}/hack/tools/runc" \
 			github.com/opencontainers/runc "~1 min" -tags "seccomp urfave_cli_no_docs"
 		;;
-	*) die "unknown binary ${target} (want etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, fakecri, containerd, ctr, containerd-shim-runc-v2 or runc)" ;;
+	helm)
+		# Each binary has a stamp of its own, over its own module: helm's go.mod moves
+		# nothing the Kubernetes binaries are built from. The version is the one helm's
+		# release build sets; without it `helm version` says v4.3.
+		helm_version="$(awk '$1 == "helm.sh/helm/v4" { print $2; exit }' "${repo_root}/hack/tools/helm/go.mod")"
+		[[ -n "${helm_version}" ]] || die "no helm.sh/helm/v4 requirement in hack/tools/helm/go.mod"
+		# No -trimpath, as for the Kubernetes binaries: the k8s.io packages both are built
+		# from (the same versions) then come from the build cache.
+		ensure helm "${repo_root}/hack/tools/helm" helm.sh/helm/v4/cmd/helm "~3-5 min" \
+			-ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=${helm_version}"
+		;;
+	promtool)
+		# remove_all_sd leaves out every optional service discovery (AWS, Azure, GCE,
+		# Consul, ...: most of Prometheus' dependencies), which `promtool check rules` and
+		# `promtool test rules` never use.
+		ensure promtool "${repo_root}/hack/tools/promtool" github.com/prometheus/prometheus/cmd/promtool "~3-4 min" \
+			-tags remove_all_sd -ldflags "-s -w"
+		;;
+	*) die "unknown binary ${target} (want etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, fakecri, containerd, ctr, containerd-shim-runc-v2, runc, helm or promtool)" ;;
 	esac
 done
 

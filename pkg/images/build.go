@@ -21,7 +21,8 @@ type BuildOptions struct {
 	// ModuleDir is the root of the nodeguard module, where go build runs.
 	// Empty means the module `go env GOMOD` finds from the working directory.
 	ModuleDir string
-	// OutputDir receives the archives, digests.txt and kustomization.yaml.
+	// OutputDir receives the archives, digests.txt, kustomization.yaml and
+	// values.yaml.
 	OutputDir string
 	// Registry is the prefix of every repository, e.g. ghcr.io/nodeguard.
 	Registry string
@@ -151,7 +152,10 @@ func Build(ctx context.Context, o BuildOptions) ([]Built, error) {
 	if err := WriteComponent(filepath.Join(o.OutputDir, ComponentFile), o.Registry, o.Source, built); err != nil {
 		return nil, err
 	}
-	o.logf("wrote %s and %s", DigestsFile, ComponentFile)
+	if err := WriteValues(filepath.Join(o.OutputDir, ValuesFile), o.Registry, o.Source, built); err != nil {
+		return nil, err
+	}
+	o.logf("wrote %s, %s and %s", DigestsFile, ComponentFile, ValuesFile)
 	return built, nil
 }
 

@@ -11,6 +11,7 @@ import (
 const (
 	DigestsFile   = "digests.txt"
 	ComponentFile = "kustomization.yaml"
+	ValuesFile    = "values.yaml"
 )
 
 // WriteDigests writes digests.txt: a comment, then one line per program,
@@ -37,13 +38,32 @@ func WriteDigests(path, registry string, info SourceInfo, built []Built) error {
 // whatever the tag later points at.
 func WriteComponent(path, registry string, info SourceInfo, built []Built) error {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "# nodeguard %s (revision %s): the images `make images` built, by digest.\n", info.Version, info.Revision)
-	fmt.Fprintf(&b, "# Use it from an overlay: components: [<path to this directory>] (docs/images.md).\n")
+	header(&b, info, "from an overlay: components: [<path to this directory>]")
 	fmt.Fprintf(&b, "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nimages:\n")
 	for _, x := range built {
 		fmt.Fprintf(&b, "  - name: %s\n    newName: %s\n    digest: %s\n", x.Program.KustomizeName, Repository(registry, x.Program), x.Digest)
 	}
 	return writeFile(path, b.Bytes())
+}
+
+// WriteValues writes the Helm values that point charts/nodeguard at the
+// built indexes by digest (helm install -f), the chart's counterpart of the
+// component. The tag is the version they were built as; the chart uses the
+// digest whenever one is set.
+func WriteValues(path, registry string, info SourceInfo, built []Built) error {
+	var b bytes.Buffer
+	header(&b, info, "with the chart: helm install ... charts/nodeguard -f <this file>")
+	fmt.Fprintf(&b, "images:\n")
+	for _, x := range built {
+		fmt.Fprintf(&b, "  %s:\n    repository: %s\n    digest: %s\n    tag: %s\n", x.Program.ValuesKey, Repository(registry, x.Program), x.Digest, info.Version)
+	}
+	return writeFile(path, b.Bytes())
+}
+
+// header says what the file pins and how to use it.
+func header(b *bytes.Buffer, info SourceInfo, use string) {
+	fmt.Fprintf(b, "# nodeguard %s (revision %s): the images `make images` built, by digest.\n", info.Version, info.Revision)
+	fmt.Fprintf(b, "# Use it %s (docs/images.md).\n", use)
 }
 
 // writeFile replaces path whole, so a reader never sees half a file.

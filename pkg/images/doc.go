@@ -15,7 +15,8 @@
 //     image-archive by the annotations of its index.json;
 //   - digests.txt: the reference and digests of every index and image;
 //   - kustomization.yaml: a kustomize Component pinning the manifests'
-//     symbolic image names to those digests.
+//     symbolic image names to those digests;
+//   - values.yaml: the same digests as Helm values for charts/nodeguard.
 //
 // Push reads those archives back and writes each index, with its images, to
 // the registry it was built for. docs/images.md is the user's reference.

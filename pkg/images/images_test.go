@@ -81,7 +81,7 @@ func TestImages(t *testing.T) {
 				t.Errorf("%s: index digest %s, then %s", b.Program.Name, b.Digest, again[i].Digest)
 			}
 		}
-		for _, f := range []string{"webhook.oci.tar", "agent.oci.tar", "rollout-controller.oci.tar", images.DigestsFile, images.ComponentFile} {
+		for _, f := range []string{"webhook.oci.tar", "agent.oci.tar", "rollout-controller.oci.tar", images.DigestsFile, images.ComponentFile, images.ValuesFile} {
 			if a, b := fileSum(t, filepath.Join(first, f)), fileSum(t, filepath.Join(second, f)); a != b {
 				t.Errorf("%s differs between two builds", f)
 			}
@@ -89,6 +89,27 @@ func TestImages(t *testing.T) {
 	})
 
 	t.Run("component", func(t *testing.T) { checkComponent(t, filepath.Join(first, images.ComponentFile), reg, built) })
+	t.Run("values.yaml", func(t *testing.T) {
+		data, err := os.ReadFile(filepath.Join(first, images.ValuesFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var values struct {
+			Images map[string]struct{ Repository, Digest, Tag string } `json:"images"`
+		}
+		if err := yaml.UnmarshalStrict(data, &values); err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range built {
+			got := values.Images[b.Program.ValuesKey]
+			if ref := got.Repository + "@" + got.Digest; ref != b.DigestReference(reg) || got.Tag != source.Version {
+				t.Errorf("images.%s: %+v, want %s tagged %s", b.Program.ValuesKey, got, b.DigestReference(reg), source.Version)
+			}
+		}
+		if len(values.Images) != len(built) {
+			t.Errorf("values for %d images, want %d", len(values.Images), len(built))
+		}
+	})
 	t.Run("digests.txt", func(t *testing.T) {
 		data, err := os.ReadFile(filepath.Join(first, images.DigestsFile))
 		if err != nil {

@@ -14,6 +14,9 @@ type Program struct {
 	// KustomizeName is the symbolic image name the manifests use, which the
 	// component maps to the built image.
 	KustomizeName string
+	// ValuesKey is the program's key under images: in the Helm chart's
+	// values (charts/nodeguard).
+	ValuesKey string
 	// User is the image's "uid:gid".
 	User string
 	// Description becomes org.opencontainers.image.description.
@@ -33,12 +36,14 @@ func Programs() []Program {
 		{
 			Name:          "webhook",
 			KustomizeName: "nodeguard-webhook",
+			ValuesKey:     "webhook",
 			User:          nonrootUser,
 			Description:   "nodeguard's authorization (/authorize) and admission (/validate) webhook for Dynamic Kubelet Config",
 		},
 		{
 			Name:          "agent",
 			KustomizeName: "nodeguard-agent",
+			ValuesKey:     "agent",
 			// The agent runs as root: it writes the kubelet's configuration
 			// file and state, which are root-owned on the host, and restarts
 			// kubelet.service through systemd on the system D-Bus, which only
@@ -49,6 +54,7 @@ func Programs() []Program {
 		{
 			Name:          "rollout-controller",
 			KustomizeName: "nodeguard-rollout-controller",
+			ValuesKey:     "rolloutController",
 			User:          nonrootUser,
 			Description:   "nodeguard's KubeletConfigRollout controller: rolls kubelet configurations across pools of Nodes, canary first",
 		},

@@ -301,6 +301,7 @@ func (a *agent) pass(ctx context.Context) {
 	var obs reconciler.Observation
 	if parts != nil {
 		obs = parts.source.Observe(ctx)
+		a.metrics.ObserveNode(obs.Node)
 		a.allowances.Seen(obs.ConfigMap, obs.Assignment)
 	}
 	start := time.Now()

@@ -54,6 +54,9 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.Registry.Register(cfg.TLS); err != nil {
+		return nil, fmt.Errorf("registering the serving certificate's metric: %w", err)
+	}
 	s := &Server{cfg: cfg, router: chi.NewRouter(), metrics: m}
 	// Last-resort recovery: endpoints recover their own panics into
 	// well-formed reviews; this only catches what escapes them.

@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	certutil "k8s.io/client-go/util/cert"
 )
 
 // TLSFiles names the PEM files the server is configured with.
@@ -92,4 +94,25 @@ func (d *DynamicTLS) Config() *tls.Config {
 		NextProtos:         []string{"h2", "http/1.1"},
 		GetConfigForClient: d.controller.GetConfigForClient,
 	}
+}
+
+// servingExpiryDesc describes the serving certificate's expiry, which
+// alerts compare with time() (docs/install.md, runbook).
+var servingExpiryDesc = prometheus.NewDesc("nodeguard_serving_certificate_expiration_timestamp_seconds",
+	"When the serving certificate the webhook presents now expires (its notAfter, Unix seconds); follows the reloads of --tls-cert-file.",
+	nil, nil)
+
+// Describe and Collect make the serving certificate's expiry a metric, read
+// at each scrape from the certificate in use: a renewal shows at once.
+func (d *DynamicTLS) Describe(ch chan<- *prometheus.Desc) { ch <- servingExpiryDesc }
+
+// Collect reports nothing while the certificate cannot be parsed (never
+// the case for content the reloader accepted), rather than a made-up time.
+func (d *DynamicTLS) Collect(ch chan<- prometheus.Metric) {
+	certPEM, _ := d.serving.CurrentCertKeyContent()
+	certs, err := certutil.ParseCertsPEM(certPEM)
+	if err != nil || len(certs) == 0 {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(servingExpiryDesc, prometheus.GaugeValue, float64(certs[0].NotAfter.Unix()))
 }

@@ -4,6 +4,7 @@
 //	nodeguard_agent_active_config_info{source,namespace,name,uid,resource_version}         1
 //	nodeguard_agent_last_known_good_config_info{source,namespace,name,uid,resource_version} 1
 //	nodeguard_agent_config_error{reason}       1 with the condition's reason while the status carries an error, else 0 with reason=""
+//	nodeguard_agent_cordoned                   1 while the Node carries the agent's cordon mark (nodeguard.dev/cordoned), else 0
 //	nodeguard_agent_rollbacks_total            configurations rolled back after a failed trial
 //	nodeguard_agent_kubelet_restarts_total     restart commands run successfully
 //	nodeguard_agent_trial_elapsed_seconds      time the configuration on trial has been on it; 0 without a trial

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
@@ -21,6 +22,7 @@ type Metrics struct {
 	rollbacks                       prometheus.Counter
 	restarts                        prometheus.Counter
 	drains                          *prometheus.CounterVec
+	cordoned                        prometheus.Gauge
 	trialElapsed                    prometheus.Gauge
 	trialPeriod                     prometheus.Gauge
 	syncDuration                    prometheus.Histogram
@@ -44,6 +46,8 @@ func New(reg prometheus.Registerer, trialPeriod time.Duration) (*Metrics, error)
 			Help: "Kubelet restart commands that succeeded."}),
 		drains: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "drains_total",
 			Help: "Drains for changes a restart alone cannot carry, by result: drained (the restart followed), timed_out (the change was not applied) or blocked (pods kubectl drain would refuse to delete without being told, which the assignment did not allow; nothing was evicted and the change was not applied)."}, []string{"result"}),
+		cordoned: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "cordoned",
+			Help: "1 while this Node carries the agent's cordon mark (the nodeguard.dev/cordoned annotation: a drain, its restart and trial), 0 otherwise."}),
 		trialElapsed: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "trial_elapsed_seconds",
 			Help: "How long the configuration on trial has been on it (time since boot, this boot); 0 without a trial."}),
 		trialPeriod: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "trial_period_seconds",
@@ -53,7 +57,7 @@ func New(reg prometheus.Registerer, trialPeriod time.Duration) (*Metrics, error)
 		syncErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "sync_errors_total",
 			Help: "Passes of the state machine that ended in an error and were retried."}),
 	}
-	for _, c := range []prometheus.Collector{m.assigned, m.active, m.lastKnownGood, m.configError, m.rollbacks, m.restarts, m.drains, m.trialElapsed, m.trialPeriod, m.syncDuration, m.syncErrors} {
+	for _, c := range []prometheus.Collector{m.assigned, m.active, m.lastKnownGood, m.configError, m.rollbacks, m.restarts, m.drains, m.cordoned, m.trialElapsed, m.trialPeriod, m.syncDuration, m.syncErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering agent metrics: %w", err)
 		}
@@ -123,6 +127,20 @@ func (m *Metrics) DrainBlocked() {
 	if m != nil {
 		m.drains.WithLabelValues(drainBlocked).Inc()
 	}
+}
+
+// ObserveNode records what the agent's Node says of the agent's own work:
+// whether it carries the agent's cordon. A nil node (offline) changes
+// nothing: the last value seen stays.
+func (m *Metrics) ObserveNode(node *corev1.Node) {
+	if m == nil || node == nil {
+		return
+	}
+	value := 0.0
+	if _, ok := node.Annotations[contract.CordonedAnnotation]; ok {
+		value = 1
+	}
+	m.cordoned.Set(value)
 }
 
 // KubeletRestarted counts a restart.

@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
@@ -63,9 +65,30 @@ nodeguard_agent_trial_elapsed_seconds 90
 		t.Fatalf("active_config_info has %d series, want 1", n)
 	}
 
+	// The cordon mark: 0 until a Node carries it, 1 while it does, and a
+	// pass without a Node (offline) keeps what was last seen.
+	if got := testutil.ToFloat64(m.cordoned); got != 0 {
+		t.Fatalf("cordoned = %v before any Node was seen, want 0", got)
+	}
+	marked := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{contract.CordonedAnnotation: "drain for cpuManagerPolicy"}}}
+	m.ObserveNode(marked)
+	if got := testutil.ToFloat64(m.cordoned); got != 1 {
+		t.Fatalf("cordoned = %v with the mark, want 1", got)
+	}
+	m.ObserveNode(nil)
+	if got := testutil.ToFloat64(m.cordoned); got != 1 {
+		t.Fatalf("cordoned = %v after an offline pass, want the last value 1", got)
+	}
+	// An administrator's cordon (unschedulable without the mark) is not the agent's.
+	m.ObserveNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: corev1.NodeSpec{Unschedulable: true}})
+	if got := testutil.ToFloat64(m.cordoned); got != 0 {
+		t.Fatalf("cordoned = %v for an administrator's cordon, want 0", got)
+	}
+
 	// A nil *Metrics is a no-op.
 	var none *Metrics
 	none.ObserveReport(status.Report{})
+	none.ObserveNode(marked)
 	none.RolledBack()
 	none.KubeletRestarted()
 	none.SetTrialElapsed(time.Second)

@@ -304,6 +304,9 @@ func TestCanaryAloneAndStatusFirst(t *testing.T) {
 	if got := testutil.ToFloat64(m.changes.WithLabelValues("r", "assign", resultOK)); got != 1 {
 		t.Errorf("assignments counted %v, want 1", got)
 	}
+	if got := testutil.ToFloat64(m.failed.WithLabelValues("r")); got != 0 {
+		t.Errorf("nodeguard_rollout_failed %v for a rollout in its canary, want 0", got)
+	}
 	if got := testutil.ToFloat64(m.queue.adds.WithLabelValues("kubeletconfigrollout")); got < 1 {
 		t.Errorf("workqueue_adds_total %v", got)
 	}
@@ -347,6 +350,9 @@ func TestRevertsFollowTheStatus(t *testing.T) {
 	}
 	if c := meta.FindStatusCondition(stored.Status.Conditions, v1alpha1.ConditionFailed); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "Node a") {
 		t.Errorf("Failed %+v, want True naming Node a", c)
+	}
+	if got := testutil.ToFloat64(h.ctrl.metrics.failed.WithLabelValues("r")); got != 1 {
+		t.Errorf("nodeguard_rollout_failed %v for a failed rollout, want 1", got)
 	}
 	if got := h.assigned(); got["c"] != "" {
 		t.Errorf("Node c assigned by a failed rollout: %v", got)

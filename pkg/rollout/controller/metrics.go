@@ -26,6 +26,7 @@ type Metrics struct {
 	batch       *prometheus.HistogramVec
 	syncs       *prometheus.CounterVec
 	stalled     *prometheus.GaugeVec
+	failed      *prometheus.GaugeVec
 	// queue is the workqueue's metrics.
 	queue *queueMetrics
 }
@@ -65,8 +66,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: "nodeguard", Subsystem: "rollout", Name: "progress_deadline_exceeded",
 			Help: "1 while a KubeletConfigRollout has gone without progress for longer than its spec.progressDeadlineSeconds (Progressing=False, reason ProgressDeadlineExceeded), 0 otherwise, as of its last sync.",
 		}, []string{"rollout"}),
+		failed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "nodeguard", Subsystem: "rollout", Name: "failed",
+			Help: "1 while a KubeletConfigRollout's Failed condition is True (it stopped on a failed Node, and with onFailure Revert reverted the Nodes it moved), 0 otherwise, as of its last sync.",
+		}, []string{"rollout"}),
 	}
-	for _, c := range []prometheus.Collector{m.nodes, m.transitions, m.changes, m.batch, m.syncs, m.stalled} {
+	for _, c := range []prometheus.Collector{m.nodes, m.transitions, m.changes, m.batch, m.syncs, m.stalled, m.failed} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering rollout metrics: %w", err)
 		}
@@ -144,14 +149,25 @@ func (m *Metrics) queueProvider() workqueue.MetricsProvider {
 
 // progressing records whether the rollout's progress deadline is exceeded.
 func (m *Metrics) progressing(name string, exceeded bool) {
-	if m == nil {
-		return
+	if m != nil {
+		setFlag(m.stalled, name, exceeded)
 	}
+}
+
+// failure records whether the rollout's Failed condition is True.
+func (m *Metrics) failure(name string, failed bool) {
+	if m != nil {
+		setFlag(m.failed, name, failed)
+	}
+}
+
+// setFlag sets a rollout's 0-or-1 gauge.
+func setFlag(vec *prometheus.GaugeVec, name string, on bool) {
 	value := 0.0
-	if exceeded {
+	if on {
 		value = 1
 	}
-	m.stalled.WithLabelValues(name).Set(value)
+	vec.WithLabelValues(name).Set(value)
 }
 
 func (m *Metrics) sync(result string) {
@@ -167,6 +183,7 @@ func (m *Metrics) forget(name string) {
 	}
 	m.nodes.DeletePartialMatch(prometheus.Labels{"rollout": name})
 	m.stalled.DeletePartialMatch(prometheus.Labels{"rollout": name})
+	m.failed.DeletePartialMatch(prometheus.Labels{"rollout": name})
 	m.transitions.DeletePartialMatch(prometheus.Labels{"rollout": name})
 	m.changes.DeletePartialMatch(prometheus.Labels{"rollout": name})
 }

@@ -79,6 +79,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	c.verdicts(r, st, decision.Nodes, seen.nodes, now)
 	progressing := meta.FindStatusCondition(decision.Status.Conditions, v1alpha1.ConditionProgressing)
 	c.metrics.progressing(name, progressing != nil && progressing.Reason == v1alpha1.ReasonProgressDeadlineExceeded)
+	c.metrics.failure(name, meta.IsStatusConditionTrue(decision.Status.Conditions, v1alpha1.ConditionFailed))
 	if decision.RecheckAfter > 0 {
 		// Nothing may change before the progress deadline falls due.
 		c.queue.AddAfter(name, decision.RecheckAfter)

@@ -20,7 +20,6 @@ import (
 
 	"github.com/nodeguard/nodeguard/test/controlplane"
 	"github.com/nodeguard/nodeguard/test/freeport"
-	"github.com/nodeguard/nodeguard/test/manifests"
 )
 
 // WebhookServiceAccount is the identity the webhook runs as, bound to the
@@ -79,6 +78,14 @@ type Options struct {
 	// spec.nodeName to a Node that fits, DaemonSets' pods included (without
 	// it those stay Pending).
 	Scheduler bool
+	// Install, when set, installs nodeguard's in-cluster objects in place
+	// of the kustomize rendering of manifests/ (Components and
+	// WithoutNodeRestriction's overlay are then unused): helm install of
+	// charts/nodeguard, say. It gets the administrator's credentials and
+	// returns the objects it installed. Start then points the installed
+	// ValidatingWebhookConfiguration at the webhook process, as it does
+	// the rendered one.
+	Install func(ctx context.Context, admin *rest.Config) ([]*unstructured.Unstructured, error)
 }
 
 // Env is a running environment.
@@ -175,33 +182,13 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if e.Admin, err = kubernetes.NewForConfig(e.CP.AdminConfig()); err != nil {
 		return nil, fmt.Errorf("admin client: %w", err)
 	}
-	// Without NodeRestriction, nodeguard's documented configuration is the
-	// standalone overlay: every node write reaches the webhook, which then
-	// also applies NodeRestriction's pod rules.
-	rendering := "base"
-	if opts.WithoutNodeRestriction {
-		rendering = "overlays/standalone"
-	}
-	dir, err := manifests.Dir(rendering)
-	if err != nil {
-		return nil, err
-	}
-	if len(opts.Components) > 0 {
-		if dir, err = withComponents(filepath.Join(opts.WorkDir, "kustomization"), dir, opts.Components); err != nil {
+	if opts.Install != nil {
+		if e.Manifests, err = installAndPoint(ctx, e.CP.AdminConfig(), opts.Install, e.WebhookURL, pki.servingCA.CertPEM()); err != nil {
 			return nil, err
 		}
-	}
-	objs, err := manifests.Render(dir)
-	if err != nil {
+	} else if e.Manifests, err = applyManifests(ctx, e.CP.AdminConfig(), opts, e.WebhookURL, pki.servingCA.CertPEM()); err != nil {
 		return nil, err
 	}
-	if err := pointWebhooksAt(objs, e.WebhookURL, pki.servingCA.CertPEM()); err != nil {
-		return nil, err
-	}
-	if err := manifests.Apply(ctx, e.CP.AdminConfig(), objs); err != nil {
-		return nil, err
-	}
-	e.Manifests = objs
 	webhookConfig, err := e.CP.UserConfig(WebhookServiceAccount, "system:serviceaccounts", "system:serviceaccounts:nodeguard")
 	if err != nil {
 		return nil, err

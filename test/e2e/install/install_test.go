@@ -46,7 +46,7 @@ var wantLevel = map[string]string{
 func TestShippedManifestsRunOnRealKubelets(t *testing.T) {
 	ctx := t.Context()
 	workloads := workloadsOf(t, env.Manifests)
-	createWebhookSecrets(t, workloads)
+	createWebhookSecrets(t, env, workloads)
 	for _, name := range nodes {
 		node, err := framework.StartNode(ctx, env, framework.NodeOptions{Name: name, Binaries: binaries})
 		if err != nil {
@@ -64,8 +64,8 @@ func TestShippedManifestsRunOnRealKubelets(t *testing.T) {
 	used := map[string]bool{}
 	for _, w := range workloads {
 		t.Run(w.component, func(t *testing.T) {
-			checkLevel(t, w)
-			for _, pod := range waitRunning(t, w) {
+			checkLevel(t, env, w)
+			for _, pod := range waitRunning(t, env, w) {
 				for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
 					if !built.isBuilt(c.Image) {
 						t.Errorf("pod %s container %s runs %q, not an image the build produced (%s)", pod.Name, c.Name, c.Image, built)
@@ -80,8 +80,8 @@ func TestShippedManifestsRunOnRealKubelets(t *testing.T) {
 			t.Errorf("no pod runs the built image %s", ref)
 		}
 	}
-	checkDisruptionBudgets(t, workloads)
-	checkEnforced(t, workloads)
+	checkDisruptionBudgets(t, env, workloads)
+	checkEnforced(t, env, workloads)
 }
 
 // workload is a Deployment or DaemonSet of the manifests, with the number
@@ -146,7 +146,7 @@ func fromUnstructured(t *testing.T, obj *unstructured.Unstructured, into any) {
 // createWebhookSecrets mints the webhook's certificates with pkg/certs
 // (what `make certs` runs) and creates the two Secrets its Deployment
 // mounts, with the names and keys of the static-certs overlay.
-func createWebhookSecrets(t *testing.T, workloads []workload) {
+func createWebhookSecrets(t *testing.T, e *framework.Env, workloads []workload) {
 	t.Helper()
 	var namespace string
 	for _, w := range workloads {
@@ -154,16 +154,7 @@ func createWebhookSecrets(t *testing.T, workloads []workload) {
 			namespace = w.namespace
 		}
 	}
-	dir := t.TempDir()
-	if _, err := certs.WriteBundle(certs.Bundle{
-		Dir:              dir,
-		ServingHosts:     certs.ServiceHosts("nodeguard-webhook", namespace, "cluster.local"),
-		ClientCommonName: "kube-apiserver",
-		CAValidity:       24 * time.Hour,
-		CertValidity:     time.Hour,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	dir := mintWebhookCerts(t, namespace)
 	read := func(name string) []byte {
 		data, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
@@ -187,18 +178,36 @@ func createWebhookSecrets(t *testing.T, workloads []workload) {
 		},
 	}
 	for _, s := range secrets {
-		if _, err := env.Admin.CoreV1().Secrets(namespace).Create(t.Context(), s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if _, err := e.Admin.CoreV1().Secrets(namespace).Create(t.Context(), s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 	}
 }
 
+// mintWebhookCerts writes the webhook's certificates with pkg/certs (what
+// `make certs` runs) into a directory, with the file names nodeguard-certs
+// gives them.
+func mintWebhookCerts(t *testing.T, namespace string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := certs.WriteBundle(certs.Bundle{
+		Dir:              dir,
+		ServingHosts:     certs.ServiceHosts("nodeguard-webhook", namespace, "cluster.local"),
+		ClientCommonName: "kube-apiserver",
+		CAValidity:       24 * time.Hour,
+		CertValidity:     time.Hour,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // checkLevel: the workload's namespace enforces the level it must meet.
 // That its pods exist at all (waitRunning) shows the apiserver's Pod
 // Security admission admitted them at that level.
-func checkLevel(t *testing.T, w workload) {
+func checkLevel(t *testing.T, e *framework.Env, w workload) {
 	t.Helper()
-	ns, err := env.Admin.CoreV1().Namespaces().Get(t.Context(), w.namespace, metav1.GetOptions{})
+	ns, err := e.Admin.CoreV1().Namespaces().Get(t.Context(), w.namespace, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +218,7 @@ func checkLevel(t *testing.T, w workload) {
 
 // waitRunning waits until the workload has all its pods, bound and
 // Running (a DaemonSet's one per node), and returns them.
-func waitRunning(t *testing.T, w workload) []corev1.Pod {
+func waitRunning(t *testing.T, e *framework.Env, w workload) []corev1.Pod {
 	t.Helper()
 	selector, err := metav1.LabelSelectorAsSelector(w.selector)
 	if err != nil {
@@ -217,7 +226,7 @@ func waitRunning(t *testing.T, w workload) []corev1.Pod {
 	}
 	var pods []corev1.Pod
 	err = framework.Eventually(t.Context(), runningWithin, fmt.Sprintf("%d pods of %s Running", w.pods, w), func(ctx context.Context) (bool, string, error) {
-		list, err := env.Admin.CoreV1().Pods(w.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+		list, err := e.Admin.CoreV1().Pods(w.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
 		if err != nil {
 			return false, err.Error(), nil
 		}
@@ -238,7 +247,7 @@ func waitRunning(t *testing.T, w workload) []corev1.Pod {
 		return done, strings.Join(states, "; "), nil
 	})
 	if err != nil {
-		t.Fatalf("%v\nwarnings in %s:\n%s", err, w.namespace, warnings(w.namespace))
+		t.Fatalf("%v\nwarnings in %s:\n%s", err, w.namespace, warnings(e, w.namespace))
 	}
 	return pods
 }
@@ -256,8 +265,8 @@ func podState(pod corev1.Pod) string {
 // warnings lists a namespace's Warning events: a refused pod
 // (FailedCreate), an unschedulable one or a volume that cannot be mounted
 // says why there.
-func warnings(namespace string) string {
-	list, err := env.Admin.CoreV1().Events(namespace).List(context.Background(), metav1.ListOptions{FieldSelector: "type=Warning"})
+func warnings(e *framework.Env, namespace string) string {
+	list, err := e.Admin.CoreV1().Events(namespace).List(context.Background(), metav1.ListOptions{FieldSelector: "type=Warning"})
 	if err != nil {
 		return err.Error()
 	}
@@ -271,10 +280,10 @@ func warnings(namespace string) string {
 // checkDisruptionBudgets: every PodDisruptionBudget of the manifests is
 // reconciled by the disruption controller and counts the pods of the
 // workload it protects.
-func checkDisruptionBudgets(t *testing.T, workloads []workload) {
+func checkDisruptionBudgets(t *testing.T, e *framework.Env, workloads []workload) {
 	t.Helper()
 	found := 0
-	for _, obj := range env.Manifests {
+	for _, obj := range e.Manifests {
 		if obj.GetKind() != "PodDisruptionBudget" {
 			continue
 		}
@@ -290,7 +299,7 @@ func checkDisruptionBudgets(t *testing.T, workloads []workload) {
 			continue
 		}
 		err := framework.Eventually(t.Context(), runningWithin, "PodDisruptionBudget "+obj.GetName()+" to count the pods of "+w.String(), func(ctx context.Context) (bool, string, error) {
-			pdb, err := env.Admin.PolicyV1().PodDisruptionBudgets(obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{})
+			pdb, err := e.Admin.PolicyV1().PodDisruptionBudgets(obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error(), nil
 			}
@@ -309,7 +318,7 @@ func checkDisruptionBudgets(t *testing.T, workloads []workload) {
 
 // checkEnforced: the labels are in force, not decoration. In each
 // restricted namespace the apiserver refuses a pod that breaks the level.
-func checkEnforced(t *testing.T, workloads []workload) {
+func checkEnforced(t *testing.T, e *framework.Env, workloads []workload) {
 	t.Helper()
 	privileged := true
 	for _, w := range workloads {
@@ -324,7 +333,7 @@ func checkEnforced(t *testing.T, workloads []workload) {
 				SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
 			}}},
 		}
-		_, err := env.Admin.CoreV1().Pods(w.namespace).Create(t.Context(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		_, err := e.Admin.CoreV1().Pods(w.namespace).Create(t.Context(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "violates PodSecurity") {
 			t.Errorf("a privileged pod in %s (namespace of %s): got %v, want Pod Security's refusal", w.namespace, w, err)
 		}
