@@ -288,6 +288,10 @@ func (e *env) layOut(d onDisk) {
 	default:
 		must(os.WriteFile(e.kubeletCfg, []byte(d.file), 0o644))
 	}
+	if !d.fresh {
+		// The kubelet runs what the agent last started it with.
+		e.running.read, e.running.started = rendered.Data, true
+	}
 	for _, cm := range d.corrupt {
 		path := filepath.Join(s.Dir(), "checkpoints", string(cm.UID)+"_"+cm.ResourceVersion+".json")
 		must(os.WriteFile(path, []byte(`{"format":"nodeguard.dev/agent-state/v1","kind":"Checkpoint","sha`), 0o600))
