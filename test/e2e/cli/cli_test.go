@@ -205,7 +205,7 @@ func TestStatus(t *testing.T) {
 		corev1.ConditionFalse, contract.ReasonRolledBack, "the kubelet failed 3 health checks during its trial")
 
 	r := plugin(t, "status", "-l", scenarioLabel+"="+s.ns)
-	expect(t, "status", r, cli.ExitOK, "NODE ", "KUBELET ", "ASSIGNED ", "ACTIVE ", "LAST-KNOWN-GOOD ", "PHASE ", "PENDING-PODS ", "TRIAL ", "ERROR")
+	expect(t, "status", r, cli.ExitOK, "NODE ", "KUBELET ", "ASSIGNED ", "ACTIVE ", "LAST-KNOWN-GOOD ", "RUNNING ", "PHASE ", "PENDING-PODS ", "TRIAL ", "ERROR")
 	rows := map[string][]string{}
 	for _, line := range strings.Split(strings.TrimSpace(r.out), "\n")[1:] {
 		fields := strings.Fields(line)
