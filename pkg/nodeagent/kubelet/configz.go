@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -197,9 +198,21 @@ func (r *RunningReader) files(ctx context.Context, obs *effective.Observed) {
 	if err != nil {
 		logger.V(2).Info("The kubelet's drop-in directory is not readable here; what its drop-ins set is not known", "dir", configDir, "err", err)
 	}
+	if r.Mode == ModeDropIn && !slices.Contains(dropIns, own) {
+		// The agent's drop-in, not written yet (or removed): where the
+		// kubelet would merge it once it is.
+		at, _ := slices.BinarySearchFunc(dropIns, own, compareWalkOrder)
+		dropIns = slices.Insert(dropIns, at, own)
+	}
 	for _, path := range dropIns {
 		obs.Files = append(obs.Files, configFile(path, filepath.Clean(path) == own, true))
 	}
+}
+
+// compareWalkOrder orders paths as filepath.WalkDir visits them: by their
+// components, each in lexical order.
+func compareWalkOrder(a, b string) int {
+	return slices.Compare(strings.Split(a, string(filepath.Separator)), strings.Split(b, string(filepath.Separator)))
 }
 
 func configFile(path string, own, dropIn bool) effective.File {
@@ -219,7 +232,7 @@ func DropIns(dir string) ([]string, error) {
 			return err
 		}
 		if !entry.IsDir() && filepath.Ext(entry.Name()) == dropInExtension {
-			out = append(out, path)
+			out = append(out, filepath.Clean(path))
 		}
 		return nil
 	})

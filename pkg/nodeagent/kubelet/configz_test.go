@@ -272,3 +272,33 @@ func TestRunningReaderValidate(t *testing.T) {
 		}
 	}
 }
+
+// The agent's drop-in counts where the kubelet will merge it, before it is
+// written: what follows it can shadow it.
+func TestRunningReaderPlacesTheAgentsDropInBeforeItExists(t *testing.T) {
+	k, creds := newFakeKubelet(t)
+	dir := filepath.Join(t.TempDir(), "conf.d")
+	for _, name := range []string{"10-a.conf", "99-site.conf", "sub/50-b.conf"} {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := newReader(k, creds, filepath.Join(dir, "90-nodeguard.conf"))
+	r.Mode = ModeDropIn
+	obs, err := r.Read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range obs.Files {
+		got = append(got, fmt.Sprintf("%s own=%v data=%v", strings.TrimPrefix(f.Path, dir+"/"), f.Own, f.Data != nil))
+	}
+	want := "10-a.conf own=false data=true|90-nodeguard.conf own=true data=false|99-site.conf own=false data=true|sub/50-b.conf own=false data=true"
+	if strings.Join(got, "|") != want {
+		t.Errorf("files:\n%s\nwant\n%s", strings.Join(got, "|"), want)
+	}
+}

@@ -117,11 +117,13 @@ func (c *Reconciler) judgeRunning(ctx context.Context, ch chosen, probedHealthy 
 // checkDrift compares, outside a trial, what the kubelet runs with the
 // configuration the agent applied and recorded active, once a
 // RunningCheckPeriod (and soon after a restart). A difference is drift:
-// reported (ConfigDrifted, an Event, the config_drift metric); when the
-// agent's own file no longer holds what it wrote, apply restores it in the
-// same pass, and anything else (a flag, another drop-in, a kubelet started
-// with other files) is reported and left alone. A running configuration
-// that cannot be read is ConfigUnverified, except just after a restart.
+// reported (ConfigDrifted, an Event, the config_drift metric) and left
+// alone when the agent does not own what set it (a flag, another drop-in, a
+// kubelet started with other files). The file the agent writes no longer
+// holding what it wrote is drift too, whatever the kubelet runs yet: apply
+// restores it in the same pass, and the kubelet is read at once to say
+// what it ran. A running configuration that cannot be read is
+// ConfigUnverified, except just after a restart.
 func (c *Reconciler) checkDrift(ctx context.Context, ch chosen, out kubelet.Rendered, p *pass) {
 	p.running = nil
 	r := &c.running
@@ -142,37 +144,50 @@ func (c *Reconciler) checkDrift(ctx context.Context, ch chosen, out kubelet.Rend
 		*r = running{ref: ch.ref, announced: r.announced, quietUntil: r.quietUntil}
 	}
 	r.tracker = nil
+	// The agent wrote this file for this configuration (the active record
+	// says so) and it holds something else now: someone changed it.
+	matches, err := c.deps.File.Matches(out)
+	changed := err == nil && !matches && a.FileSHA256 == out.SHA256()
 	now := c.deps.Clock.SinceBoot()
-	if now >= r.next {
+	if now >= r.next || changed {
 		r.next = now + c.cfg.RunningCheckPeriod
 		c.readRunning(ctx, ch)
+		if r.err != nil && now < r.quietUntil {
+			// Just restarted: look again soon.
+			r.next = now + c.cfg.ProbePeriod
+		}
 	}
 	p.requeueWithin(r.next - now)
 	p.running = r.report()
+	var message string
 	switch {
+	case changed:
+		message = fmt.Sprintf("the file the agent writes for %s was changed behind its back", describe(ch.ref))
+		if len(r.differences) > 0 {
+			message += "; the kubelet runs it: " + effective.Describe(r.differences)
+		}
+		message += "; restoring the agent's file and restarting the kubelet"
 	case r.err != nil && now < r.quietUntil:
-		// The kubelet was just restarted: read again soon before
-		// saying anything.
+		// The kubelet was just restarted: read again soon before saying
+		// anything.
 		p.running = nil
 	case r.err != nil:
 		p.addProblem(&problem{reason: contract.ReasonConfigUnverified, message: fmt.Sprintf(
 			"the agent cannot tell that the kubelet runs %s: %v", describe(ch.ref), r.err)})
 	case len(r.differences) > 0:
-		what := effective.Describe(r.differences)
-		message := fmt.Sprintf("the kubelet no longer runs %s as applied: %s", describe(ch.ref), what)
-		if matches, err := c.deps.File.Matches(out); err == nil && !matches {
-			message += "; restoring the agent's file and restarting the kubelet"
-		} else {
-			message += "; the agent changes nothing it does not own"
-		}
-		p.addProblem(&problem{reason: contract.ReasonConfigDrifted, message: message})
-		if key := describe(ch.ref) + what; key != r.announced {
-			r.announced = key
-			c.deps.Metrics.DriftDetected()
-			klog.FromContext(ctx).Info("The kubelet's running configuration drifted", "config", describe(ch.ref), "differences", what)
-		}
+		message = fmt.Sprintf("the kubelet no longer runs %s as applied: %s; the agent changes nothing it does not own",
+			describe(ch.ref), effective.Describe(r.differences))
 	default:
 		r.announced = ""
+	}
+	if message == "" {
+		return
+	}
+	p.addProblem(&problem{reason: contract.ReasonConfigDrifted, message: message})
+	if message != r.announced {
+		r.announced = message
+		c.deps.Metrics.DriftDetected()
+		klog.FromContext(ctx).Info("The kubelet's configuration drifted", "config", describe(ch.ref), "drift", message)
 	}
 }
 
