@@ -34,6 +34,18 @@
 //     taken just before the restart (pkg/nodeagent/trial). A pass moves
 //     last-known-good, a failure records the configuration bad (by UID and
 //     resourceVersion) and goes back to 2, which now picks last-known-good.
+//     After each healthy probe the kubelet's running configuration (its
+//     /configz) is read and compared with the configuration (running.go):
+//     a field it runs otherwise fails the trial, and the trial does not pass
+//     until a read since the restart matched.
+//  5. Drift. Outside trials the running configuration is compared again
+//     once a RunningCheckPeriod: a difference is ConfigDrifted; the file
+//     the agent writes no longer holding what it wrote is drift too, and
+//     3 restores it in the same pass.
+//
+// The restart-or-drain classification of 3 compares the running
+// configuration with the same, the new file merged in as the kubelet merges
+// it (effective.Predict); the files when the kubelet cannot be read.
 //
 // On a fresh state directory whose kubelet file already holds the chosen
 // configuration, the agent adopts it without restarting the kubelet.
