@@ -71,6 +71,9 @@ func (s *story) flagShadowsAssignment(ctx context.Context) error {
 	}
 	s.c.detail("%s: %s", shadowedNode, report.Condition.Message)
 	s.c.detail("%s: never reported active: the file said 120, the kubelet ran 58; rolled back to its local configuration", shadowedNode)
+	if err := s.showCapacity(ctx, []*framework.Node{node}, 58); err != nil {
+		return err
+	}
 	return s.rawConfigz(ctx, shadowedNode, "maxPods")
 }
 
@@ -80,9 +83,15 @@ func (s *story) flagShadowsAssignment(ctx context.Context) error {
 func (s *story) rawConfigz(ctx context.Context, node string, fields ...string) error {
 	path := "/api/v1/nodes/" + node + "/proxy/configz"
 	s.c.printf("$ kubectl get --raw %s\n", path)
-	raw, err := s.admin.CoreV1().RESTClient().Get().AbsPath(path).DoRaw(ctx)
+	// A kubelet just restarted answers once it serves again.
+	var raw []byte
+	err := framework.Eventually(ctx, waitTimeout, "the kubelet of "+node+" to answer "+path, func(ctx context.Context) (bool, string, error) {
+		var err error
+		raw, err = s.admin.CoreV1().RESTClient().Get().AbsPath(path).DoRaw(ctx)
+		return err == nil, fmt.Sprint(err), nil
+	})
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
+		return err
 	}
 	var answer struct {
 		KubeletConfig map[string]any `json:"kubeletconfig"`

@@ -1,13 +1,11 @@
 package effective
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig/disruption"
@@ -105,23 +103,8 @@ func ParseFlagz(body []byte) (map[string]string, error) {
 const FlagzAccept = "application/json;as=Flagz;v=v1beta1;g=config.k8s.io"
 
 // fieldMap reads a configuration file's fields as the kubelet's merge sees
-// them: YAML or JSON, numbers kept as written. Empty data is nil.
-func fieldMap(data []byte) (map[string]any, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, nil
-	}
-	asJSON, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		return nil, err
-	}
-	var fields map[string]any
-	decoder := json.NewDecoder(bytes.NewReader(asJSON))
-	decoder.UseNumber()
-	if err := decoder.Decode(&fields); err != nil {
-		return nil, fmt.Errorf("want a mapping of fields: %w", err)
-	}
-	return fields, nil
-}
+// them (kubeletconfig.FieldMap).
+func fieldMap(data []byte) (map[string]any, error) { return kubeletconfig.FieldMap(data) }
 
 // normalized is a configuration as its typed form writes it: decoded as the
 // kubelet decodes it, defaulted with disruption.Defaulted when defaults is

@@ -72,6 +72,29 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
+// newDropInNode starts a node whose kubelet runs with --config-dir and whose
+// agent owns 90-nodeguard.conf there (drop-in mode), with localConfig added
+// to the kubelet's --config file and the drop-ins files (name to content)
+// in the directory before the kubelet starts. It returns the directory.
+func newDropInNode(t *testing.T, localConfig string, dropIns map[string]string) (*node, string) {
+	t.Helper()
+	dir := t.TempDir()
+	configDir := filepath.Join(dir, "kubelet", "config.d")
+	if err := os.MkdirAll(configDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range dropIns {
+		writeFile(t, filepath.Join(configDir, name), content)
+	}
+	n := newNode(t, nodeOptions{
+		dir:         dir,
+		localConfig: localConfig,
+		kubeletArgs: []string{"--config-dir=" + configDir},
+		agentArgs:   []string{"--kubelet-config-mode=drop-in", "--kubelet-config-file=" + filepath.Join(configDir, "90-nodeguard.conf")},
+	})
+	return n, configDir
+}
+
 // TestFlagShadowsTheAssignment: a kubelet started with --max-pods=20 (a
 // common kubelet extra argument) is assigned maxPods: 50. The file says 50,
 // the flag wins, the kubelet runs 20: the trial fails naming the field, both
@@ -104,15 +127,8 @@ func TestFlagShadowsTheAssignment(t *testing.T) {
 // assignment sets; the kubelet merges it last. The trial fails naming the
 // field, both values and the drop-in.
 func TestLaterDropInShadowsTheAssignment(t *testing.T) {
-	dir := t.TempDir()
-	configDir := filepath.Join(dir, "kubelet", "config.d")
+	n, configDir := newDropInNode(t, "", map[string]string{"99-site.conf": framework.KubeletConfigHeader + "maxPods: 20\n"})
 	site := filepath.Join(configDir, "99-site.conf")
-	writeFile(t, site, framework.KubeletConfigHeader+"maxPods: 20\n")
-	n := newNode(t, nodeOptions{
-		dir:         dir,
-		kubeletArgs: []string{"--config-dir=" + configDir},
-		agentArgs:   []string{"--kubelet-config-mode=drop-in", "--kubelet-config-file=" + filepath.Join(configDir, "90-nodeguard.conf")},
-	})
 	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, contract.ReasonLocalConfig) })
 	n.waitKubeletRuns(20)
 
@@ -189,16 +205,7 @@ func TestHandEditedFileIsDriftAndRestored(t *testing.T) {
 // gauge at 1, the fields in status.running) and leaves the file and the
 // kubelet alone; once the drop-in goes, the configuration is active again.
 func TestDriftItDoesNotOwnIsReportedNotFought(t *testing.T) {
-	dir := t.TempDir()
-	configDir := filepath.Join(dir, "kubelet", "config.d")
-	if err := os.MkdirAll(configDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	n := newNode(t, nodeOptions{
-		dir:         dir,
-		kubeletArgs: []string{"--config-dir=" + configDir},
-		agentArgs:   []string{"--kubelet-config-mode=drop-in", "--kubelet-config-file=" + filepath.Join(configDir, "90-nodeguard.conf")},
-	})
+	n, configDir := newDropInNode(t, "", nil)
 	a := n.configMap("kubelet-57", "maxPods: 57\n")
 	n.assign("kubelet-57")
 	n.passed(a)
@@ -263,17 +270,7 @@ func TestDriftItDoesNotOwnIsReportedNotFought(t *testing.T) {
 // the drop-in merged in, it is a drain that removes the state file, and the
 // kubelet starts and runs none.
 func TestDropInChangeClassifiedOnWhatRuns(t *testing.T) {
-	dir := t.TempDir()
-	configDir := filepath.Join(dir, "kubelet", "config.d")
-	if err := os.MkdirAll(configDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	n := newNode(t, nodeOptions{
-		dir:         dir,
-		localConfig: "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n",
-		kubeletArgs: []string{"--config-dir=" + configDir},
-		agentArgs:   []string{"--kubelet-config-mode=drop-in", "--kubelet-config-file=" + filepath.Join(configDir, "90-nodeguard.conf")},
-	})
+	n, _ := newDropInNode(t, "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n", nil)
 	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, contract.ReasonLocalConfig) })
 	n.waitCPUManager("static")
 

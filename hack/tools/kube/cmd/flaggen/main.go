@@ -10,13 +10,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"go/format"
 	"io"
 	"os"
 	"reflect"
-	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -25,9 +23,9 @@ import (
 	"k8s.io/kubernetes/cmd/kubelet/app/options"
 	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
 	kubeletscheme "k8s.io/kubernetes/pkg/kubelet/apis/config/scheme"
-)
 
-const kubernetesModule = "k8s.io/kubernetes"
+	"github.com/nodeguard/nodeguard/hack/tools/kube/internal/generator"
+)
 
 // candidates are the values tried on each flag, in order, until one is
 // accepted and changes the configuration: something of every type the
@@ -42,56 +40,21 @@ var candidates = []string{
 }
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
+	err := generator.Main("flaggen", os.Args[1:], os.Stdout, func() ([]byte, error) {
+		source, err := generator.KubernetesVersion()
+		if err != nil {
+			return nil, err
+		}
+		table, err := flagTable()
+		if err != nil {
+			return nil, err
+		}
+		return render(fmt.Sprintf("%s v%s", generator.KubernetesModule, source), table)
+	})
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "flaggen:", err)
 		os.Exit(1)
 	}
-}
-
-func run(args []string, stdout io.Writer) error {
-	flags := pflag.NewFlagSet("flaggen", pflag.ContinueOnError)
-	output := flags.StringP("output", "o", "-", "file to write, or - for stdout")
-	if err := flags.Parse(args); err != nil {
-		return err
-	}
-	if flags.NArg() != 0 {
-		return fmt.Errorf("unexpected arguments %q", flags.Args())
-	}
-	source, err := kubernetesVersion()
-	if err != nil {
-		return err
-	}
-	table, err := flagTable()
-	if err != nil {
-		return err
-	}
-	src, err := render(source, table)
-	if err != nil {
-		return err
-	}
-	if *output == "-" {
-		_, err = stdout.Write(src)
-		return err
-	}
-	if err := os.WriteFile(*output, src, 0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", *output, err)
-	}
-	return nil
-}
-
-// kubernetesVersion reads the pinned k8s.io/kubernetes version from the build
-// information, so the table names its source without a hand-kept constant.
-func kubernetesVersion() (string, error) {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "", errors.New("no build information: build with module support")
-	}
-	for _, dep := range info.Deps {
-		if dep.Path == kubernetesModule {
-			return kubernetesModule + " " + dep.Version, nil
-		}
-	}
-	return "", fmt.Errorf("%s is not a dependency", kubernetesModule)
 }
 
 // flagTable maps each configuration field a flag sets (its JSON path in
