@@ -185,6 +185,10 @@ func (r *RunningReader) files(ctx context.Context, obs *effective.Observed) {
 			obs.Files = append(obs.Files, configFile(config, false, false))
 		}
 	default:
+		if obs.Flags != nil && config == "" {
+			obs.NotReadingOwn = fmt.Sprintf("the kubelet runs without --config, so it never reads the agent's file %s", own)
+			return
+		}
 		if filepath.IsAbs(config) && filepath.Clean(config) != own {
 			obs.NotReadingOwn = fmt.Sprintf("the kubelet runs --config=%s, not the agent's file %s", config, own)
 			return

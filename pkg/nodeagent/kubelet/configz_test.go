@@ -169,6 +169,7 @@ func TestRunningReaderSeesAKubeletThatDoesNotReadTheAgentsFile(t *testing.T) {
 		want  string
 	}{
 		{ModeConfig, `"config":"/tmp/other.yaml"`, "the kubelet runs --config=/tmp/other.yaml, not the agent's file /etc/kubelet.yaml"},
+		{ModeConfig, `"max-pods":"110"`, "the kubelet runs without --config, so it never reads the agent's file /etc/kubelet.yaml"},
 		{ModeDropIn, `"config":"/etc/kubelet.yaml"`, "the kubelet runs without --config-dir"},
 		{ModeDropIn, `"config-dir":"/etc/other.d"`, "the kubelet's --config-dir is /etc/other.d"},
 	} {
