@@ -297,3 +297,32 @@ func (n *node) waitCPUManager(policy string) {
 		return kc["cpuManagerPolicy"] == policy, fmt.Sprint(kc["cpuManagerPolicy"])
 	})
 }
+
+// TestUnreadableKubeletIsNeverASilentPass: a kubelet that does not serve
+// /configz (enableDebuggingHandlers: false, in the node's own
+// configuration) cannot show that it runs an assignment: once the trial's
+// period is over, the status says why (ConfigUnverified), and the
+// assignment never becomes last-known-good on the health checks alone.
+func TestUnreadableKubeletIsNeverASilentPass(t *testing.T) {
+	n := newNode(t, nodeOptions{localConfig: "enableDebuggingHandlers: false\n"})
+	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, contract.ReasonLocalConfig) })
+
+	a := n.configMap("kubelet-57", "maxPods: 57\n")
+	n.assign("kubelet-57")
+	o := n.waitReport("the trial held open, saying why", func(o framework.Report) bool {
+		return is(o.Status.Active, a) && reason(o, corev1.ConditionFalse, contract.ReasonConfigUnverified)
+	})
+	if o.Status.LastKnownGood != nil || o.Status.Phase != contract.PhaseTrialInProgress {
+		t.Errorf("an unverified configuration moved on: %s", o)
+	}
+	if !containsAll(o.Status.Error, "cannot tell that the kubelet runs it", "does not serve", "/configz") {
+		t.Errorf("the status does not say why: %s", o.Status.Error)
+	}
+	if o.Status.Running == nil || o.Status.Running.State != contract.RunningUnknown {
+		t.Errorf("status.running = %+v, want Unknown", o.Status.Running)
+	}
+	// Still not passed a few probe periods on.
+	n.waitReport("another look, still held", func(r framework.Report) bool {
+		return reason(r, corev1.ConditionFalse, contract.ReasonConfigUnverified) && r.Status.LastKnownGood == nil
+	})
+}
