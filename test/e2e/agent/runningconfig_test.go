@@ -300,12 +300,13 @@ func (n *node) waitCPUManager(policy string) {
 }
 
 // TestUnreadableKubeletIsNeverASilentPass: a kubelet that does not serve
-// /configz (enableDebuggingHandlers: false, in the node's own
-// configuration) cannot show that it runs an assignment: once the trial's
-// period is over, the status says why (ConfigUnverified), and the
-// assignment never becomes last-known-good on the health checks alone.
+// /configz (enableDebuggingHandlers: false in its --config file, which the
+// agent's drop-in leaves as it is) cannot show that it runs an assignment:
+// once the trial's period is over, the status says why (ConfigUnverified),
+// and the assignment never becomes last-known-good on the health checks
+// alone.
 func TestUnreadableKubeletIsNeverASilentPass(t *testing.T) {
-	n := newNode(t, nodeOptions{localConfig: "enableDebuggingHandlers: false\n"})
+	n, _ := newDropInNode(t, "enableDebuggingHandlers: false\n", nil)
 	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, contract.ReasonLocalConfig) })
 
 	a := n.configMap("kubelet-57", "maxPods: 57\n")
