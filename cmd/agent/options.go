@@ -53,6 +53,9 @@ type Options struct {
 	KubeletRootDir  string
 
 	HealthzURL            string
+	KubeletServerURL      string
+	KubeletCAFile         string
+	KubeletReadTimeout    time.Duration
 	ProbePeriod           time.Duration
 	ProbeTimeout          time.Duration
 	TrialPeriod           time.Duration
@@ -102,6 +105,8 @@ func NewOptions() *Options {
 		DrainPollPeriod:       5 * time.Second,
 		KubeletRootDir:        kubelet.DefaultRootDir,
 		HealthzURL:            "http://127.0.0.1:10248/healthz",
+		KubeletServerURL:      kubelet.DefaultServerURL,
+		KubeletReadTimeout:    5 * time.Second,
 		ProbePeriod:           5 * time.Second,
 		ProbeTimeout:          3 * time.Second,
 		TrialPeriod:           5 * time.Minute,
@@ -152,6 +157,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.KubeletRootDir, "kubelet-root-dir", o.KubeletRootDir, "The kubelet's --root-dir, where it keeps the state files a drained change may remove (cpu_manager_state, memory_manager_state). In a pod, mount it from the host.")
 
 	fs.StringVar(&o.HealthzURL, "kubelet-healthz-url", o.HealthzURL, "The kubelet's health endpoint (healthzBindAddress:healthzPort, kept node-local for this reason), probed during trials.")
+	fs.StringVar(&o.KubeletServerURL, "kubelet-server-url", o.KubeletServerURL, "The kubelet's HTTPS server (its address and --port), where the agent reads the configuration the kubelet runs (/configz: defaults, --config, drop-ins and flags merged) and its flags (/flagz), with the kubelet's own credentials from --kubeconfig. The kubelet must authenticate the node's client certificate (authentication.x509.clientCAFile) and authorize through the apiserver (authorization.mode Webhook), whose nodeguard authorizer lets a node get its own nodes/configz and nothing of any other Node. A configuration is active only once this shows it running: a trial does not pass until it does, and outside trials it is compared again every --resync-period.")
+	fs.StringVar(&o.KubeletCAFile, "kubelet-ca-file", o.KubeletCAFile, "A CA bundle that verifies the kubelet's serving certificate at --kubelet-server-url (e.g. the cluster's CA with serverTLSBootstrap, or the kubelet's self-signed /var/lib/kubelet/pki/kubelet.crt). Empty: not verified, as kube-apiserver does without --kubelet-certificate-authority; the kubelet is on this node.")
+	fs.DurationVar(&o.KubeletReadTimeout, "kubelet-read-timeout", o.KubeletReadTimeout, "How long one read of the kubelet's /configz or /flagz may take.")
 	fs.DurationVar(&o.ProbePeriod, "health-probe-period", o.ProbePeriod, "How often the kubelet is probed during a trial.")
 	fs.DurationVar(&o.ProbeTimeout, "health-probe-timeout", o.ProbeTimeout, "How long one probe may take; a slower answer counts as a failure (a hung kubelet). Must be shorter than --health-probe-period.")
 	fs.DurationVar(&o.TrialPeriod, "trial-period", o.TrialPeriod, "How long a newly applied configuration is on trial before it becomes last-known-good; five minutes, so that a trial and a kubelet restart fit in a rollout's default progress deadline (ten minutes). Measured as time since boot on one boot; a reboot starts the trial over. A Node's nodeguard.dev/trial annotation (a rollout's spec.trial) may give its assignment another period, and turn the --trial-* signals on or off; these flags are the defaults.")
@@ -171,7 +179,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.KubeletVersion, "kubelet-version", o.KubeletVersion, "The kubelet's version (e.g. 1.37.2) for the feature-gate check. Empty means the Node's status.nodeInfo.kubeletVersion.")
 
 	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "host:port for the agent's own /healthz, /readyz and /metrics (plain HTTP). Empty disables. Keep it on loopback unless a scraper needs it.")
-	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often to look again without an event, e.g. to notice an edited --local-config-file or an overwritten kubelet file.")
+	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often to look again without an event, e.g. to notice an edited --local-config-file or an overwritten kubelet file, and to compare the kubelet's running configuration with the one applied (drift).")
 
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
@@ -220,10 +228,18 @@ func (o *Options) Validate() []error {
 	if u, err := url.Parse(o.HealthzURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("--kubelet-healthz-url %q: want an http(s) URL", o.HealthzURL))
 	}
+	if u, err := url.Parse(o.KubeletServerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		errs = append(errs, fmt.Errorf("--kubelet-server-url %q: want https://HOST:PORT", o.KubeletServerURL))
+	}
+	if o.KubeletCAFile != "" {
+		if _, err := os.Stat(o.KubeletCAFile); err != nil {
+			errs = append(errs, fmt.Errorf("--kubelet-ca-file: %w", err))
+		}
+	}
 	for flagName, d := range map[string]time.Duration{
 		"--kubelet-restart-timeout": o.RestartTimeout, "--health-probe-period": o.ProbePeriod, "--health-probe-timeout": o.ProbeTimeout,
 		"--trial-period": o.TrialPeriod, "--trial-grace-period": o.TrialGracePeriod, "--resync-period": o.ResyncPeriod,
-		"--drain-timeout": o.DrainTimeout, "--drain-poll-period": o.DrainPollPeriod,
+		"--drain-timeout": o.DrainTimeout, "--drain-poll-period": o.DrainPollPeriod, "--kubelet-read-timeout": o.KubeletReadTimeout,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s %v: must be positive", flagName, d))
@@ -377,22 +393,25 @@ func (o *Options) Config() nodeagent.Config {
 		renderer.LocalConfigFile = o.LocalConfigFile
 	}
 	return nodeagent.Config{
-		NodeName:          o.NodeName,
-		Kubeconfig:        o.Kubeconfig,
-		KubeAPIQPS:        o.KubeAPIQPS,
-		KubeAPIBurst:      o.KubeAPIBurst,
-		StateDir:          o.StateDir,
-		Renderer:          renderer,
-		KubeletConfigFile: o.KubeletConfigFile,
-		Restarter:         o.restarter(),
-		RestartTimeout:    o.RestartTimeout,
-		HealthzURL:        o.HealthzURL,
-		ProbePeriod:       o.ProbePeriod,
-		ProbeTimeout:      o.ProbeTimeout,
-		Drain:             o.Drain,
-		DrainTimeout:      o.DrainTimeout,
-		DrainPollPeriod:   o.DrainPollPeriod,
-		KubeletRootDir:    o.KubeletRootDir,
+		NodeName:           o.NodeName,
+		Kubeconfig:         o.Kubeconfig,
+		KubeAPIQPS:         o.KubeAPIQPS,
+		KubeAPIBurst:       o.KubeAPIBurst,
+		StateDir:           o.StateDir,
+		Renderer:           renderer,
+		KubeletConfigFile:  o.KubeletConfigFile,
+		Restarter:          o.restarter(),
+		RestartTimeout:     o.RestartTimeout,
+		HealthzURL:         o.HealthzURL,
+		KubeletServerURL:   o.KubeletServerURL,
+		KubeletCAFile:      o.KubeletCAFile,
+		KubeletReadTimeout: o.KubeletReadTimeout,
+		ProbePeriod:        o.ProbePeriod,
+		ProbeTimeout:       o.ProbeTimeout,
+		Drain:              o.Drain,
+		DrainTimeout:       o.DrainTimeout,
+		DrainPollPeriod:    o.DrainPollPeriod,
+		KubeletRootDir:     o.KubeletRootDir,
 		Trial: trial.Terms{Period: o.TrialPeriod, Grace: o.TrialGracePeriod, FailureThreshold: o.TrialFailureThreshold,
 			Node: o.nodeSignals()},
 		TrialTuning:    o.signalTuning(),

@@ -9,7 +9,10 @@
 // refused; a change a restart cannot carry (the static CPU manager policy)
 // goes across the pool through a drain of each node, while a Deployment
 // under a PodDisruptionBudget moves between them (kube-scheduler places
-// its pods). The cluster then stays up for
+// its pods); and what "active" means: an assignment a kubelet flag shadows
+// fails its trial naming the flag, and the kubelet's own configuration is
+// read through the apiserver (kubectl get --raw
+// /api/v1/nodes/NODE/proxy/configz). The cluster then stays up for
 // poking at until Ctrl-C (or exits, with --demo-only). Every process and
 // temporary file goes away on exit, on Ctrl-C and on failure alike.
 package main

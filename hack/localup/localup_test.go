@@ -54,8 +54,8 @@ func TestDemo(t *testing.T) {
 		"(?m)^\\$ kubectl nodeguard rollout status pool-blue --watch --timeout 2m0s$",
 		`(?m)^State: +Complete$`,
 		`(?m)^Nodes: +2 selected, 2 updated, 0 in trial, 0 failed$`,
-		`(?m)^NODE +KUBELET +ASSIGNED +ACTIVE +LAST-KNOWN-GOOD +PHASE +PENDING-PODS +TRIAL +ERROR$`,
-		`(?m)^node-1 +v1\.37\.2 +kubelet-configs/pool-blue@\d+ +kubelet-configs/pool-blue@\d+ +kubelet-configs/pool-blue@\d+ +<none> +<none> +<none> +<none>$`,
+		`(?m)^NODE +KUBELET +ASSIGNED +ACTIVE +LAST-KNOWN-GOOD +RUNNING +PHASE +PENDING-PODS +TRIAL +ERROR$`,
+		`(?m)^node-1 +v1\.37\.2 +kubelet-configs/pool-blue@\d+ +kubelet-configs/pool-blue@\d+ +kubelet-configs/pool-blue@\d+ +Matches +<none> +<none> +<none> +<none>$`,
 		`(?m)^    node-1: kubelet-configs/pool-blue@\d+ is active and last-known-good \(KubeletConfigReady=True, ConfigActive\)$`,
 		`(?m)^    node-2: kubelet-configs/pool-blue@\d+ is active and last-known-good`,
 		`(?m)^    node-1: the kubelet itself reports capacity pods=150, and the Node is Ready$`,
@@ -89,12 +89,20 @@ func TestDemo(t *testing.T) {
 		`(?s)` + timeline("node-1", "phase TrialInProgress") + timeline("node-2", "assigned"),
 		`(?s)` + timeline(`demo/web-\S+`, `evicted \(EvictionByEvictionAPI\) from node-1`) + timeline(`demo/web-\S+`, "Running on node-2"),
 		`(?s)` + timeline(`demo/web-\S+`, `evicted \(EvictionByEvictionAPI\) from node-2`) + timeline(`demo/web-\S+`, "Running on node-1"),
-		`(?m)^node-1 +v1\.37\.2 +kubelet-configs/pool-blue-v3@\d+ +kubelet-configs/pool-blue-v3@\d+ +kubelet-configs/pool-blue-v3@\d+ +<none> +<none> +<none> +<none>$`,
+		`(?m)^node-1 +v1\.37\.2 +kubelet-configs/pool-blue-v3@\d+ +kubelet-configs/pool-blue-v3@\d+ +kubelet-configs/pool-blue-v3@\d+ +Matches +<none> +<none> +<none> +<none>$`,
 		`(?m)^    node-1: its /configz says cpuManagerPolicy: static, systemReserved cpu: 500m; its cpu_manager_state records policyName static`,
 		`(?m)^    node-2: its /configz says cpuManagerPolicy: static, systemReserved cpu: 500m; its cpu_manager_state records policyName static`,
 		`(?m)^    node-1: schedulable again: uncordoned by its agent`,
 		`(?m)^    node-2: schedulable again: uncordoned by its agent`,
 		`(?m)^    nodeguard-agent/nodeguard-agent-\S+ \(DaemonSet pod\): on node-1 throughout, never evicted$`,
+		// 5. What active means: a flag on node-3's kubelet shadows the
+		// assignment, which fails its trial naming it; the operator reads
+		// the kubelet's configuration through the apiserver.
+		`(?m)^=== 5\. What active means: a kubelet flag that shadows the assignment$`,
+		`(?m)^\$ kubectl get --raw /api/v1/nodes/node-3/proxy/configz$`,
+		`(?m)^\{"kubeletconfig":\{\.\.\.,"maxPods":58,`,
+		`(?m)^node-3 +v1\.37\.2 +kubelet-configs/pool-green@\d+ +local +local +<none> +<none> +<none> +<none> +False +RolledBack +.*maxPods: 120 asked, 58 running \(set by the kubelet's command line: --max-pods=58\)`,
+		`(?m)^    node-3: never reported active: the file said 120, the kubelet ran 58`,
 		`(?m)^    go run ./cmd/kubectl-nodeguard --kubeconfig \S+/admin\.kubeconfig status$`,
 		`(?m)^==> removed \S+; nothing is left running$`,
 	} {

@@ -68,16 +68,21 @@ func (s *story) startNodes(ctx context.Context, cleanups *[]func()) error {
 		for _, d := range demoNodes() {
 			n, err := framework.StartNode(ctx, s.env, framework.NodeOptions{
 				Name: d.name, Binaries: s.binaries, AdminLabels: map[string]string{contract.PoolLabel: d.pool}, TrialPeriod: s.opts.trialPeriod,
-				Runtime:   s.runtime,
-				AgentArgs: []string{"--drain-poll-period=" + drainPollPeriod.String()},
+				Runtime:     s.runtime,
+				AgentArgs:   []string{"--drain-poll-period=" + drainPollPeriod.String()},
+				KubeletArgs: kubeletArgs(d.name),
 			})
 			if err != nil {
 				return err
 			}
 			*cleanups = append(*cleanups, n.Stop)
 			s.nodes = append(s.nodes, n)
-			s.c.detail("%s  "+contract.PoolLabel+"=%s  kubelet %s  (kubelet /healthz on 127.0.0.1:%d, its API on 127.0.0.1:%d, agent on 127.0.0.1:%d)",
-				n.Name, d.pool, framework.DefaultKubeletVersion, n.KubeletHealthzPort, n.KubeletPort, n.AgentPort)
+			flags := ""
+			if args := kubeletArgs(d.name); len(args) > 0 {
+				flags = "  kubelet flags " + strings.Join(args, " ")
+			}
+			s.c.detail("%s  "+contract.PoolLabel+"=%s  kubelet %s  (kubelet /healthz on 127.0.0.1:%d, its API on port %d, agent on 127.0.0.1:%d)%s",
+				n.Name, d.pool, framework.DefaultKubeletVersion, n.KubeletHealthzPort, n.KubeletPort, n.AgentPort, flags)
 		}
 		return nil
 	})
@@ -90,8 +95,8 @@ func (s *story) startNodes(ctx context.Context, cleanups *[]func()) error {
 }
 
 // tell is the story: a pool rollout, a bad one halted on its canary and
-// reverted, what nodes may not do, and a change that needs the pool's
-// Nodes drained.
+// reverted, what nodes may not do, a change that needs the pool's Nodes
+// drained, and an assignment a kubelet flag shadows.
 func (s *story) tell(ctx context.Context) error {
 	if err := s.kubectl(ctx, "status"); err != nil {
 		return err
@@ -111,7 +116,10 @@ func (s *story) tell(ctx context.Context) error {
 	if err := s.refusals(ctx); err != nil {
 		return err
 	}
-	return s.drainForStaticCPUs(ctx)
+	if err := s.drainForStaticCPUs(ctx); err != nil {
+		return err
+	}
+	return s.flagShadowsAssignment(ctx)
 }
 
 // rollOutToPool is part 1: a KubeletConfigRollout takes a configuration

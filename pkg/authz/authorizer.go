@@ -55,8 +55,12 @@ const (
 	ReasonConfigMapReadable = "node may read the ConfigMap: it is assigned to the node or used by a pod bound to it"
 	ReasonNoPath            = "no path from the ConfigMap to the node in the graph"
 	ReasonNonResource       = "non-resource request; left to other authorizers"
-	ReasonInternalError     = "internal error; left to other authorizers"
-	ReasonTimedOut          = "request timed out before a decision; left to other authorizers"
+	// ReasonOwnKubeletConfig allows a node to get nodes/configz of its own
+	// Node: the SubjectAccessReview its kubelet sends when the node's agent
+	// reads that kubelet's running configuration (/configz, /flagz).
+	ReasonOwnKubeletConfig = "node may read its own kubelet's running configuration (get nodes/configz of its own Node)"
+	ReasonInternalError    = "internal error; left to other authorizers"
+	ReasonTimedOut         = "request timed out before a decision; left to other authorizers"
 )
 
 // GraphReader is what the authorizer needs of the graph.
@@ -152,6 +156,10 @@ func (a *Authorizer) Authorize(spec *authorizationv1.SubjectAccessReviewSpec) Re
 	switch {
 	case ra == nil:
 		return Result{NoOpinion, ReasonNonResource}
+	case isOwnConfigz(ra, nodeName):
+		// Its own kubelet's configuration and flags, nothing more: no
+		// proxy, no other subresource, no other Node.
+		return Result{Allow, ReasonOwnKubeletConfig}
 	case !cmRead:
 		return Result{NoOpinion, ReasonNotConfigMapRead}
 	case ra.Name == "":
@@ -184,6 +192,12 @@ func kubeletBelow(info *graph.NodeInfo, min *minimum) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// isOwnConfigz reports a get of nodes/configz of the node's own Node.
+func isOwnConfigz(ra *authorizationv1.ResourceAttributes, nodeName string) bool {
+	return ra.Group == "" && ra.Resource == "nodes" && ra.Subresource == "configz" && ra.Verb == "get" &&
+		ra.Name == nodeName && ra.Namespace == ""
 }
 
 func isRead(verb string) bool { return verb == "get" || verb == "list" || verb == "watch" }

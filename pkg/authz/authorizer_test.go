@@ -52,6 +52,17 @@ func TestAuthorize(t *testing.T) {
 		{"secrets", true, nil, reviewtest.NodeSpec("n1", &authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "ns", Name: "assigned"}), NoOpinion, ReasonNotConfigMapRead},
 		{"non-resource request", true, nil, reviewtest.NodeSpec("n1", nil), NoOpinion, ReasonNonResource},
 
+		{"own kubelet's configz", true, nil, reviewtest.NodeSpec("n1", reviewtest.NodeAccess("get", "n1", "configz")), Allow, ReasonOwnKubeletConfig},
+		{"another node's configz", true, nil, reviewtest.NodeSpec("n1", reviewtest.NodeAccess("get", "n2", "configz")), NoOpinion, ReasonNotConfigMapRead},
+		{"configz of no Node", true, nil, reviewtest.NodeSpec("n1", reviewtest.NodeAccess("get", "", "configz")), NoOpinion, ReasonNotConfigMapRead},
+		{"own configz, another verb", true, nil, reviewtest.NodeSpec("n1", reviewtest.NodeAccess("update", "n1", "configz")), NoOpinion, ReasonNotConfigMapRead},
+		{"own proxy", true, nil, reviewtest.NodeSpec("n1", reviewtest.NodeAccess("get", "n1", "proxy")), NoOpinion, ReasonNotConfigMapRead},
+		{"own Node itself", true, nil, reviewtest.NodeSpec("n1", reviewtest.NodeAccess("get", "n1", "")), NoOpinion, ReasonNotConfigMapRead},
+		{"own configz in another group", true, nil, reviewtest.NodeSpec("n1", &authorizationv1.ResourceAttributes{Verb: "get", Group: "example.com", Resource: "nodes", Subresource: "configz", Name: "n1"}), NoOpinion, ReasonNotConfigMapRead},
+		{"own configz before sync", false, nil, reviewtest.NodeSpec("n1", reviewtest.NodeAccess("get", "n1", "configz")), NoOpinion, ReasonGraphNotSynced},
+		{"nameless node's configz", true, nil, reviewtest.NodeSpec("", reviewtest.NodeAccess("get", "", "configz")), NoOpinion, ReasonUnknownNode},
+		{"old kubelet denied its own configz", true, minVersion, reviewtest.NodeSpec("n2", reviewtest.NodeAccess("get", "n2", "configz")), Deny, ReasonKubeletTooOld},
+
 		// Minimum kubelet version.
 		{"new enough kubelet reads assigned", true, minVersion, reviewtest.NodeSpec("n1", reviewtest.ConfigMapRead("get", "ns", "assigned")), Allow, ReasonConfigMapReadable},
 		{"old kubelet denied its assigned ConfigMap", true, minVersion, reviewtest.NodeSpec("n2", reviewtest.ConfigMapRead("get", "ns", "other")), Deny, ReasonKubeletTooOld},
@@ -98,6 +109,7 @@ func TestAuthorizeStaleGraph(t *testing.T) {
 		{"non-nodes keep their reason", nil, &authorizationv1.SubjectAccessReviewSpec{User: "admin", ResourceAttributes: reviewtest.ConfigMapRead("get", "ns", "assigned")}, NoOpinion, ReasonNotANode},
 		{"old kubelet is still denied", minVersion, reviewtest.NodeSpec("n2", reviewtest.ConfigMapRead("get", "ns", "other")), Deny, ReasonKubeletTooOld},
 		{"old kubelet may still update its own Node", minVersion, reviewtest.NodeSpec("n2", reviewtest.NodeAccess("update", "n2", "")), NoOpinion, ReasonOwnNodeWhileOld},
+		{"own kubelet's configz owes nothing to the graph", nil, reviewtest.NodeSpec("n1", reviewtest.NodeAccess("get", "n1", "configz")), Allow, ReasonOwnKubeletConfig},
 	}
 	g := reviewtest.StaleGraph{Graph: reviewtest.Graph(true)}
 	for _, tt := range tests {

@@ -67,7 +67,7 @@ STATE is judged here, now, from the Nodes by the controller's own rules
 With --watch the command follows the rollout, printing its state whenever it
 changes, until it is Complete or Failed for the current spec (then it prints
 the whole status, as without --watch), until it has stopped on its own
-(NodesSkipped, NodesInConflict, or ProgressDeadlineExceeded, as kubectl rollout
+(NodesSkipped, NodesInConflict, NodesDegraded, or ProgressDeadlineExceeded, as kubectl rollout
 status stops on a Deployment's), or until --timeout.
 
 -o json|yaml prints a ` + RolloutStatusKind + ` (apiVersion ` + RolloutStatusAPIVersion + `): rollout,
@@ -188,7 +188,7 @@ func waitRolloutDone(ctx context.Context, e *env, timeout time.Duration, name st
 			switch c.Reason {
 			case v1alpha1.ReasonProgressDeadlineExceeded:
 				return fmt.Errorf("rollout %q exceeded its progress deadline: %s", name, c.Message)
-			case v1alpha1.ReasonNodesSkipped, v1alpha1.ReasonNodesInConflict:
+			case v1alpha1.ReasonNodesSkipped, v1alpha1.ReasonNodesInConflict, v1alpha1.ReasonNodesDegraded:
 				// Nothing moves until an administrator acts.
 				return nil
 			}

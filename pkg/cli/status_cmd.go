@@ -64,6 +64,11 @@ what its agent last reported:
                    an older assignment; "local" when nothing is assigned
   ACTIVE           the configuration the kubelet runs (NAMESPACE/NAME@RV, or local)
   LAST-KNOWN-GOOD  the one rolled back to when a new one fails its trial
+  RUNNING          how the kubelet's running configuration (its /configz)
+                   compares with the one its agent applied: Matches, Differs
+                   with the fields the kubelet runs otherwise (the ERROR says
+                   the values and what set them), or Unknown when it cannot be
+                   read; <none> for the local configuration
   PHASE            where a change under way stands: Draining, Restarting or
                    TrialInProgress (the agent's status.phase); <none> between
                    changes
@@ -171,6 +176,7 @@ var statusColumns = []metav1.TableColumnDefinition{
 	{Name: "Assigned", Type: "string"},
 	{Name: "Active", Type: "string"},
 	{Name: "Last-Known-Good", Type: "string"},
+	{Name: "Running", Type: "string"},
 	{Name: "Phase", Type: "string"},
 	{Name: "Pending-Pods", Type: "string"},
 	{Name: "Trial", Type: "string"},
@@ -187,6 +193,7 @@ var statusColumns = []metav1.TableColumnDefinition{
 var shortened = map[int]func(string) string{
 	columnIndex("Error"):        func(s string) string { return shorten(s, maxErrorWidth) },
 	columnIndex("Pending-Pods"): func(s string) string { return shortenList(s, maxPendingWidth) },
+	columnIndex("Running"):      func(s string) string { return shortenList(s, maxPendingWidth) },
 }
 
 func columnIndex(name string) int {
@@ -204,6 +211,7 @@ func statusTable(statuses []NodeConfigStatus, now time.Time) *metav1.Table {
 			assignedCell(s),
 			reportedCell(s, func(r *contract.ConfigStatus) *contract.ObjectRef { return r.Active }),
 			reportedCell(s, func(r *contract.ConfigStatus) *contract.ObjectRef { return r.LastKnownGood }),
+			runningCell(s),
 			phaseCell(s),
 			pendingCell(s),
 			trialCell(s, now),
@@ -321,6 +329,26 @@ func uidCell(s *NodeConfigStatus, pick func(*contract.ConfigStatus) *contract.Ob
 		return cellLocal
 	}
 	return orUnknown(ref.UID)
+}
+
+// runningCell is how the kubelet's running configuration compares with the
+// one its agent applied: Matches, Differs with the fields that differ, or
+// Unknown (it could not be read); <none> when there is nothing to compare
+// (the local configuration) or nothing read yet.
+func runningCell(s *NodeConfigStatus) string {
+	switch {
+	case s.Reported == nil:
+		return cellUnknown
+	case s.Reported.Running == nil:
+		return cellNone
+	case s.Reported.Running.State != contract.RunningDiffers:
+		return s.Reported.Running.State
+	}
+	fields := make([]string, len(s.Reported.Running.Differences))
+	for i, d := range s.Reported.Running.Differences {
+		fields[i] = d.Field
+	}
+	return contract.RunningDiffers + ": " + strings.Join(fields, ",")
 }
 
 // phaseCell is where a change under way stands, as the agent reports.

@@ -142,7 +142,8 @@ func statusNodes(t *testing.T) *fake.Clientset {
 	longError := "the kubelet did not become healthy within 1m0s of its restart; last: Get \"http://127.0.0.1:10248/healthz\": connection refused"
 	rolledBack := withCondition(testNode("node-b", "v1.36.4", map[string]string{
 		contract.ConfigSourceAnnotation: "kubelet-configs/c",
-		contract.ConfigStatusAnnotation: reportedStatus(t, contract.ConfigStatus{Assigned: ref("c", "9"), Active: ref("a", "5"), LastKnownGood: ref("a", "5"), Error: longError}),
+		contract.ConfigStatusAnnotation: reportedStatus(t, contract.ConfigStatus{Assigned: ref("c", "9"), Active: ref("a", "5"), LastKnownGood: ref("a", "5"), Error: longError,
+			Running: &contract.RunningConfig{State: contract.RunningMatches}}),
 	}), corev1.ConditionFalse, contract.ReasonRolledBack, longError)
 	fresh := testNode("node-c", "v1.37.2", nil)
 	fresh.Labels = nil
@@ -157,11 +158,11 @@ func statusNodes(t *testing.T) *fake.Clientset {
 
 func TestStatusTable(t *testing.T) {
 	r := runFake(t, statusNodes(t), "status")
-	want := `NODE     KUBELET   ASSIGNED               ACTIVE                LAST-KNOWN-GOOD       PHASE             PENDING-PODS                          TRIAL        ERROR
-node-a   v1.37.2   kubelet-configs/b@7    kubelet-configs/b@7   kubelet-configs/a@5   TrialInProgress   <none>                                5m55s left   <none>
-node-b   v1.36.4   kubelet-configs/c@9    kubelet-configs/a@5   kubelet-configs/a@5   <none>            <none>                                <none>       the kubelet did not become healthy within 1m0s of its restart; last: ...
-node-c   v1.37.2   local                  <unknown>             <unknown>             <unknown>         <none>                                <none>       <none>
-node-d   v1.37.2   kubelet-configs/d@11   kubelet-configs/a@5   kubelet-configs/a@5   Draining          default/web-0,default/web-1,+1 more   <none>       <none>
+	want := `NODE     KUBELET   ASSIGNED               ACTIVE                LAST-KNOWN-GOOD       RUNNING     PHASE             PENDING-PODS                          TRIAL        ERROR
+node-a   v1.37.2   kubelet-configs/b@7    kubelet-configs/b@7   kubelet-configs/a@5   <none>      TrialInProgress   <none>                                5m55s left   <none>
+node-b   v1.36.4   kubelet-configs/c@9    kubelet-configs/a@5   kubelet-configs/a@5   Matches     <none>            <none>                                <none>       the kubelet did not become healthy within 1m0s of its restart; last: ...
+node-c   v1.37.2   local                  <unknown>             <unknown>             <unknown>   <unknown>         <none>                                <none>       <none>
+node-d   v1.37.2   kubelet-configs/d@11   kubelet-configs/a@5   kubelet-configs/a@5   <none>      Draining          default/web-0,default/web-1,+1 more   <none>       <none>
 `
 	if r.code != ExitOK || r.out != want {
 		t.Fatalf("exit %d, stderr %q, output:\n%s\nwant:\n%s", r.code, r.errOut, r.out, want)
@@ -184,6 +185,27 @@ node-d   v1.37.2   kubelet-configs/d@11   kubelet-configs/a@5   kubelet-configs/
 	}
 	if strings.HasPrefix(r.out, "NODE") {
 		t.Errorf("--no-headers printed headers:\n%s", r.out)
+	}
+}
+
+func TestRunningCell(t *testing.T) {
+	for _, tt := range []struct {
+		running *contract.RunningConfig
+		want    string
+	}{
+		{nil, "<none>"},
+		{&contract.RunningConfig{State: contract.RunningMatches}, "Matches"},
+		{&contract.RunningConfig{State: contract.RunningUnknown, Error: "403"}, "Unknown"},
+		{&contract.RunningConfig{State: contract.RunningDiffers, Differences: []contract.FieldDifference{
+			{Field: "maxPods", Asked: "50", Running: "20"}, {Field: "evictionHard[memory.available]"}}}, "Differs: maxPods,evictionHard[memory.available]"},
+	} {
+		s := NodeConfigStatus{Reported: &contract.ConfigStatus{Running: tt.running}}
+		if got := runningCell(&s); got != tt.want {
+			t.Errorf("runningCell(%+v) = %q, want %q", tt.running, got, tt.want)
+		}
+	}
+	if got := runningCell(&NodeConfigStatus{}); got != "<unknown>" {
+		t.Errorf("not reported: %q", got)
 	}
 }
 

@@ -62,6 +62,19 @@ const (
 	// uncordoned and the change not applied (status.pendingPods names the
 	// pods); not retried until the ConfigMap or those switches change.
 	ReasonDrainBlocked = "DrainBlocked"
+	// ReasonConfigDrifted (False): outside a trial, the kubelet no longer
+	// runs the configuration the agent applied and verified: a field it
+	// set runs with another value (status.running names the field, both
+	// values and what set it). The agent restores a file it owns; drift it
+	// does not own (a flag, another drop-in, a kubelet started with other
+	// files) is reported, not fought.
+	ReasonConfigDrifted = "ConfigDrifted"
+	// ReasonConfigUnverified (False): the kubelet's running configuration
+	// cannot be read (its /configz: authorization refused, the endpoint
+	// disabled, the kubelet not answering), so the agent cannot say that
+	// the kubelet runs what it applied: outside a trial, or at the end of
+	// one, which does not pass until it can.
+	ReasonConfigUnverified = "ConfigUnverified"
 )
 
 // Reasons of the agent's Events on its Node for transitions that are not a

@@ -28,4 +28,47 @@ type ConfigStatus struct {
 	// the Node holds (TrialTerms.AllowShrink), and what the check found;
 	// empty when none was.
 	Waived string `json:"waived,omitempty"`
+	// Running is what the agent last read of the kubelet's running
+	// configuration (its /configz), compared with the configuration it
+	// applied; nil while it has nothing to compare (the local
+	// configuration, or nothing read yet).
+	Running *RunningConfig `json:"running,omitempty"`
 }
+
+// RunningConfig is how the kubelet's running configuration compares with
+// the configuration the agent applied: every field that configuration sets.
+type RunningConfig struct {
+	// State is RunningMatches, RunningDiffers or RunningUnknown.
+	State string `json:"state"`
+	// Differences are the fields that run with another value
+	// (RunningDiffers), in field order.
+	Differences []FieldDifference `json:"differences,omitempty"`
+	// Error says why the running configuration could not be read
+	// (RunningUnknown).
+	Error string `json:"error,omitempty"`
+}
+
+// FieldDifference is one field the kubelet runs with another value than the
+// configuration set.
+type FieldDifference struct {
+	// Field is the field's path: maxPods, evictionHard[memory.available].
+	Field string `json:"field"`
+	// Asked and Running are the two values, JSON ("unset" when the
+	// kubelet runs the field unset).
+	Asked   string `json:"asked"`
+	Running string `json:"running"`
+	// Source says what set the running value, where the agent can tell: a
+	// flag on the kubelet's command line, a drop-in merged after the
+	// agent's file, the agent's file changed behind its back.
+	Source string `json:"source,omitempty"`
+}
+
+// States of RunningConfig.
+const (
+	// RunningMatches: every field the configuration sets runs as set.
+	RunningMatches = "Matches"
+	// RunningDiffers: some field runs with another value.
+	RunningDiffers = "Differs"
+	// RunningUnknown: the running configuration could not be read.
+	RunningUnknown = "Unknown"
+)

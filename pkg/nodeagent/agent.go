@@ -142,6 +142,9 @@ func run(ctx context.Context, cfg Config, newClient func(context.Context) (kubec
 		DrainMode:       cfg.Drain,
 		DrainTimeout:    cfg.DrainTimeout,
 		DrainPollPeriod: cfg.DrainPollPeriod,
+		// Drift is looked for as often as everything else nobody
+		// announces.
+		RunningCheckPeriod: cfg.ResyncPeriod,
 	}, reconciler.Deps{
 		Store:      store,
 		Clock:      clock,
@@ -149,6 +152,7 @@ func run(ctx context.Context, cfg Config, newClient func(context.Context) (kubec
 		File:       kubeletFile,
 		Restarter:  cfg.Restarter,
 		Prober:     kubelet.NewProber(cfg.HealthzURL, cfg.ProbeTimeout),
+		Running:    cfg.runningReader(),
 		Validator:  reconciler.Validator{Rules: cfg.Hardening, LocalFields: cfg.Renderer.LocalFields, Allowances: allowances},
 		StateFiles: stateFiles,
 		Metrics:    m,

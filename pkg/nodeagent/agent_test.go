@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient"
@@ -58,15 +59,37 @@ func testConfig(t *testing.T, healthzURL string) Config {
 		DrainTimeout:      time.Minute,
 		DrainPollPeriod:   20 * time.Millisecond,
 		KubeletRootDir:    filepath.Join(dir, "kubelet-root"),
+		// The stand-in kubelet of fakeKubelet, without TLS.
+		KubeletServerURL:   strings.TrimSuffix(healthzURL, "/healthz"),
+		KubeletReadTimeout: time.Second,
 	}
+}
+
+// fakeKubelet answers /healthz, and /configz with its file as the kubelet
+// would run it: the file the agent writes, as it is (its restart command
+// does nothing).
+func fakeKubelet(t *testing.T, configFile func() string) *httptest.Server {
+	t.Helper()
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/configz" {
+			_, _ = w.Write([]byte("ok"))
+			return
+		}
+		data, _ := os.ReadFile(configFile())
+		fields := map[string]any{}
+		_ = yaml.Unmarshal(data, &fields)
+		_ = json.NewEncoder(w).Encode(map[string]any{"kubeletconfig": fields})
+	}))
+	t.Cleanup(server.Close)
+	return server
 }
 
 // TestAgentWithFakeAPI runs the whole agent against a fake clientset: it
 // applies the assigned ConfigMap, passes the trial and reports on the Node.
 func TestAgentWithFakeAPI(t *testing.T) {
-	kubeletHealth := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
-	defer kubeletHealth.Close()
-	cfg := testConfig(t, kubeletHealth.URL+"/healthz")
+	var cfg Config
+	kubeletHealth := fakeKubelet(t, func() string { return cfg.KubeletConfigFile })
+	cfg = testConfig(t, kubeletHealth.URL+"/healthz")
 
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kubelet-a", UID: "uid-a", ResourceVersion: "5",

@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/rest"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/reconciler"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/trial"
@@ -44,6 +46,13 @@ type Config struct {
 	HealthzURL   string
 	ProbePeriod  time.Duration
 	ProbeTimeout time.Duration
+	// KubeletServerURL is the kubelet's HTTPS server, where its running
+	// configuration is read (/configz, /flagz) with the kubelet's own
+	// credentials; KubeletCAFile, when set, verifies its serving
+	// certificate; KubeletReadTimeout bounds each read.
+	KubeletServerURL   string
+	KubeletCAFile      string
+	KubeletReadTimeout time.Duration
 	// Trial is how trials are judged, unless a Node's assignment gives
 	// terms of its own (contract.TrialAnnotation); TrialTuning are the
 	// settings of every signal whether Trial turns it on or not, for
@@ -73,6 +82,26 @@ type Config struct {
 	ResyncPeriod time.Duration
 }
 
+// runningReader reads the kubelet's running configuration with the
+// kubelet's credentials, loaded anew for each read so that the kubelet's
+// rotated certificate is used.
+func (c Config) runningReader() *kubelet.RunningReader {
+	return &kubelet.RunningReader{
+		ServerURL: c.KubeletServerURL,
+		CAFile:    c.KubeletCAFile,
+		Credentials: func() (*rest.Config, error) {
+			creds, err := kubeclient.Load(c.Kubeconfig)
+			if err != nil {
+				return nil, err
+			}
+			return creds.Config, nil
+		},
+		Timeout:    c.KubeletReadTimeout,
+		Mode:       c.Renderer.Mode,
+		ConfigFile: c.KubeletConfigFile,
+	}
+}
+
 // Validate reports every problem at once.
 func (c Config) Validate() error {
 	var errs []error
@@ -92,12 +121,15 @@ func (c Config) Validate() error {
 	if err := c.Renderer.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.runningReader().Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.Trial.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	for what, d := range map[string]time.Duration{"probe period": c.ProbePeriod, "probe timeout": c.ProbeTimeout,
 		"restart timeout": c.RestartTimeout, "resync period": c.ResyncPeriod,
-		"drain timeout": c.DrainTimeout, "drain poll period": c.DrainPollPeriod} {
+		"drain timeout": c.DrainTimeout, "drain poll period": c.DrainPollPeriod, "kubelet read timeout": c.KubeletReadTimeout} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s %v: must be positive", what, d))
 		}

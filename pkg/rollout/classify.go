@@ -67,6 +67,13 @@ func judge(obs *NodeObservation, target contract.ObjectRef, rollout string, skip
 		j.State = StatePending
 	case reportsUpdated(obs.Status, target) && trialOver(obs, target, rollout, now):
 		j.State = StateUpdated
+		if drifted(obs) {
+			// It took the target and passed its trial; the kubelet no
+			// longer runs it as applied. The Node's word about itself:
+			// shown, never failing the pool.
+			j.State = StateDegraded
+			j.failure, j.failureMessage = contract.ReasonConfigDrifted, cond.Message
+		}
 	case reportsFailed(obs, target):
 		j.failure = failureReason(cond.Reason)
 		j.failureMessage = failureWords(obs, j.failure)
@@ -79,7 +86,10 @@ func judge(obs *NodeObservation, target contract.ObjectRef, rollout string, skip
 	}
 
 	var why []string
-	if j.State == StateDegraded {
+	switch {
+	case j.State == StateDegraded && j.failure == contract.ReasonConfigDrifted:
+		why = append(why, fmt.Sprintf("took %s, and its kubelet no longer runs it as applied (%s: %s)", versionOf(target), j.failure, j.failureMessage))
+	case j.State == StateDegraded:
 		// The Node's word about itself, outside a trial this rollout
 		// started: shown for the Node, never failing the pool.
 		why = append(why, fmt.Sprintf("reports %s failed (%s: %s) outside a trial of this rollout's", versionOf(target), j.failure, j.failureMessage))
@@ -95,6 +105,8 @@ func judge(obs *NodeObservation, target contract.ObjectRef, rollout string, skip
 		why = append(why, "not Ready")
 	}
 	switch {
+	case j.failure == contract.ReasonConfigDrifted:
+		// Said above, with the agent's words.
 	case cond != nil && cond.Status != corev1.ConditionTrue && (phase == "" || cond.Reason != obs.Status.Phase):
 		note := fmt.Sprintf("%s=%s %s", contract.ConditionKubeletConfigReady, cond.Status, cond.Reason)
 		if (cond.Reason == contract.ReasonDrainTimedOut || cond.Reason == contract.ReasonDrainBlocked) && obs.Status != nil && len(obs.Status.PendingPods) > 0 && j.State != StateDegraded {
@@ -159,6 +171,13 @@ func assignedTo(obs *NodeObservation, target contract.ObjectRef) bool {
 // does not exist) is never reported.
 func reportsUpdated(st *contract.ConfigStatus, target contract.ObjectRef) bool {
 	return st != nil && target.UID != "" && sameRef(st.Active, target) && sameRef(st.LastKnownGood, target)
+}
+
+// drifted reports a Node whose agent says its kubelet no longer runs what
+// it applied (outside a trial: a trial that finds it fails instead).
+func drifted(obs *NodeObservation) bool {
+	cond := obs.KubeletConfigReady
+	return cond != nil && cond.Status == corev1.ConditionFalse && cond.Reason == contract.ReasonConfigDrifted
 }
 
 // reportsFailed needs the status and the condition to agree: the agent

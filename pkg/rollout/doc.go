@@ -33,7 +33,9 @@
 //	             (DrainTimedOut) or was blocked by pods it may not delete
 //	             (DrainBlocked)
 //	Degraded     reports the target failed the same way outside such a
-//	             trial: a Node the rollout did not move, or one it saw pass
+//	             trial: a Node the rollout did not move, or one it saw pass;
+//	             or took the target and its agent reports that its kubelet
+//	             no longer runs it (ConfigDrifted)
 //	Skipped      admission refused it the target for its own state
 //	Pending      not assigned the target; it gets it when its turn comes
 //	Unavailable  not assigned the target, and not Ready or its agent
@@ -82,7 +84,9 @@
 // that it sees Updated with the version it passed (TrialPassedValue). When
 // no Node is assigned or newly Updated for spec.progressDeadlineSeconds,
 // Progressing turns False with reason ProgressDeadlineExceeded, and nothing
-// else changes; Decision.RecheckAfter says when that falls due.
+// else changes; Decision.RecheckAfter says when that falls due. A rollout
+// whose Nodes all took the target, some Degraded since, is NodesDegraded
+// instead: nothing is left to assign, and no deadline applies.
 //
 // A failure of the rollout names the Node and the reason in the Failed
 // condition, nothing more is assigned, and with

@@ -50,11 +50,12 @@ func (d *decider) lastProgress() metav1.Time {
 }
 
 // moving reports whether the rollout has Nodes to move and may move them:
-// the only state the progress deadline applies to.
+// the only state the progress deadline applies to. A Degraded Node took the
+// target (or was given it by someone else): nothing is left to move on it.
 func (d *decider) moving() bool {
 	c := d.counts
 	return d.failure == nil && !d.targetMissing && !d.spec.paused && c.selected > 0 &&
-		c.updated < c.selected && c.updated+c.skipped < c.managed
+		c.updated < c.selected && c.updated+c.skipped+c.degraded < c.managed
 }
 
 // deadlineExceeded reports whether the rollout has gone without progress

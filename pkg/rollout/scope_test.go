@@ -30,10 +30,23 @@ func TestFailureScope(t *testing.T) {
 				conditions: map[string]string{v1alpha1.ConditionFailed: "False/NoFailure", v1alpha1.ConditionProgressing: "True/RollingOut"},
 				messages:   map[string][]string{v1alpha1.ConditionProgressing: {"n1 (reports kubelet-configs/pool-blue-v3 (resourceVersion 30) failed (TrialFailed: kubelet unhealthy) outside a trial"}},
 				counts:     &[4]int32{3, 1, 0, 1}}},
-		{name: "a failure after Complete reverts nothing", rollout: newRollout(statusFor(v3)),
+		{name: "a failure after Complete reverts nothing, and is a state of its own", rollout: newRollout(statusFor(v3)),
 			nodes: nodes(newNode("n1", on(v3), movedFrom(nil), passedOn(v3)), newNode("n2", invalid(v3), movedFrom(nil), passedOn(v3))),
 			want: want{reverts: map[string]*string{}, states: map[string]NodeState{"n2": StateDegraded},
-				conditions: map[string]string{v1alpha1.ConditionFailed: "False/NoFailure", v1alpha1.ConditionComplete: "False/RollingOut"}}},
+				conditions: map[string]string{v1alpha1.ConditionFailed: "False/NoFailure", v1alpha1.ConditionComplete: "False/NodesDegraded",
+					v1alpha1.ConditionProgressing: "False/NodesDegraded"},
+				messages: map[string][]string{v1alpha1.ConditionProgressing: {"every Node this rollout may move took", "1 of them degraded since", "n2 (reports"}}}},
+		{name: "drift after Complete: Degraded, never a failure of the pool", rollout: newRollout(statusFor(v3)),
+			nodes: nodes(newNode("n1", on(v3), movedFrom(nil), passedOn(v3)), newNode("n2", driftedOn(v3), movedFrom(nil), passedOn(v3))),
+			want: want{reverts: map[string]*string{}, assign: []string{}, states: map[string]NodeState{"n1": StateUpdated, "n2": StateDegraded},
+				conditions: map[string]string{v1alpha1.ConditionFailed: "False/NoFailure", v1alpha1.ConditionProgressing: "False/NodesDegraded"},
+				counts:     &[4]int32{2, 1, 0, 1},
+				details: map[string]string{"n2": "took kubelet-configs/pool-blue-v3 (resourceVersion 30), and its kubelet no longer runs it as applied " +
+					"(ConfigDrifted: maxPods: 150 asked, 20 running (set by the kubelet's command line: --max-pods=20))"}}},
+		{name: "drift during the canary's trial record fails nothing", rollout: newRollout(statusFor(v3)),
+			nodes: nodes(newNode("n1", driftedOn(v3), movedFrom(nil)), newNode("n2")),
+			want: want{reverts: map[string]*string{}, assign: []string{}, states: map[string]NodeState{"n1": StateDegraded, "n2": StatePending},
+				conditions: map[string]string{v1alpha1.ConditionFailed: "False/NoFailure", v1alpha1.ConditionProgressing: "True/Canary"}}},
 		{name: "a Node another rollout moved fails nothing", rollout: newRollout(statusFor(v3), maxUnavailable(intstr.FromInt32(2))),
 			nodes: nodes(newNode("n1", rolledBack(v3), movedByFrom("pool-green", nil)), newNode("n2", on(v3)), newNode("n3")),
 			want: want{assign: []string{"n3"}, states: map[string]NodeState{"n1": StateDegraded},
@@ -149,6 +162,17 @@ func TestAPassedTrialIsRecordedOnTheNodesTheRolloutMoved(t *testing.T) {
 	}
 }
 
+// driftedOn: the Node took ref and passed its trial; its kubelet no longer
+// runs it as applied.
+func driftedOn(ref contract.ObjectRef) nodeOpt {
+	return func(n *corev1.Node) {
+		n.Annotations[contract.ConfigSourceAnnotation] = source(ref)
+		message := "maxPods: 150 asked, 20 running (set by the kubelet's command line: --max-pods=20)"
+		reports(n, contract.ConfigStatus{Assigned: &ref, Active: &ref, LastKnownGood: &ref, Error: message,
+			Running: &contract.RunningConfig{State: contract.RunningDiffers}}, corev1.ConditionFalse, contract.ReasonConfigDrifted, message)
+	}
+}
+
 func TestProgressDeadline(t *testing.T) {
 	deadline := func(s int32) rolloutOpt {
 		return func(r *v1alpha1.KubeletConfigRollout) { r.Spec.ProgressDeadlineSeconds = &s }
@@ -194,6 +218,14 @@ func TestProgressDeadline(t *testing.T) {
 	d = decide(t, Input{Rollout: r, Target: &v3, Now: now, Nodes: observe(t, moved)})
 	if got := reasonOf(d, v1alpha1.ConditionProgressing); got != "True/RollingOut" || !d.Status.LastProgressTime.Equal(&now) {
 		t.Errorf("after a Node was updated: Progressing %s, lastProgressTime %v; want True/RollingOut, %v", got, d.Status.LastProgressTime, now)
+	}
+
+	// A rollout whose Nodes all took the target, one degraded since, is
+	// stopped on its own, not stuck: no deadline.
+	degraded := nodes(newNode("n1", on(v3), movedFrom(nil), passedOn(v3)), newNode("n2", driftedOn(v3), movedFrom(nil), passedOn(v3)))
+	d = decide(t, Input{Rollout: r, Target: &v3, Now: now, Nodes: observe(t, degraded)})
+	if got := reasonOf(d, v1alpha1.ConditionProgressing); got != "False/NodesDegraded" || d.RecheckAfter != 0 {
+		t.Errorf("all taken, one degraded, past the deadline: Progressing %s, RecheckAfter %v; want False/NodesDegraded and no deadline", got, d.RecheckAfter)
 	}
 
 	// So is an assignment; and a paused or complete rollout has no deadline.

@@ -82,6 +82,9 @@ func (d *decider) state() (reason string, progressing bool, message string) {
 		return v1alpha1.ReasonNoNodesSelected, false, "the node selector picks no Node"
 	case c.updated == c.selected:
 		return v1alpha1.ReasonComplete, false, fmt.Sprintf("all %d selected Nodes run %s", c.selected, d.targetVersion())
+	case c.degraded > 0 && c.updated+c.degraded+c.skipped == c.managed:
+		return v1alpha1.ReasonNodesDegraded, false, fmt.Sprintf("every Node this rollout may move took %s, and %d of them degraded since; nothing is left to assign",
+			d.targetVersion(), c.degraded) + d.skipNote() + conflicts
 	case c.updated+c.skipped == c.managed && c.skipped > 0:
 		return v1alpha1.ReasonNodesSkipped, false, fmt.Sprintf("every Node this rollout may move runs %s", d.targetVersion()) + d.skipNote() + conflicts
 	case c.updated == c.managed:

@@ -240,6 +240,17 @@ func (cp *ControlPlane) writeCredentials() error {
 	if err := os.WriteFile(filepath.Join(cp.certDir(), "service-account.key"), saKeyPEM, 0o600); err != nil {
 		return fmt.Errorf("writing service account key: %w", err)
 	}
+	// The apiserver's own identity towards the kubelets (logs, exec, and
+	// /api/v1/nodes/NAME/proxy/...), which they authenticate against their
+	// client CA and authorize through it, as kubeadm's
+	// apiserver-kubelet-client.
+	kubeletClientCert, kubeletClientKey, err := ca.IssueClientCert("kube-apiserver-kubelet-client", "system:masters")
+	if err != nil {
+		return err
+	}
+	if _, _, err := WriteCertPair(cp.certDir(), "apiserver-kubelet-client", kubeletClientCert, kubeletClientKey); err != nil {
+		return fmt.Errorf("apiserver's kubelet client certificate: %w", err)
+	}
 	cp.adminCert, cp.adminKey, err = ca.IssueClientCert("admin", "system:masters")
 	return err
 }
@@ -357,6 +368,12 @@ func (cp *ControlPlane) apiserverArgs() []string {
 		// here needs that Service, so do not keep trying to write it.
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
+		// Reaching the kubelets as a kubeadm cluster does: by the address a
+		// kubelet reports (a name here resolves nowhere), with a client
+		// certificate they accept.
+		"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
+		"--kubelet-client-certificate=" + filepath.Join(certs, "apiserver-kubelet-client.crt"),
+		"--kubelet-client-key=" + filepath.Join(certs, "apiserver-kubelet-client.key"),
 	}
 	if cp.opts.AuthorizationConfigFile != "" {
 		args = append(args, "--authorization-config="+cp.opts.AuthorizationConfigFile)

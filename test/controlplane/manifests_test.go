@@ -45,7 +45,10 @@ func TestShippedAuthorizationConfig(t *testing.T) {
 		{"connectionInfo.type", webhook.ConnectionInfo.Type, "KubeConfigFile"},
 		{"connectionInfo.kubeConfigFile", *webhook.ConnectionInfo.KubeConfigFile, "/etc/kubernetes/nodeguard/authorization-webhook.kubeconfig"},
 		{"matchConditions", conditions, []string{"'system:nodes' in request.groups",
-			"has(request.resourceAttributes) && request.resourceAttributes.resource == 'configmaps' && request.resourceAttributes.?group.orValue('') == ''"}},
+			"has(request.resourceAttributes) && request.resourceAttributes.?group.orValue('') == '' && " +
+				"(request.resourceAttributes.resource == 'configmaps' || (request.resourceAttributes.resource == 'nodes' && " +
+				"request.resourceAttributes.?subresource.orValue('') == 'configz' && request.resourceAttributes.?verb.orValue('') == 'get' && " +
+				"request.user == 'system:node:' + request.resourceAttributes.?name.orValue('')))"}},
 	}
 	for _, tt := range tests {
 		if !reflect.DeepEqual(tt.got, tt.want) {

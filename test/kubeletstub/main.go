@@ -27,6 +27,12 @@
 // Any other value, or none, is healthy. A file that is missing or not a YAML
 // mapping behaves as a crash, like a kubelet that cannot start.
 //
+// GET /configz, on the same port, answers as a kubelet's: the configuration
+// the stub read at its last restart, {"kubeletconfig": {...}}, so that the
+// agent sees it run what it wrote. (A real kubelet adds its defaults and
+// serves it on its HTTPS port; the agent compares only the fields a
+// configuration sets.)
+//
 // POST /stub/fail-next?count=N, on the /healthz port, makes the next N
 // /healthz requests answer 500 whatever the configuration: a brief blip
 // that has nothing to do with it. GET (or the POST) answers how many are
@@ -128,6 +134,9 @@ type stub struct {
 	// serving.
 	release chan struct{}
 	done    chan struct{}
+	// running is the configuration read at the last restart, as /configz
+	// serves it.
+	running []byte
 }
 
 func serveCommand(args []string) error {
@@ -175,6 +184,9 @@ func (s *stub) restart() error {
 	s.down()
 	data, readErr := s.readConfig()
 	b := behaviorOf(data, readErr)
+	s.mu.Lock()
+	s.running = data
+	s.mu.Unlock()
 	if err := s.logRestart(data, b.name); err != nil {
 		return err
 	}
@@ -259,6 +271,18 @@ func (s *stub) server(name string, release chan struct{}) *http.Server {
 		default:
 			_, _ = w.Write([]byte("ok"))
 		}
+	})
+	mux.HandleFunc("/configz", func(w http.ResponseWriter, _ *http.Request) {
+		s.mu.Lock()
+		data := s.running
+		s.mu.Unlock()
+		var fields map[string]any
+		if err := yaml.Unmarshal(data, &fields); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"kubeletconfig": fields})
 	})
 	mux.HandleFunc("/stub/fail-next", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {

@@ -104,6 +104,34 @@ func TestStub(t *testing.T) {
 		restart()
 		await(step.want)
 	}
+	// /configz shows what the stub read at its last restart, as a
+	// kubelet's does; an edit of the file not followed by a restart does
+	// not show.
+	if err := os.WriteFile(config, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 77\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	readConfigz := func() map[string]any {
+		t.Helper()
+		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/configz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		return body["kubeletconfig"]
+	}
+	if got := readConfigz(); got["staticPodURL"] != "http://example.com/pods" || got["maxPods"] != nil {
+		t.Fatalf("/configz before the restart: %v", got)
+	}
+	restart()
+	await("ok")
+	if got := readConfigz(); got["maxPods"] != float64(77) {
+		t.Fatalf("/configz after the restart: %v", got)
+	}
+
 	// A brief blip: the next two probes fail, whatever the configuration.
 	resp, err := http.Post("http://127.0.0.1:"+strconv.Itoa(port)+"/stub/fail-next?count=2", "", nil)
 	if err != nil || resp.StatusCode != http.StatusOK {
@@ -129,7 +157,7 @@ func TestStub(t *testing.T) {
 	restart()
 	await("refused")
 
-	want := []string{healthy, unhealthy, crash, hang, healthy, crashLoop, crash}
+	want := []string{healthy, unhealthy, crash, hang, healthy, healthy, crashLoop, crash}
 	// The crash loop may have been refusing connections already when the
 	// last restart was sent: wait for its record rather than for a probe.
 	var behaviors []string

@@ -107,6 +107,12 @@ func TestAuthorizationConfiguration(t *testing.T) {
 				"every request of a node": func(c *apiserverv1.AuthorizationConfiguration) {
 					c.Authorizers[0].Webhook.MatchConditions = c.Authorizers[0].Webhook.MatchConditions[:1]
 				},
+				"ConfigMaps only, the agent's own configz left out": func(c *apiserverv1.AuthorizationConfiguration) {
+					c.Authorizers[0].Webhook.MatchConditions[1].Expression = "has(request.resourceAttributes) && request.resourceAttributes.resource == 'configmaps' && request.resourceAttributes.?group.orValue('') == ''"
+				},
+				"any Node's configz": func(c *apiserverv1.AuthorizationConfiguration) {
+					c.Authorizers[0].Webhook.MatchConditions[1].Expression = "has(request.resourceAttributes) && request.resourceAttributes.?group.orValue('') == '' && request.resourceAttributes.resource in ['configmaps', 'nodes']"
+				},
 			},
 		},
 		{
@@ -266,6 +272,16 @@ func checkMatches(c *apiserverv1.AuthorizationConfiguration, everyNodeRequest bo
 		{"a node reads configmaps of another group", "system:node:node-a", node,
 			&authorizationv1.ResourceAttributes{Verb: "get", Group: "example.com", Resource: "configmaps", Namespace: "ns", Name: "x"}, "", false, true},
 		{"a node asks a non-resource path", "system:node:node-a", node, nil, "/healthz", false, true},
+		{"a node's agent reads its own kubelet's /configz", "system:node:node-a", node,
+			&authorizationv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: "configz", Name: "node-a"}, "", true, true},
+		{"a node asks for another Node's configz", "system:node:node-a", node,
+			&authorizationv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: "configz", Name: "node-b"}, "", false, true},
+		{"a node asks for its own Node's proxy", "system:node:node-a", node,
+			&authorizationv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: "proxy", Name: "node-a"}, "", false, true},
+		{"a node writes its own configz", "system:node:node-a", node,
+			&authorizationv1.ResourceAttributes{Verb: "update", Resource: "nodes", Subresource: "configz", Name: "node-a"}, "", false, true},
+		{"an administrator reads a Node's configz", "admin", []string{"system:masters", "system:authenticated"},
+			&authorizationv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: "configz", Name: "node-a"}, "", false, false},
 		{"a system:node: user outside system:nodes", "system:node:node-a", []string{"system:authenticated"}, configMap, "", false, false},
 		{"an administrator", "admin", []string{"system:masters", "system:authenticated"}, configMap, "", false, false},
 		{"a service account", "system:serviceaccount:kube-system:default", []string{"system:serviceaccounts", "system:authenticated"}, configMap, "", false, false},

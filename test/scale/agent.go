@@ -123,8 +123,12 @@ func (a *agent) run(ctx context.Context) {
 			trialEnd = nil
 			lkg, onTrial = onTrial, nil
 			a.report(ctx, status.Report{
-				Status:    contract.ConfigStatus{Assigned: lkg, Active: lkg, LastKnownGood: lkg},
-				Condition: status.Condition{Status: corev1.ConditionTrue, Reason: contract.ReasonConfigActive, Message: describe(lkg) + " is active and passed its trial"},
+				// As the real agent reports it once the kubelet's /configz
+				// shows the configuration.
+				Status: contract.ConfigStatus{Assigned: lkg, Active: lkg, LastKnownGood: lkg,
+					Running: &contract.RunningConfig{State: contract.RunningMatches}},
+				Condition: status.Condition{Status: corev1.ConditionTrue, Reason: contract.ReasonConfigActive,
+					Message: describe(lkg) + " is active and passed its trial; the kubelet runs it (its /configz shows every field it sets)"},
 			})
 			a.mu.Lock()
 			a.updatedSent = a.lastPatch

@@ -193,3 +193,24 @@ func exprString(expr ast.Node) string {
 	}
 	return out.String()
 }
+
+// TestDefaulted fills in what the kubelet defaults, leaves what is set, and
+// does not touch its input.
+func TestDefaulted(t *testing.T) {
+	d := Defaulted(nil)
+	if d.CPUManagerPolicy != "none" || d.MaxPods != 110 || d.CgroupDriver != "cgroupfs" || !*d.CgroupsPerQOS ||
+		len(d.EvictionHard) != len(defaultEvictionHard) || len(d.EnforceNodeAllocatable) != 1 {
+		t.Errorf("Defaulted(nil) = %+v", d)
+	}
+	in, err := DecodeLenient([]byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 20\nevictionHard:\n  memory.available: 1Gi\nmergeDefaultEvictionSettings: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = Defaulted(in)
+	if d.MaxPods != 20 || d.EvictionHard["memory.available"] != "1Gi" || len(d.EvictionHard) != len(defaultEvictionHard) {
+		t.Errorf("Defaulted = maxPods %d, evictionHard %v", d.MaxPods, d.EvictionHard)
+	}
+	if len(in.EvictionHard) != 1 || in.CPUManagerPolicy != "" {
+		t.Errorf("Defaulted changed its input: %+v", in)
+	}
+}

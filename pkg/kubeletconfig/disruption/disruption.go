@@ -65,11 +65,11 @@ func Classify(from, to *kubeletconfigv1beta1.KubeletConfiguration) Plan {
 // kubeletconfig.Decode), but data that is not a KubeletConfiguration at all
 // is an error.
 func ClassifyFiles(from, to []byte) (Plan, error) {
-	fromConfig, err := decodeLenient(from)
+	fromConfig, err := DecodeLenient(from)
 	if err != nil {
 		return Plan{}, fmt.Errorf("the old configuration: %w", err)
 	}
-	toConfig, err := decodeLenient(to)
+	toConfig, err := DecodeLenient(to)
 	if err != nil {
 		return Plan{}, fmt.Errorf("the new configuration: %w", err)
 	}
@@ -89,7 +89,7 @@ var loadLenientDecoder = sync.OnceValues(func() (runtime.Decoder, error) {
 })
 
 // decodeLenient returns nil, meaning the kubelet's defaults, for empty data.
-func decodeLenient(data []byte) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
+func DecodeLenient(data []byte) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
 	if len(data) > kubeletconfig.MaxConfigBytes {
 		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", kubeletconfig.ErrTooLarge, len(data), kubeletconfig.MaxConfigBytes)
 	}

@@ -167,7 +167,7 @@ func TestThresholdGrows(t *testing.T) {
 
 func mustDecode(t *testing.T, body string) *kubeletconfigv1beta1.KubeletConfiguration {
 	t.Helper()
-	cfg, err := decodeLenient(file(body))
+	cfg, err := DecodeLenient(file(body))
 	if err != nil {
 		t.Fatal(err)
 	}

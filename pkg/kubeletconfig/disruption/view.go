@@ -106,33 +106,68 @@ func (c cpus) String() string {
 	return fmt.Sprintf("%q", c.raw)
 }
 
-// newView fills in the kubelet's defaults; cfg may be nil, which is a
-// configuration with nothing set. cfg is not modified.
+// Defaulted returns a copy of cfg (nil: a configuration with nothing set)
+// with the defaults this package keeps filled in where the field is unset,
+// as the kubelet fills them in when it loads its configuration
+// (SetDefaults_KubeletConfiguration, and loadConfigFile's evictionHard) and
+// as its /configz then shows them: cpuManagerPolicy, memoryManagerPolicy,
+// topologyManagerPolicy and topologyManagerScope, maxPods, cgroupDriver,
+// cgroupsPerQOS, localStorageCapacityIsolation,
+// mergeDefaultEvictionSettings, enforceNodeAllocatable and evictionHard
+// (with mergeDefaultEvictionSettings, the signals left out filled in). The
+// kubelet's rewrites at start-up (reservedSystemCPUs over the cpu
+// reservations, an empty cgroupRoot) are not applied: /configz shows the
+// configuration before them. cfg is not modified.
+func Defaulted(cfg *kubeletconfigv1beta1.KubeletConfiguration) *kubeletconfigv1beta1.KubeletConfiguration {
+	out := &kubeletconfigv1beta1.KubeletConfiguration{}
+	if cfg != nil {
+		out = cfg.DeepCopy()
+	}
+	out.CPUManagerPolicy = orDefault(out.CPUManagerPolicy, defaultCPUManagerPolicy)
+	out.MemoryManagerPolicy = orDefault(out.MemoryManagerPolicy, defaultMemoryManagerPolicy)
+	out.TopologyManagerPolicy = orDefault(out.TopologyManagerPolicy, defaultTopologyManagerPolicy)
+	out.TopologyManagerScope = orDefault(out.TopologyManagerScope, defaultTopologyManagerScope)
+	if out.MaxPods == 0 {
+		out.MaxPods = defaultMaxPods
+	}
+	out.CgroupDriver = orDefault(out.CgroupDriver, defaultCgroupDriver)
+	out.CgroupsPerQOS = ptrOr(out.CgroupsPerQOS, true)
+	out.LocalStorageCapacityIsolation = ptrOr(out.LocalStorageCapacityIsolation, true)
+	out.MergeDefaultEvictionSettings = ptrOr(out.MergeDefaultEvictionSettings, false)
+	if out.EnforceNodeAllocatable == nil {
+		out.EnforceNodeAllocatable = []string{podsEnforcement}
+	}
+	out.EvictionHard = effectiveEvictionHard(out.EvictionHard, *out.MergeDefaultEvictionSettings)
+	return out
+}
+
+// newView fills in the kubelet's defaults (Defaulted) and applies its
+// rewrites at start-up; cfg may be nil, which is a configuration with
+// nothing set. cfg is not modified.
 func newView(cfg *kubeletconfigv1beta1.KubeletConfiguration) *view {
 	if cfg == nil {
 		cfg = &kubeletconfigv1beta1.KubeletConfiguration{}
 	}
+	d := Defaulted(cfg)
 	v := &view{
 		raw:                           cfg,
-		cpuPolicy:                     orDefault(cfg.CPUManagerPolicy, defaultCPUManagerPolicy),
+		cpuPolicy:                     d.CPUManagerPolicy,
 		reservedCPUs:                  parseCPUs(cfg.ReservedSystemCPUs),
-		memoryPolicy:                  orDefault(cfg.MemoryManagerPolicy, defaultMemoryManagerPolicy),
+		memoryPolicy:                  d.MemoryManagerPolicy,
 		reservedMemory:                canonicalReservedMemory(cfg.ReservedMemory),
-		topologyPolicy:                orDefault(cfg.TopologyManagerPolicy, defaultTopologyManagerPolicy),
-		topologyScope:                 orDefault(cfg.TopologyManagerScope, defaultTopologyManagerScope),
-		maxPods:                       cfg.MaxPods,
+		topologyPolicy:                d.TopologyManagerPolicy,
+		topologyScope:                 d.TopologyManagerScope,
+		maxPods:                       d.MaxPods,
 		podsPerCore:                   cfg.PodsPerCore,
-		kubeReserved:                  maps.Clone(cfg.KubeReserved),
-		systemReserved:                maps.Clone(cfg.SystemReserved),
-		mergeEviction:                 derefOr(cfg.MergeDefaultEvictionSettings, false),
-		cgroupDriver:                  orDefault(cfg.CgroupDriver, defaultCgroupDriver),
+		kubeReserved:                  d.KubeReserved,
+		systemReserved:                d.SystemReserved,
+		evictionHard:                  d.EvictionHard,
+		mergeEviction:                 *d.MergeDefaultEvictionSettings,
+		cgroupDriver:                  d.CgroupDriver,
 		cgroupRoot:                    orDefault(cfg.CgroupRoot, defaultCgroupRoot),
-		cgroupsPerQOS:                 derefOr(cfg.CgroupsPerQOS, true),
-		localStorageCapacityIsolation: derefOr(cfg.LocalStorageCapacityIsolation, true),
+		cgroupsPerQOS:                 *d.CgroupsPerQOS,
+		localStorageCapacityIsolation: *d.LocalStorageCapacityIsolation,
 		idsPerPod:                     defaultIDsPerPod,
-	}
-	if v.maxPods == 0 {
-		v.maxPods = defaultMaxPods
 	}
 	if cfg.UserNamespaces != nil && cfg.UserNamespaces.IDsPerPod != nil {
 		v.idsPerPod = *cfg.UserNamespaces.IDsPerPod
@@ -147,7 +182,6 @@ func newView(cfg *kubeletconfigv1beta1.KubeletConfiguration) *view {
 		}
 		v.systemReserved[cpuResource] = fmt.Sprint(v.reservedCPUs.set.Size())
 	}
-	v.evictionHard = effectiveEvictionHard(cfg.EvictionHard, v.mergeEviction)
 	return v
 }
 
@@ -231,9 +265,10 @@ func orDefault(value, def string) string {
 	return value
 }
 
-func derefOr[T any](p *T, def T) T {
+// ptrOr is p, or a pointer to def when p is nil.
+func ptrOr[T any](p *T, def T) *T {
 	if p == nil {
-		return def
+		return &def
 	}
-	return *p
+	return p
 }

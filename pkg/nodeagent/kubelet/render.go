@@ -1,7 +1,6 @@
 package kubelet
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 )
 
 // DefaultLocalFields are the fields taken from the node, never from a
@@ -141,16 +142,9 @@ func (r Renderer) Assigned(config []byte) (Rendered, error) {
 }
 
 func toFieldMap(data []byte) (map[string]any, error) {
-	asJSON, err := yaml.YAMLToJSON(data)
+	fields, err := kubeletconfig.FieldMap(data)
 	if err != nil {
 		return nil, err
-	}
-	var fields map[string]any
-	decoder := json.NewDecoder(bytes.NewReader(asJSON))
-	// Numbers stay as written: int64 fields beyond 2^53 must not round.
-	decoder.UseNumber()
-	if err := decoder.Decode(&fields); err != nil {
-		return nil, fmt.Errorf("want a mapping of fields: %w", err)
 	}
 	if fields == nil {
 		return nil, errors.New("the configuration is empty")

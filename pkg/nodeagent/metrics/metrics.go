@@ -27,6 +27,8 @@ type Metrics struct {
 	trialPeriod                     prometheus.Gauge
 	syncDuration                    prometheus.Histogram
 	syncErrors                      prometheus.Counter
+	configDrift                     prometheus.Gauge
+	driftsDetected                  prometheus.Counter
 }
 
 // New registers the metrics on reg.
@@ -56,8 +58,12 @@ func New(reg prometheus.Registerer, trialPeriod time.Duration) (*Metrics, error)
 			Help: "Duration of one pass of the agent's state machine, restarts included.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
 		syncErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "sync_errors_total",
 			Help: "Passes of the state machine that ended in an error and were retried."}),
+		configDrift: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "config_drift",
+			Help: "1 while the kubelet's running configuration (its /configz) no longer matches the configuration the agent applied, else 0."}),
+		driftsDetected: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "config_drifts_total",
+			Help: "Times the kubelet's running configuration was found to no longer match the configuration the agent applied, including drift the agent undid at once by restoring its own file."}),
 	}
-	for _, c := range []prometheus.Collector{m.assigned, m.active, m.lastKnownGood, m.configError, m.rollbacks, m.restarts, m.drains, m.cordoned, m.trialElapsed, m.trialPeriod, m.syncDuration, m.syncErrors} {
+	for _, c := range []prometheus.Collector{m.assigned, m.active, m.lastKnownGood, m.configError, m.rollbacks, m.restarts, m.drains, m.cordoned, m.trialElapsed, m.trialPeriod, m.syncDuration, m.syncErrors, m.configDrift, m.driftsDetected} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering agent metrics: %w", err)
 		}
@@ -92,6 +98,18 @@ func (m *Metrics) ObserveReport(r status.Report) {
 		m.configError.WithLabelValues(r.Condition.Reason).Set(1)
 	} else {
 		m.configError.WithLabelValues("").Set(0)
+	}
+	drift := 0.0
+	if r.Status.Running != nil && r.Status.Running.State == contract.RunningDiffers {
+		drift = 1
+	}
+	m.configDrift.Set(drift)
+}
+
+// DriftDetected counts a newly found drift of the running configuration.
+func (m *Metrics) DriftDetected() {
+	if m != nil {
+		m.driftsDetected.Inc()
 	}
 }
 

@@ -32,7 +32,7 @@ func (c *Reconciler) apply(ctx context.Context, ch chosen, out kubelet.Rendered,
 	var plan changePlan
 	if !(recorded && matches) && !adopt {
 		// A change: before its trial starts, the drain it may need.
-		if plan, err = c.planChange(ch, out, c.drainMode(p)); err != nil {
+		if plan, err = c.planChange(ctx, ch, out, c.drainMode(p)); err != nil {
 			return false, err
 		}
 		if plan.drain {
@@ -171,10 +171,12 @@ func (c *Reconciler) judgeTrial(ctx context.Context, ch chosen, justRestarted bo
 			c.nextProbe = now + c.cfg.ProbePeriod
 		}
 	}
-	probing := now >= c.nextProbe
+	probing, healthy := now >= c.nextProbe, false
 	if probing {
-		c.tracker.Observe(c.deps.Prober.Probe(ctx))
+		probeErr := c.deps.Prober.Probe(ctx)
+		c.tracker.Observe(probeErr)
 		c.nextProbe = now + c.cfg.ProbePeriod
+		healthy = probeErr == nil
 	}
 	// Every pass looks at the Node as last seen (it is in memory); the
 	// pods are listed anew once a probe period, with the probe, so that a
@@ -183,7 +185,7 @@ func (c *Reconciler) judgeTrial(ctx context.Context, ch chosen, justRestarted bo
 	if s := c.nodeSnapshot(ctx, p.obs, probing); s != nil {
 		c.tracker.ObserveNode(now, *s)
 	}
-	verdict := c.tracker.Verdict(t.StartedSinceBoot, now)
+	verdict := c.judgeRunning(ctx, ch, healthy, c.tracker.Verdict(t.StartedSinceBoot, now), p)
 
 	switch verdict.Outcome {
 	case trial.Pass:

@@ -34,10 +34,22 @@
 //     taken just before the restart (pkg/nodeagent/trial). A pass moves
 //     last-known-good, a failure records the configuration bad (by UID and
 //     resourceVersion) and goes back to 2, which now picks last-known-good.
+//     After each healthy probe the kubelet's running configuration (its
+//     /configz) is read and compared with the configuration (running.go):
+//     a field it runs otherwise fails the trial, and the trial does not pass
+//     until a read since the restart matched.
 //     A trial is judged by the terms its assignment gave when it started
 //     (contract.TrialAnnotation, kept in the trial record; the agent's
 //     flags otherwise), and, after a drain, by whether the Node can take
 //     back the pods it ran before (kept in the drain record).
+//  5. Drift. Outside trials the running configuration is compared again
+//     once a RunningCheckPeriod: a difference is ConfigDrifted; the file
+//     the agent writes no longer holding what it wrote is drift too, and
+//     3 restores it in the same pass.
+//
+// The restart-or-drain classification of 3 compares the running
+// configuration with the same, the new file merged in as the kubelet merges
+// it (effective.Predict); the files when the kubelet cannot be read.
 //
 // A drain follows kubectl drain's rules (drain.Filter): pods no controller
 // recreates, and pods with emptyDir data, block it unless the Node's

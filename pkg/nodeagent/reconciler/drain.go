@@ -39,29 +39,34 @@ type changePlan struct {
 	reasons    []string
 }
 
-// planChange decides how to move the kubelet from the file it runs to out.
-// A drain in progress for exactly this change keeps its plan: once the file
-// is written, comparing it with itself would find nothing to drain for.
-func (c *Reconciler) planChange(ch chosen, out kubelet.Rendered, mode string) (changePlan, error) {
+// planChange decides how to move the kubelet from what it runs to out: its
+// running configuration against the same with out merged in as the kubelet
+// merges it (classifyRunning), or, when the kubelet cannot be read, the
+// file it was last started with against out. A drain in progress for
+// exactly this change keeps its plan: once the file is written, comparing
+// it with itself would find nothing to drain for.
+func (c *Reconciler) planChange(ctx context.Context, ch chosen, out kubelet.Rendered, mode string) (changePlan, error) {
 	if d := c.state.drain; d != nil && sameRef(d.Ref, ch.ref) && d.FileSHA256 == out.SHA256() {
 		return changePlan{drain: true, stateFiles: d.StateFiles, reasons: d.Reasons}, nil
 	}
 	if mode == contract.DrainNever {
 		return changePlan{}, nil
 	}
-	current, err := c.runningFile()
-	if err != nil {
-		return changePlan{}, err
-	}
-	var next []byte
-	if !out.Absent {
-		next = out.Data
-	}
-	plan, err := disruption.ClassifyFiles(current, next)
-	if err != nil {
-		// What the kubelet was given does not decode: it cannot be
-		// running it, so there is nothing a drain would protect.
-		plan = disruption.Plan{}
+	plan, ok := c.classifyRunning(ctx, out)
+	if !ok {
+		current, err := c.runningFile()
+		if err != nil {
+			return changePlan{}, err
+		}
+		var next []byte
+		if !out.Absent {
+			next = out.Data
+		}
+		if plan, err = disruption.ClassifyFiles(current, next); err != nil {
+			// What the kubelet was given does not decode: it cannot be
+			// running it, so there is nothing a drain would protect.
+			plan = disruption.Plan{}
+		}
 	}
 	out2 := changePlan{drain: plan.Drain, stateFiles: plan.StateFiles, reasons: plan.Reasons}
 	if mode == contract.DrainAlways && !out2.drain {

@@ -2,7 +2,9 @@ package reconciler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,9 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/durable"
+	"github.com/nodeguard/nodeguard/pkg/kubeletconfig/effective"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/bootclock"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
@@ -49,6 +53,8 @@ type fakeRestarter struct {
 	count int
 	err   error
 	log   *[]string
+	// started, when set, is told of each start of the kubelet.
+	started func()
 }
 
 func (r *fakeRestarter) note(what string) {
@@ -63,6 +69,9 @@ func (r *fakeRestarter) Restart(context.Context) error {
 	}
 	r.count++
 	r.note("restart")
+	if r.started != nil {
+		r.started()
+	}
 	return nil
 }
 
@@ -80,6 +89,9 @@ func (r *fakeRestarter) Start(context.Context) error {
 	}
 	r.count++
 	r.note("start")
+	if r.started != nil {
+		r.started()
+	}
 	return nil
 }
 
@@ -94,6 +106,55 @@ func (p *fakeProber) Probe(context.Context) error {
 	return p.err
 }
 
+// fakeRunning is the kubelet's /configz: the kubelet file as the kubelet
+// read it at its last start (as it is on disk until the agent restarts
+// it), with the fields its command line sets over it.
+type fakeRunning struct {
+	path string
+	// read is the file at the kubelet's last start; nil before one.
+	read    []byte
+	started bool
+	// flags are fields the kubelet's command line sets, with /flagz.
+	flags     map[string]any
+	flagz     map[string]string
+	err       error
+	readCount int
+}
+
+func (f *fakeRunning) start() {
+	f.read, _ = os.ReadFile(f.path)
+	f.started = true
+}
+
+func (f *fakeRunning) Read(context.Context) (effective.Observed, error) {
+	f.readCount++
+	if f.err != nil {
+		return effective.Observed{}, f.err
+	}
+	current, _ := os.ReadFile(f.path)
+	runs := f.read
+	if !f.started {
+		runs = current
+	}
+	fields := map[string]any{}
+	if len(runs) > 0 {
+		if err := yaml.Unmarshal(runs, &fields); err != nil {
+			return effective.Observed{}, err
+		}
+	}
+	maps.Copy(fields, f.flags)
+	fields["apiVersion"], fields["kind"] = "kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"
+	body, err := json.Marshal(map[string]any{effective.ConfigzKey: fields})
+	if err != nil {
+		return effective.Observed{}, err
+	}
+	config, err := effective.ParseConfigz(body)
+	if err != nil {
+		return effective.Observed{}, err
+	}
+	return effective.Observed{Config: config, Flags: f.flagz, Files: []effective.File{{Path: f.path, Data: current, Own: true}}}, nil
+}
+
 // env is one node: a state dir, a kubelet file, a clock, a kubelet.
 type env struct {
 	t          *testing.T
@@ -102,6 +163,7 @@ type env struct {
 	clock      *bootclock.Fake
 	restarter  *fakeRestarter
 	prober     *fakeProber
+	running    *fakeRunning
 	// rootDir is the kubelet's root directory, for its state files.
 	rootDir string
 	// drainMode is the agent's --drain for the next startAgent.
@@ -130,6 +192,8 @@ func newEnv(t *testing.T) *env {
 		prober:     &fakeProber{},
 		rootDir:    filepath.Join(dir, "kubelet-root"),
 	}
+	e.running = &fakeRunning{path: e.kubeletCfg}
+	e.restarter.started = e.running.start
 	if err := os.WriteFile(filepath.Join(dir, "local.yaml"), []byte(localConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +226,8 @@ func (e *env) startAgent() {
 		File:       kubelet.ConfigFile{Path: e.kubeletCfg},
 		Restarter:  e.restarter,
 		Prober:     e.prober,
-		Validator:  Validator{},
+		Running:    e.running,
+		Validator:  Validator{LocalFields: kubelet.DefaultLocalFields},
 		StateFiles: kubelet.StateFiles{RootDir: e.rootDir},
 		Now:        func() time.Time { return time.Unix(1700000000, 0).Add(e.clock.SinceBoot()) },
 	})

@@ -54,6 +54,10 @@ type Deps struct {
 	// Validator judges configurations; its zero value applies the
 	// hardening rules' defaults.
 	Validator Validator
+	// Running reads what the kubelet runs (its /configz): a trial does not
+	// pass until it shows the configuration, and outside trials it is
+	// compared again for drift.
+	Running RunningReader
 	// StateFiles removes the kubelet's state files for a drained change;
 	// nil when the agent knows no kubelet root directory (a change that
 	// invalidates state files then fails to apply).
@@ -85,6 +89,10 @@ type Config struct {
 	DrainTimeout time.Duration
 	// DrainPollPeriod is how often a drain in progress is looked at.
 	DrainPollPeriod time.Duration
+	// RunningCheckPeriod is how often, outside trials, the kubelet's
+	// running configuration is compared with the one applied; zero means
+	// a minute.
+	RunningCheckPeriod time.Duration
 }
 
 // Observation is what the apiserver says, as last seen.
@@ -162,6 +170,10 @@ type Reconciler struct {
 	recordedKubeletVersion string
 	// validated caches verdicts by reference and kubelet version.
 	validated map[validationKey]error
+	// running is the last comparison of the kubelet's running
+	// configuration with the configuration applied (running.go).
+	running running
+
 	// lastProblem dedupes warning events, badDrainMode the one about an
 	// invalid nodeguard.dev/drain value.
 	lastProblem  string
@@ -205,8 +217,14 @@ func New(cfg Config, deps Deps) (*Reconciler, error) {
 	if cfg.DrainTimeout <= 0 || cfg.DrainPollPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("drain timeout %v and poll period %v: must be positive", cfg.DrainTimeout, cfg.DrainPollPeriod))
 	}
+	if cfg.RunningCheckPeriod == 0 {
+		cfg.RunningCheckPeriod = time.Minute
+	}
+	if cfg.RunningCheckPeriod < 0 {
+		errs = append(errs, fmt.Errorf("running configuration check period %v: must be positive", cfg.RunningCheckPeriod))
+	}
 	if deps.Store == nil || deps.Clock == nil || deps.Renderer == nil || deps.File == nil ||
-		deps.Restarter == nil || deps.Prober == nil {
+		deps.Restarter == nil || deps.Prober == nil || deps.Running == nil {
 		errs = append(errs, errors.New("reconciler: a dependency is missing"))
 	}
 	if len(errs) > 0 {
@@ -255,6 +273,9 @@ type pass struct {
 	pendingPods  []string
 	// waived is what a check the trial in progress waived found.
 	waived string
+	// running is how the kubelet's running configuration compares with
+	// the one applied, for the status (running.go).
+	running *contract.RunningConfig
 }
 
 // minRequeue is how soon a pass that ends a step runs the next one.
@@ -337,7 +358,9 @@ func (c *Reconciler) round(ctx context.Context, p *pass) (again bool, err error)
 		// what it runs, and the Node its pods.
 		return false, c.clearDrain()
 	}
+	c.checkDrift(ctx, chosen, *rendered, p)
 	restarted, err := c.apply(ctx, chosen, *rendered, p)
+	c.afterRestart(chosen, restarted, p)
 	switch {
 	case errors.Is(err, errDrainGaveUp):
 		// Recorded as not applied: the next round falls back.

@@ -23,6 +23,7 @@ func (c *Reconciler) result(p *pass) Result {
 	if p.waived != "" {
 		st.Status.Waived = p.waived
 	}
+	st.Status.Running = p.running
 	cond := &st.Condition
 	var main *problem
 	var messages, errorMessages []string
@@ -52,7 +53,11 @@ func (c *Reconciler) result(p *pass) Result {
 	case st.Status.Assigned == nil:
 		*cond = status.Condition{Status: corev1.ConditionTrue, Reason: contract.ReasonLocalConfig, Message: "No configuration is assigned; the node's local configuration is active"}
 	default:
-		*cond = status.Condition{Status: corev1.ConditionTrue, Reason: contract.ReasonConfigActive, Message: describe(st.Status.Active) + " is active and passed its trial" + sentence(st.Status.Waived)}
+		message := describe(st.Status.Active) + " is active and passed its trial"
+		if p.running != nil && p.running.State == contract.RunningMatches {
+			message += "; the kubelet runs it (its /configz shows every field it sets)"
+		}
+		*cond = status.Condition{Status: corev1.ConditionTrue, Reason: contract.ReasonConfigActive, Message: message + sentence(st.Status.Waived)}
 	}
 
 	switch {

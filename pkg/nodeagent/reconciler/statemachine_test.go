@@ -147,8 +147,12 @@ func TestStateMachine(t *testing.T) {
 		{name: "offline start, assignment not applied yet, no kubelet version known: last-known-good kept",
 			start: onDisk{assigned: smB, lkg: smA, running: smA}, event: offline, script: []act{syncOnce()},
 			want: want{ready: corev1.ConditionFalse, reason: contract.ReasonValidationFailed, errorHas: "version is not known", assigned: smB, lkg: smA, active: smA, file: smA}},
-		{name: "kubelet file overwritten by someone else: put back, kubelet restarted",
+		{name: "kubelet file overwritten by someone else: drift, put back, kubelet restarted",
 			start: onDisk{assigned: smA, lkg: smA, running: smA, file: "junk: true\n"}, event: assigned(smA), script: []act{syncOnce()},
+			want: want{ready: corev1.ConditionFalse, reason: contract.ReasonConfigDrifted, errorHas: "was changed behind its back; restoring the agent's file",
+				assigned: smA, lkg: smA, active: smA, file: smA, restarts: 1}},
+		{name: "kubelet file put back: active again once the kubelet runs it",
+			start: onDisk{assigned: smA, lkg: smA, running: smA, file: "junk: true\n"}, event: assigned(smA), script: []act{syncOnce(), probes("+")},
 			want: want{ready: corev1.ConditionTrue, reason: contract.ReasonConfigActive, assigned: smA, lkg: smA, active: smA, file: smA, restarts: 1}},
 		{name: "corrupt checkpoint of the assigned config, offline: local configuration",
 			start: onDisk{assigned: smA, running: smA, corrupt: []*corev1.ConfigMap{smA}}, event: offline, script: []act{syncOnce()},
@@ -287,6 +291,10 @@ func (e *env) layOut(d onDisk) {
 	case "absent":
 	default:
 		must(os.WriteFile(e.kubeletCfg, []byte(d.file), 0o644))
+	}
+	if !d.fresh {
+		// The kubelet runs what the agent last started it with.
+		e.running.read, e.running.started = rendered.Data, true
 	}
 	for _, cm := range d.corrupt {
 		path := filepath.Join(s.Dir(), "checkpoints", string(cm.UID)+"_"+cm.ResourceVersion+".json")

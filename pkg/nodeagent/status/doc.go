@@ -11,7 +11,8 @@
 // when the assigned configuration is the active one and has nothing left to
 // prove:
 //
-//	True   ConfigActive           the assigned ConfigMap is active and passed its trial
+//	True   ConfigActive           the assigned ConfigMap is active and passed its trial, and
+//	                              the kubelet runs it (its /configz shows every field it sets)
 //	True   LocalConfig            nothing is assigned; the node's local configuration is active
 //
 // and False otherwise, with one of these reasons:
@@ -37,6 +38,10 @@
 //	DrainTimedOut       the drain did not finish within --drain-timeout; the Node was
 //	                    uncordoned and the change not applied (status.pendingPods names the
 //	                    pods that blocked it); not retried until the ConfigMap changes
+//	ConfigDrifted       outside a trial, the kubelet no longer runs what the agent applied
+//	                    (status.running names each field, both values and the source), or
+//	                    the agent's file was changed behind its back (restored at once)
+//	ConfigUnverified    the kubelet's running configuration (its /configz) cannot be read
 //
 // The condition's message, and the status annotation's "error", say why in
 // words. A trial counts as not yet ready (False) rather than Unknown: the

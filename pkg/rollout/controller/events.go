@@ -47,7 +47,8 @@ func (c *Controller) stateEvents(r *v1alpha1.KubeletConfigRollout, st *rolloutSt
 	if oldP := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionProgressing); changed && (oldP == nil || oldP.Reason != progressing.Reason) {
 		eventType := corev1.EventTypeNormal
 		switch progressing.Reason {
-		case v1alpha1.ReasonTargetNotFound, v1alpha1.ReasonTargetNotEligible, v1alpha1.ReasonProgressDeadlineExceeded, v1alpha1.ReasonNodesSkipped:
+		case v1alpha1.ReasonTargetNotFound, v1alpha1.ReasonTargetNotEligible, v1alpha1.ReasonProgressDeadlineExceeded, v1alpha1.ReasonNodesSkipped,
+			v1alpha1.ReasonNodesDegraded:
 			eventType = corev1.EventTypeWarning
 		}
 		c.event(r, nil, eventType, progressing.Reason, "Sync", progressing.Message)

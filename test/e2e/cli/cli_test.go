@@ -205,7 +205,7 @@ func TestStatus(t *testing.T) {
 		corev1.ConditionFalse, contract.ReasonRolledBack, "the kubelet failed 3 health checks during its trial")
 
 	r := plugin(t, "status", "-l", scenarioLabel+"="+s.ns)
-	expect(t, "status", r, cli.ExitOK, "NODE ", "KUBELET ", "ASSIGNED ", "ACTIVE ", "LAST-KNOWN-GOOD ", "PHASE ", "PENDING-PODS ", "TRIAL ", "ERROR")
+	expect(t, "status", r, cli.ExitOK, "NODE ", "KUBELET ", "ASSIGNED ", "ACTIVE ", "LAST-KNOWN-GOOD ", "RUNNING ", "PHASE ", "PENDING-PODS ", "TRIAL ", "ERROR")
 	rows := map[string][]string{}
 	for _, line := range strings.Split(strings.TrimSpace(r.out), "\n")[1:] {
 		fields := strings.Fields(line)
@@ -215,13 +215,13 @@ func TestStatus(t *testing.T) {
 	if got := strings.Join(rows[trial][1:5], " "); got != "v1.37.2 "+refB+" "+refB+" "+refA {
 		t.Errorf("trial row %q", rows[trial])
 	}
-	if got := strings.Join(rows[trial][5:], " "); !regexp.MustCompile(`^<none> <none> \d+m left <none>$`).MatchString(got) {
-		t.Errorf("trial row ends %q, want no phase or pending pod reported, minutes left and no error", got)
+	if got := strings.Join(rows[trial][5:], " "); !regexp.MustCompile(`^<none> <none> <none> \d+m left <none>$`).MatchString(got) {
+		t.Errorf("trial row ends %q, want nothing read of the running configuration yet, no phase or pending pod reported, minutes left and no error", got)
 	}
-	if got := strings.Join(rows[rolledBack][1:], " "); got != "v1.37.2 "+refB+" "+refA+" "+refA+" <none> <none> <none> the kubelet failed 3 health checks during its trial" {
+	if got := strings.Join(rows[rolledBack][1:], " "); got != "v1.37.2 "+refB+" "+refA+" "+refA+" <none> <none> <none> <none> the kubelet failed 3 health checks during its trial" {
 		t.Errorf("rolled-back row %q", rows[rolledBack])
 	}
-	if got := strings.Join(rows[fresh][1:], " "); got != "v1.36.0 local <unknown> <unknown> <unknown> <none> <none> <none>" {
+	if got := strings.Join(rows[fresh][1:], " "); got != "v1.36.0 local <unknown> <unknown> <unknown> <unknown> <none> <none> <none>" {
 		t.Errorf("fresh row %q", rows[fresh])
 	}
 

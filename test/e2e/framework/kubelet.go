@@ -139,10 +139,14 @@ func (k *realKubelet) writeLocalConfig(path, extra string) error {
 		}
 	}
 	config := map[string]any{
-		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
-		"kind":                     "KubeletConfiguration",
-		"providerID":               "e2e://" + n.Name,
-		"address":                  "127.0.0.1",
+		"apiVersion": "kubelet.config.k8s.io/v1beta1",
+		"kind":       "KubeletConfiguration",
+		"providerID": "e2e://" + n.Name,
+		// Every address, as a kubelet serves by default: the apiserver
+		// reaches it at the Node's InternalIP (kubectl logs, exec,
+		// /api/v1/nodes/NAME/proxy/configz), which is this host's own
+		// address, not loopback.
+		"address":                  "0.0.0.0",
 		"port":                     n.KubeletPort,
 		"readOnlyPort":             0,
 		"healthzBindAddress":       "127.0.0.1",
@@ -355,6 +359,9 @@ func (k *realKubelet) controlArgs() []string {
 		"--kubelet-stop-command=" + command("stop"),
 		"--kubelet-start-command=" + command("start"),
 		"--kubelet-root-dir=" + k.rootDir,
+		// Its HTTPS API, where the agent reads /configz and /flagz as the
+		// node, as the shipped DaemonSet does on 127.0.0.1:10250.
+		fmt.Sprintf("--kubelet-server-url=https://127.0.0.1:%d", k.node.KubeletPort),
 	}
 }
 

@@ -93,6 +93,8 @@ func (s *stubKubelet) controlArgs() []string {
 		// The stub keeps no state files; a root directory of its own
 		// keeps the agent off the host's /var/lib/kubelet.
 		"--kubelet-root-dir=" + filepath.Join(s.node.Dir, "stub-root"),
+		// It serves /configz beside /healthz, without TLS.
+		fmt.Sprintf("--kubelet-server-url=http://127.0.0.1:%d", s.node.KubeletHealthzPort),
 	}
 }
 

@@ -2,7 +2,6 @@ package rollout_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
@@ -28,31 +26,13 @@ const workloadTrialPeriod = 12 * time.Second
 func startWorkloadPool(t *testing.T, pool string, podsPerNode int) (map[string]*framework.Node, []string) {
 	t.Helper()
 	names := []string{pool + "-a", pool + "-b"}
-	started := map[string]*framework.Node{}
 	ns := pool + "-pods"
 	if _, err := env.Admin.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		for name, n := range started {
-			n.Stop()
-			_ = env.Admin.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
-		}
-		_ = env.Admin.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
-	})
+	t.Cleanup(func() { _ = env.Admin.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	started := startOwnPool(t, pool, len(names), func(_ string, o *framework.NodeOptions) { o.TrialPeriod = workloadTrialPeriod })
 	for _, name := range names {
-		n, err := framework.StartNode(t.Context(), env, framework.NodeOptions{Name: name, Binaries: binaries, TrialPeriod: workloadTrialPeriod})
-		if err != nil {
-			t.Fatal(err)
-		}
-		started[name] = n
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{contract.PoolLabel: pool}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := env.Admin.CoreV1().Nodes().Patch(t.Context(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			t.Fatalf("labelling %s into pool %s: %v", name, pool, err)
-		}
 		for i := range podsPerNode {
 			pod := &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-web-%d", name, i)},

@@ -99,6 +99,12 @@ const (
 	// ReasonNodesSkipped: every Node left to update was skipped, refused
 	// the target by admission for its own reported state (False).
 	ReasonNodesSkipped = "NodesSkipped"
+	// ReasonNodesDegraded: every Node the rollout may move took the
+	// target, and some later degraded: the kubelet no longer runs it as
+	// applied (ConfigDrifted), or the Node reports it failed outside a
+	// trial of this rollout's (False). Nothing is left to assign and
+	// nothing is reverted: each such Node says why, for an operator to act.
+	ReasonNodesDegraded = "NodesDegraded"
 	// ReasonProgressDeadlineExceeded: no selected Node was assigned the
 	// target or became updated for spec.progressDeadlineSeconds (False).
 	// Nothing is reverted; the rollout moves on when it can.
