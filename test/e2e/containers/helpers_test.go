@@ -2,6 +2,7 @@ package containers_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/cpuset"
 
@@ -288,6 +290,10 @@ func rollOut(t *testing.T, pool string, cm *corev1.ConfigMap) {
 			Spec: v1alpha1.KubeletConfigRolloutSpec{
 				NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{contract.PoolLabel: pool}},
 				ConfigMapRef: ref, Canary: &one, MaxUnavailable: &mu,
+				// The workloads' emptyDirs hold only the heartbeat the
+				// tests read, which may go with an evicted pod, as
+				// kubectl drain --delete-emptydir-data says.
+				DrainOptions: &contract.DrainOptions{DeleteEmptyDirData: true},
 			},
 		}
 		if _, err := rollouts.Create(t.Context(), r, metav1.CreateOptions{}); err != nil {
@@ -374,8 +380,18 @@ func beating(t *testing.T, p runningPod) {
 // last-known-good, done with any drain.
 func assign(t *testing.T, n *framework.Node, cm *corev1.ConfigMap) {
 	t.Helper()
-	if err := n.Assign(t.Context(), configNamespace+"/"+cm.Name); err != nil {
+	// The workloads' emptyDirs hold only the heartbeat the tests read, which
+	// may go with an evicted pod, as kubectl drain --delete-emptydir-data
+	// says; the switch goes in the same patch as the assignment.
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		contract.ConfigSourceAnnotation:            configNamespace + "/" + cm.Name,
+		contract.DrainDeleteEmptyDirDataAnnotation: "true",
+	}}})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := env.Admin.CoreV1().Nodes().Patch(t.Context(), n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("assigning %s to %s: %v", cm.Name, n.Name, err)
 	}
 	if _, err := n.WaitReport(t.Context(), waitTimeout, cm.Name+" active", func(r framework.Report) bool {
 		return framework.RefersTo(r.Status.LastKnownGood, cm) && r.Status.Phase == "" && r.ConditionIs(corev1.ConditionTrue, contract.ReasonConfigActive)

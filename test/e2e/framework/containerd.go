@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/opencontainers/cgroups"
@@ -249,29 +250,38 @@ func (c *containerdNode) localConfig() map[string]any {
 
 // WorkloadContainer is a container of WorkloadImage running test/workload
 // with args (its flags; none makes it a pause container), never pulled.
+// One that writes a heartbeat (`--write /data`) mounts WorkloadVolume at
+// /data; no other does, so that only a pod whose emptyDir holds something
+// has one (a drain keeps such pods unless told it may delete their data).
 func WorkloadContainer(name string, args ...string) corev1.Container {
-	return corev1.Container{
-		Name: name, Image: WorkloadImage, ImagePullPolicy: corev1.PullNever,
-		Args:         args,
-		VolumeMounts: []corev1.VolumeMount{{Name: WorkloadVolume, MountPath: "/data"}},
+	c := corev1.Container{Name: name, Image: WorkloadImage, ImagePullPolicy: corev1.PullNever, Args: args}
+	if slices.Contains(args, "--write") {
+		c.VolumeMounts = []corev1.VolumeMount{{Name: WorkloadVolume, MountPath: "/data"}}
 	}
+	return c
 }
 
-// WorkloadVolume is the emptyDir WorkloadPodSpec gives its containers at
-// /data, where `--write /data` puts the heartbeat (HeartbeatFile).
+// WorkloadVolume is the emptyDir WorkloadPodSpec gives a pod whose
+// containers write a heartbeat, at /data (HeartbeatFile).
 const WorkloadVolume = "data"
 
 // WorkloadPodSpec is a pod spec for real-container nodes: containers, on
-// the host's network (the nodes have no pod network), an emptyDir at
-// /data, a short grace period.
+// the host's network (the nodes have no pod network), a short grace
+// period, and an emptyDir at /data when a container mounts it.
 func WorkloadPodSpec(containers ...corev1.Container) corev1.PodSpec {
-	return corev1.PodSpec{
+	spec := corev1.PodSpec{
 		HostNetwork:                   true,
 		AutomountServiceAccountToken:  new(false),
 		TerminationGracePeriodSeconds: new(int64(2)),
 		Containers:                    containers,
-		Volumes:                       []corev1.Volume{{Name: WorkloadVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 	}
+	for _, c := range containers {
+		if len(c.VolumeMounts) > 0 {
+			spec.Volumes = []corev1.Volume{{Name: WorkloadVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			break
+		}
+	}
+	return spec
 }
 
 // Heartbeat reads what `workload --write /data` last wrote in pod's
