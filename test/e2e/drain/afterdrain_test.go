@@ -94,25 +94,29 @@ func TestMaxPodsBelowWhatTheNodeRanRollsBackAfterItsDrain(t *testing.T) {
 }
 
 // TestReservationsThatLeaveNoRoomRollBackAfterTheDrain: kubeReserved that
-// leaves 50m of the node's cpu, under pods that requested 500m, is drained
-// and rolled back by the trial, naming cpu.
+// leaves 150m of the node's cpu, under pods that requested 500m, is drained
+// and rolled back by the trial, naming cpu. The DaemonSet pod that stays
+// (100m) still fits, so that only the pods the drain took away, which the
+// kubelet never sees again, can tell: the after-drain check.
 func TestReservationsThatLeaveNoRoomRollBackAfterTheDrain(t *testing.T) {
 	n, _ := heldPool(t, "tight")
 	node, err := env.Admin.CoreV1().Nodes().Get(t.Context(), n.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// All of the node's cpu but 50m: a reservation above the capacity
-	// would make the kubelet refuse to start, which its health catches.
+	// All of the node's cpu but 150m: a reservation above the capacity
+	// would make the kubelet refuse to start, which its health catches;
+	// one that left the DaemonSet pod no room would have the kubelet
+	// reject it, a signal the trial sees without a drain.
 	reserved := node.Status.Capacity.Cpu().DeepCopy()
-	reserved.Sub(resource.MustParse("50m"))
+	reserved.Sub(resource.MustParse("150m"))
 	watch := watchCordons(t, n)
 	bad := configMap(t, "tight-reserved", fmt.Sprintf("kubeReserved:\n  cpu: %s\n", reserved.String()))
 	if err := n.Assign(t.Context(), configNamespace+"/"+bad.Name); err != nil {
 		t.Fatal(err)
 	}
 	why := rolledBackAfterDrain(t, n, bad, watch)
-	if !shortOf("cpu", "50m").MatchString(why) {
+	if !shortOf("cpu", "150m").MatchString(why) {
 		t.Errorf("rolled back for %q, want the after-drain check naming cpu and the shortfall", why)
 	}
 }
