@@ -110,27 +110,36 @@ func TestStub(t *testing.T) {
 	if err := os.WriteFile(config, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 77\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	readConfigz := func() map[string]any {
-		t.Helper()
+	readConfigz := func() (map[string]any, error) {
 		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/configz")
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		defer resp.Body.Close()
 		var body map[string]map[string]any
 		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
-		return body["kubeletconfig"]
+		return body["kubeletconfig"], nil
 	}
-	if got := readConfigz(); got["staticPodURL"] != "http://example.com/pods" || got["maxPods"] != nil {
-		t.Fatalf("/configz before the restart: %v", got)
+	if got, err := readConfigz(); err != nil || got["staticPodURL"] != "http://example.com/pods" || got["maxPods"] != nil {
+		t.Fatalf("/configz before the restart: %v, %v", got, err)
 	}
+	// The restart command returns once it has signalled the stub, which
+	// may still answer as it was for a moment: wait for the new process.
 	restart()
-	await("ok")
-	if got := readConfigz(); got["maxPods"] != float64(77) {
-		t.Fatalf("/configz after the restart: %v", got)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got, err := readConfigz()
+		if err == nil && got["maxPods"] == float64(77) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/configz after the restart: %v, %v", got, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
+	await("ok")
 
 	// A brief blip: the next two probes fail, whatever the configuration.
 	resp, err := http.Post("http://127.0.0.1:"+strconv.Itoa(port)+"/stub/fail-next?count=2", "", nil)
