@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig/hardening"
 	"github.com/nodeguard/nodeguard/pkg/policy"
@@ -109,7 +110,7 @@ func TestKubeletPathsAreDangerous(t *testing.T) {
 			if deny, _ := judged(t, e, ctx, configMapUpdate(t, nil, body+"maxPods: 50\n", body)); len(deny) > 0 {
 				t.Fatalf("an edit that keeps %s: %q", field, deny)
 			}
-			deny, warn := judged(t, e, ctx, configMapUpdate(t, map[string]string{hardening.AllowAnnotation: field}, body, ""))
+			deny, warn := judged(t, e, ctx, configMapUpdate(t, map[string]string{contract.AllowDangerousFieldsAnnotation: field}, body, ""))
 			if len(deny) > 0 || len(warn) != 1 || !strings.Contains(warn[0], "allowed by annotation") {
 				t.Fatalf("allowed by name: denials %q, warnings %q", deny, warn)
 			}
@@ -151,7 +152,7 @@ func TestAllowanceMatchesTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, annotation := range []string{"", "yes", "true", "readOnlyPort", " tlsMinVersion , volumePluginDir", "readOnlyPort,,true", "TRUE", "readonlyport"} {
-		deny, _ := judged(t, e, ctx, configMapUpdate(t, map[string]string{hardening.AllowAnnotation: annotation}, body, ""))
+		deny, _ := judged(t, e, ctx, configMapUpdate(t, map[string]string{contract.AllowDangerousFieldsAnnotation: annotation}, body, ""))
 		var policyRefused []string
 		for _, m := range deny {
 			for _, f := range []string{"readOnlyPort", "tlsMinVersion", "volumePluginDir"} {

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
 
-	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
@@ -138,15 +137,15 @@ func TestAdmit(t *testing.T) {
 		{"node clears its assignment", base, reviewtest.NodeRequest(reviewtest.N1User, U, "", "n1", reviewtest.Node("n1"), reviewtest.Node("n1", reviewtest.WithAssignment("cfg/good"))), "", ""},
 		{"node empties its assignment", base, reviewtest.NodeRequest(reviewtest.N1User, U, "", "n1", reviewtest.Node("n1", reviewtest.WithAssignment("")), reviewtest.Node("n1", reviewtest.WithAssignment("cfg/good"))), "", ""},
 		{"node keeps an assignment an admin made", base, reviewtest.NodeRequest(reviewtest.N1User, U, "status", "n1", reviewtest.Node("n1", reviewtest.WithAssignment("cfg/good")), reviewtest.Node("n1", reviewtest.WithAssignment("cfg/good"))), "", ""},
-		{"node forges its previous config source", selfAssign, reviewtest.NodeRequest(reviewtest.N1User, U, "", "n1", reviewtest.Node("n1", withAnnotation(v1alpha1.PreviousConfigSourceAnnotation, "cfg/good")), reviewtest.Node("n1")), contract.RuleConfigSource, v1alpha1.PreviousConfigSourceAnnotation},
-		{"node empties its previous config source", base, reviewtest.NodeRequest(reviewtest.N1User, U, "", "n1", reviewtest.Node("n1", withAnnotation(v1alpha1.PreviousConfigSourceAnnotation, "")), reviewtest.Node("n1")), contract.RuleConfigSource, v1alpha1.PreviousConfigSourceAnnotation},
-		{"node removes its previous config source", base, reviewtest.NodeRequest(reviewtest.N1User, U, "", "n1", reviewtest.Node("n1"), reviewtest.Node("n1", withAnnotation(v1alpha1.PreviousConfigSourceAnnotation, "cfg/good"))), contract.RuleConfigSource, v1alpha1.PreviousConfigSourceAnnotation},
-		{"node claims a rollout", base, reviewtest.NodeRequest(reviewtest.N1User, U, "status", "n1", reviewtest.Node("n1", withAnnotation(v1alpha1.RolloutAnnotation, "pool")), reviewtest.Node("n1")), contract.RuleConfigSource, v1alpha1.RolloutAnnotation},
-		{"node registers with rollout bookkeeping", base, reviewtest.NodeRequest(reviewtest.N1User, C, "", "", reviewtest.Node("n1", withAnnotation(v1alpha1.RolloutAnnotation, "pool")), nil), contract.RuleConfigSource, v1alpha1.RolloutAnnotation},
+		{"node forges its previous config source", selfAssign, reviewtest.NodeRequest(reviewtest.N1User, U, "", "n1", reviewtest.Node("n1", withAnnotation(contract.PreviousConfigSourceAnnotation, "cfg/good")), reviewtest.Node("n1")), contract.RuleConfigSource, contract.PreviousConfigSourceAnnotation},
+		{"node empties its previous config source", base, reviewtest.NodeRequest(reviewtest.N1User, U, "", "n1", reviewtest.Node("n1", withAnnotation(contract.PreviousConfigSourceAnnotation, "")), reviewtest.Node("n1")), contract.RuleConfigSource, contract.PreviousConfigSourceAnnotation},
+		{"node removes its previous config source", base, reviewtest.NodeRequest(reviewtest.N1User, U, "", "n1", reviewtest.Node("n1"), reviewtest.Node("n1", withAnnotation(contract.PreviousConfigSourceAnnotation, "cfg/good"))), contract.RuleConfigSource, contract.PreviousConfigSourceAnnotation},
+		{"node claims a rollout", base, reviewtest.NodeRequest(reviewtest.N1User, U, "status", "n1", reviewtest.Node("n1", withAnnotation(contract.RolloutAnnotation, "pool")), reviewtest.Node("n1")), contract.RuleConfigSource, contract.RolloutAnnotation},
+		{"node registers with rollout bookkeeping", base, reviewtest.NodeRequest(reviewtest.N1User, C, "", "", reviewtest.Node("n1", withAnnotation(contract.RolloutAnnotation, "pool")), nil), contract.RuleConfigSource, contract.RolloutAnnotation},
 		{"node keeps the bookkeeping a rollout made", base, reviewtest.NodeRequest(reviewtest.N1User, U, "status", "n1",
-			reviewtest.Node("n1", reviewtest.WithAssignment("cfg/good"), withAnnotation(v1alpha1.RolloutAnnotation, "pool"), withAnnotation(v1alpha1.PreviousConfigSourceAnnotation, "")),
-			reviewtest.Node("n1", reviewtest.WithAssignment("cfg/good"), withAnnotation(v1alpha1.RolloutAnnotation, "pool"), withAnnotation(v1alpha1.PreviousConfigSourceAnnotation, ""))), "", ""},
-		{"admin writes rollout bookkeeping", base, reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2", reviewtest.Node("n2", withAnnotation(v1alpha1.PreviousConfigSourceAnnotation, "cfg/good")), reviewtest.Node("n2")), "", ""},
+			reviewtest.Node("n1", reviewtest.WithAssignment("cfg/good"), withAnnotation(contract.RolloutAnnotation, "pool"), withAnnotation(contract.PreviousConfigSourceAnnotation, "")),
+			reviewtest.Node("n1", reviewtest.WithAssignment("cfg/good"), withAnnotation(contract.RolloutAnnotation, "pool"), withAnnotation(contract.PreviousConfigSourceAnnotation, ""))), "", ""},
+		{"admin writes rollout bookkeeping", base, reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2", reviewtest.Node("n2", withAnnotation(contract.PreviousConfigSourceAnnotation, "cfg/good")), reviewtest.Node("n2")), "", ""},
 		{"node chooses not to be drained", base, reviewtest.NodeRequest(reviewtest.N1User, U, "status", "n1", reviewtest.Node("n1", withAnnotation(contract.DrainAnnotation, contract.DrainNever)), reviewtest.Node("n1")), contract.RuleConfigSource, contract.DrainAnnotation},
 		{"node drops the drain mode a rollout set", base, reviewtest.NodeRequest(reviewtest.N1User, U, "", "n1", reviewtest.Node("n1"), reviewtest.Node("n1", withAnnotation(contract.DrainAnnotation, contract.DrainAlways))), contract.RuleConfigSource, contract.DrainAnnotation},
 		{"node keeps the drain mode a rollout set", base, reviewtest.NodeRequest(reviewtest.N1User, U, "status", "n1",
@@ -155,7 +154,7 @@ func TestAdmit(t *testing.T) {
 		{"node sets its own trial terms", base, reviewtest.NodeRequest(reviewtest.N1User, U, "status", "n1", reviewtest.Node("n1", withAnnotation(contract.TrialAnnotation, `{"allowShrink":true}`)), reviewtest.Node("n1")), contract.RuleConfigSource, contract.TrialAnnotation},
 		{"node lets its drain delete what nothing recreates", base, reviewtest.NodeRequest(reviewtest.N1User, U, "", "n1", reviewtest.Node("n1", withAnnotation(contract.DrainForceAnnotation, "true")), reviewtest.Node("n1")), contract.RuleConfigSource, contract.DrainForceAnnotation},
 		{"node drops the emptyDir switch", base, reviewtest.NodeRequest(reviewtest.N1User, U, "", "n1", reviewtest.Node("n1"), reviewtest.Node("n1", withAnnotation(contract.DrainDeleteEmptyDirDataAnnotation, "true"))), contract.RuleConfigSource, contract.DrainDeleteEmptyDirDataAnnotation},
-		{"node moves its rollout's trial end", base, reviewtest.NodeRequest(reviewtest.N1User, U, "", "n1", reviewtest.Node("n1", withAnnotation(v1alpha1.TrialEndsAnnotation, "2020-01-01T00:00:00Z")), reviewtest.Node("n1", withAnnotation(v1alpha1.TrialEndsAnnotation, "2030-01-01T00:00:00Z"))), contract.RuleConfigSource, v1alpha1.TrialEndsAnnotation},
+		{"node moves its rollout's trial end", base, reviewtest.NodeRequest(reviewtest.N1User, U, "", "n1", reviewtest.Node("n1", withAnnotation(contract.TrialEndsAnnotation, "2020-01-01T00:00:00Z")), reviewtest.Node("n1", withAnnotation(contract.TrialEndsAnnotation, "2030-01-01T00:00:00Z"))), contract.RuleConfigSource, contract.TrialEndsAnnotation},
 		{"admin allows a Node's assignment to shrink it", base, reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2", reviewtest.Node("n2", withAnnotation(contract.TrialAnnotation, `{"allowShrink":true}`), withAnnotation(contract.DrainForceAnnotation, "true")), reviewtest.Node("n2")), "", ""},
 
 		// Rule 4: minimum kubelet version at registration.

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/version"
 
-	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 )
@@ -179,7 +178,7 @@ func (a *Admitter) admitConfigSource(settings *config.Settings, nodeName string,
 				nodeName, ref, contract.EligibleLabel, contract.EligibleLabelValue)
 		}
 	}
-	for _, key := range v1alpha1.BookkeepingAnnotations {
+	for _, key := range contract.BookkeepingAnnotations {
 		value, has := node.Annotations[key]
 		var oldValue string
 		var oldHas bool

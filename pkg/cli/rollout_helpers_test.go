@@ -105,9 +105,9 @@ func reporting(t *testing.T, n *corev1.Node, st contract.ConfigStatus, cond core
 // movedBy is the bookkeeping of a Node the rollout moved to v3, from
 // previous (nil: no config-source before).
 func movedBy(rollout string, previous *string) map[string]string {
-	a := map[string]string{contract.ConfigSourceAnnotation: testNamespace + "/v3", v1alpha1.RolloutAnnotation: rollout}
+	a := map[string]string{contract.ConfigSourceAnnotation: testNamespace + "/v3", contract.RolloutAnnotation: rollout}
 	if previous != nil {
-		a[v1alpha1.PreviousConfigSourceAnnotation] = *previous
+		a[contract.PreviousConfigSourceAnnotation] = *previous
 	}
 	return a
 }

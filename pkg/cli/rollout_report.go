@@ -112,9 +112,9 @@ func (e *env) rolloutStatus(ctx context.Context, kube kubernetes.Interface, roll
 		node := byName[verdict.Name]
 		row := RolloutNode{
 			Node: verdict.Name, State: verdict.State, Unavailable: verdict.Unavailable, Detail: verdict.Detail,
-			Rollout: node.Annotations[v1alpha1.RolloutAnnotation], Drain: node.Annotations[contract.DrainAnnotation], Config: statusOf(node),
+			Rollout: node.Annotations[contract.RolloutAnnotation], Drain: node.Annotations[contract.DrainAnnotation], Config: statusOf(node),
 		}
-		if prev, ok := node.Annotations[v1alpha1.PreviousConfigSourceAnnotation]; ok {
+		if prev, ok := node.Annotations[contract.PreviousConfigSourceAnnotation]; ok {
 			row.PreviousConfigSource = &prev
 		}
 		for _, c := range node.Status.Conditions {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	nodeguardclient "github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned/typed/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
@@ -151,7 +152,7 @@ func runRolloutUndo(cmd *cobra.Command, e *env, o *rolloutUndoOptions, name stri
 	}
 	var results []undone
 	for i := range list.Items {
-		if list.Items[i].Annotations[v1alpha1.RolloutAnnotation] == name {
+		if list.Items[i].Annotations[contract.RolloutAnnotation] == name {
 			results = append(results, undoNode(ctx, kube, r, &list.Items[i], o.dryRun))
 		}
 	}
@@ -251,8 +252,8 @@ func undoNode(ctx context.Context, kube kubernetes.Interface, r *v1alpha1.Kubele
 
 // skipReason says why a Node with this rollout's bookkeeping is not undone.
 func skipReason(r *v1alpha1.KubeletConfigRollout, node *corev1.Node) string {
-	if node.Annotations[v1alpha1.RolloutAnnotation] != r.Name {
-		return "no longer carries " + v1alpha1.RolloutAnnotation + "=" + r.Name + " (reverted meanwhile?)"
+	if node.Annotations[contract.RolloutAnnotation] != r.Name {
+		return "no longer carries " + contract.RolloutAnnotation + "=" + r.Name + " (reverted meanwhile?)"
 	}
 	return fmt.Sprintf("its config-source no longer names the rollout's target %s/%s: someone re-pointed it since",
 		r.Spec.ConfigMapRef.Namespace, r.Spec.ConfigMapRef.Name)

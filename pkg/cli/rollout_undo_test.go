@@ -85,8 +85,8 @@ kubeletconfigrollout.nodeguard.dev/pool-blue stays paused: resuming it rolls kub
 		md := patched[node]
 		annotations, _ := md["annotations"].(map[string]any)
 		if md["resourceVersion"] != "5" || annotations[contract.ConfigSourceAnnotation] != source ||
-			annotations[v1alpha1.RolloutAnnotation] != nil || annotations[v1alpha1.PreviousConfigSourceAnnotation] != nil ||
-			annotations[v1alpha1.TrialPassedAnnotation] != nil || len(annotations) != len(v1alpha1.BookkeepingAnnotations)+1 {
+			annotations[contract.RolloutAnnotation] != nil || annotations[contract.PreviousConfigSourceAnnotation] != nil ||
+			annotations[contract.TrialPassedAnnotation] != nil || len(annotations) != len(contract.BookkeepingAnnotations)+1 {
 			t.Errorf("%s: patch %v", node, md)
 		}
 	}
@@ -94,7 +94,7 @@ kubeletconfigrollout.nodeguard.dev/pool-blue stays paused: resuming it rolls kub
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := n.Annotations[v1alpha1.RolloutAnnotation]; ok || n.Annotations[contract.ConfigSourceAnnotation] != "kubelet-configs/v2" {
+	if _, ok := n.Annotations[contract.RolloutAnnotation]; ok || n.Annotations[contract.ConfigSourceAnnotation] != "kubelet-configs/v2" {
 		t.Errorf("node-a after undo: %v", n.Annotations)
 	}
 
@@ -180,7 +180,7 @@ func TestRolloutUndoRetriesOnConflict(t *testing.T) {
 				t.Fatal(err)
 			}
 			node := obj.(*corev1.Node).DeepCopy()
-			delete(node.Annotations, v1alpha1.RolloutAnnotation)
+			delete(node.Annotations, contract.RolloutAnnotation)
 			delete(node.Annotations, contract.ConfigSourceAnnotation)
 			if err := kube.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, node, ""); err != nil {
 				t.Error(err)

@@ -91,3 +91,69 @@ func ValidDrainMode(mode string) bool {
 	}
 	return false
 }
+
+// The terms an assignment is applied by, beside DrainAnnotation
+// (docs/reference.md, "Disruptive changes and the trial"): what the drain
+// may delete, and how the trial judges. A rollout writes them with each
+// assignment from its spec (drainOptions, trial) and removes them when its
+// spec leaves them out; an administrator may write them on a Node for an
+// assignment of their own. Nodes may not write them (rule 3). Absent, the
+// agent's flags are the terms.
+const (
+	// DrainForceAnnotation "true" lets the drain evict pods no controller
+	// recreates (a pod without a controller owner), as `kubectl drain
+	// --force` does; otherwise such a pod blocks the drain.
+	DrainForceAnnotation = "nodeguard.dev/drain-force"
+	// DrainDeleteEmptyDirDataAnnotation "true" lets the drain evict pods
+	// with emptyDir volumes, whose data goes with them, as `kubectl drain
+	// --delete-emptydir-data` does; otherwise such a pod blocks the drain.
+	DrainDeleteEmptyDirDataAnnotation = "nodeguard.dev/drain-delete-emptydir-data"
+	// TrialAnnotation holds the trial's terms for the assignment, a
+	// TrialTerms as JSON (`{"periodSeconds":600,"signals":{"pressure":false}}`).
+	TrialAnnotation = "nodeguard.dev/trial"
+)
+
+// The rollout's bookkeeping on Nodes; see v1alpha1.KubeletConfigRollout.
+const (
+	// RolloutAnnotation names the KubeletConfigRollout that last set the
+	// Node's nodeguard.dev/config-source.
+	RolloutAnnotation = "nodeguard.dev/rollout"
+	// PreviousConfigSourceAnnotation holds the Node's
+	// nodeguard.dev/config-source as it was before that rollout set it,
+	// possibly empty (the local configuration); it is absent when the
+	// annotation was absent, so that a revert removes it again and a legacy
+	// spec.configSource is read as before.
+	PreviousConfigSourceAnnotation = "nodeguard.dev/previous-config-source"
+	// TrialPassedAnnotation is set by the rollout that moved the Node,
+	// once the Node reports its target updated, to the target's version as
+	// "<namespace>/<name>@<resourceVersion>". Only a Node this rollout
+	// moved to the target and that has not passed its trial on that
+	// version can fail the pool: a failure reported afterwards is the
+	// Node's own, shown but never reverting the others.
+	TrialPassedAnnotation = "nodeguard.dev/trial-passed"
+	// TrialEndsAnnotation is set by a rollout with each assignment, to the
+	// time (RFC 3339) its trial period ends counted from the assignment
+	// (spec.trial.periodSeconds, else the controller's --trial-period): the
+	// rollout counts the Node updated no sooner, whatever its agent
+	// reports, and a restarted controller, or kubectl nodeguard rollout
+	// status, reads the same time from the Node.
+	TrialEndsAnnotation = "nodeguard.dev/trial-ends"
+)
+
+// BookkeepingAnnotations are the annotations only the rollout controller
+// writes on Nodes (beside the assignment); no node may add, change or
+// remove them, and a revert removes them all. DrainAnnotation, the
+// drain's switches and TrialAnnotation are among them: they carry
+// spec.drain, spec.drainOptions and spec.trial of the rollout that assigned
+// the Node (or an administrator's word for an assignment of their own), on
+// how the Node's workloads are treated and its trial judged, which the
+// node's own credentials (the agent's) must not rewrite.
+var BookkeepingAnnotations = []string{RolloutAnnotation, PreviousConfigSourceAnnotation, TrialPassedAnnotation, DrainAnnotation,
+	TrialEndsAnnotation, TrialAnnotation, DrainForceAnnotation, DrainDeleteEmptyDirDataAnnotation}
+
+// AllowDangerousFieldsAnnotation on an eligible ConfigMap names the
+// dangerous fields its configuration may set anyway ("tlsCipherSuites",
+// several separated by commas), or says "true" for every field; each
+// allowed field is then a warning (pkg/kubeletconfig/hardening). It never
+// lifts the fields that may not change dynamically.
+const AllowDangerousFieldsAnnotation = "nodeguard.dev/allow-dangerous-fields"

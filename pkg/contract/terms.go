@@ -7,27 +7,6 @@ import (
 	"fmt"
 )
 
-// The terms an assignment is applied by, beside contract.DrainAnnotation
-// (docs/reference.md, "Disruptive changes and the trial"): what the drain
-// may delete, and how the trial judges. A rollout writes them with each
-// assignment from its spec (drainOptions, trial) and removes them when its
-// spec leaves them out; an administrator may write them on a Node for an
-// assignment of their own. Nodes may not write them (rule 3). Absent, the
-// agent's flags are the terms.
-const (
-	// DrainForceAnnotation "true" lets the drain evict pods no controller
-	// recreates (a pod without a controller owner), as `kubectl drain
-	// --force` does; otherwise such a pod blocks the drain.
-	DrainForceAnnotation = "nodeguard.dev/drain-force"
-	// DrainDeleteEmptyDirDataAnnotation "true" lets the drain evict pods
-	// with emptyDir volumes, whose data goes with them, as `kubectl drain
-	// --delete-emptydir-data` does; otherwise such a pod blocks the drain.
-	DrainDeleteEmptyDirDataAnnotation = "nodeguard.dev/drain-delete-emptydir-data"
-	// TrialAnnotation holds the trial's terms for the assignment, a
-	// TrialTerms as JSON (`{"periodSeconds":600,"signals":{"pressure":false}}`).
-	TrialAnnotation = "nodeguard.dev/trial"
-)
-
 // DrainOptions are `kubectl drain`'s two switches for pods whose deletion
 // loses something: without them such pods block a drain, which then
 // changes nothing.

@@ -50,13 +50,13 @@ func assign(rollout string, node *NodeObservation, target contract.ConfigMapRef,
 	ends := FormatTrialEnds(now.Add(s.trialPeriod))
 	annotations := map[string]*string{
 		contract.ConfigSourceAnnotation: &source,
-		v1alpha1.RolloutAnnotation:      &rollout,
+		contract.RolloutAnnotation:      &rollout,
 		// nil when the Node had no config-source: a revert removes it
 		// again, and a stale previous source from an earlier move goes.
-		v1alpha1.PreviousConfigSourceAnnotation: node.ConfigSource,
+		contract.PreviousConfigSourceAnnotation: node.ConfigSource,
 		// A Node moved anew has passed no trial of this rollout's.
-		v1alpha1.TrialPassedAnnotation: nil,
-		v1alpha1.TrialEndsAnnotation:   &ends,
+		contract.TrialPassedAnnotation: nil,
+		contract.TrialEndsAnnotation:   &ends,
 		contract.DrainAnnotation:       drainAnnotation(s.drain),
 		contract.TrialAnnotation:       trial,
 	}
@@ -88,12 +88,12 @@ func drainAnnotation(drain v1alpha1.DrainMode) *string {
 
 // revert points the Node back at its previous source and drops the
 // bookkeeping, after which the Node is no longer this rollout's to move.
-// Every one of v1alpha1.BookkeepingAnnotations goes, nodeguard.dev/drain
+// Every one of contract.BookkeepingAnnotations goes, nodeguard.dev/drain
 // included: the mode was the rollout's word for its target, and the
 // previous source is applied with the agent's own default.
 func revert(node *NodeObservation) Change {
 	annotations := map[string]*string{contract.ConfigSourceAnnotation: node.PreviousConfigSource}
-	for _, key := range v1alpha1.BookkeepingAnnotations {
+	for _, key := range contract.BookkeepingAnnotations {
 		annotations[key] = nil
 	}
 	return Change{Node: node.Name, ResourceVersion: node.ResourceVersion, Annotations: annotations}
@@ -111,7 +111,7 @@ func passed(node *NodeObservation, target contract.ObjectRef) Change {
 	value := TrialPassedValue(target)
 	return Change{
 		Node:        node.Name,
-		Annotations: map[string]*string{v1alpha1.TrialPassedAnnotation: &value},
+		Annotations: map[string]*string{contract.TrialPassedAnnotation: &value},
 	}
 }
 

@@ -178,9 +178,9 @@ func movedFrom(previous *string) nodeOpt { return movedByFrom(rolloutName, previ
 
 func movedByFrom(rollout string, previous *string) nodeOpt {
 	return func(n *corev1.Node) {
-		n.Annotations[v1alpha1.RolloutAnnotation] = rollout
+		n.Annotations[contract.RolloutAnnotation] = rollout
 		if previous != nil {
-			n.Annotations[v1alpha1.PreviousConfigSourceAnnotation] = *previous
+			n.Annotations[contract.PreviousConfigSourceAnnotation] = *previous
 		}
 	}
 }

@@ -155,7 +155,7 @@ func TestRevertsRemoveTheDrainMode(t *testing.T) {
 		t.Fatal("Undo does not take n1 back")
 	}
 	for what, c := range map[string]Change{"revert": d.Revert[0], "undo": undo} {
-		for _, key := range append([]string{contract.DrainAnnotation}, v1alpha1.BookkeepingAnnotations...) {
+		for _, key := range append([]string{contract.DrainAnnotation}, contract.BookkeepingAnnotations...) {
 			if v, ok := c.Annotations[key]; !ok || v != nil {
 				t.Errorf("the %s of n1 does not remove %s: %v", what, key, c.Annotations)
 			}

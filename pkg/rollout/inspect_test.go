@@ -98,7 +98,7 @@ func TestUndoIsTheRevertOfTheNodesTheRolloutMoved(t *testing.T) {
 			if (got == nil) != (tc.restored == nil) || (got != nil && *got != *tc.restored) {
 				t.Errorf("config-source %v, want %v", got, tc.restored)
 			}
-			for _, key := range []string{v1alpha1.RolloutAnnotation, v1alpha1.PreviousConfigSourceAnnotation} {
+			for _, key := range []string{contract.RolloutAnnotation, contract.PreviousConfigSourceAnnotation} {
 				if v, present := change.Annotations[key]; !present || v != nil {
 					t.Errorf("%s: %v, %v; want removed", key, v, present)
 				}

@@ -84,14 +84,14 @@ func ObserveNode(node *corev1.Node, otherRollouts []string) (NodeObservation, er
 	obs := NodeObservation{
 		Name:            node.Name,
 		ResourceVersion: node.ResourceVersion,
-		Rollout:         node.Annotations[v1alpha1.RolloutAnnotation],
-		TrialPassed:     node.Annotations[v1alpha1.TrialPassedAnnotation],
+		Rollout:         node.Annotations[contract.RolloutAnnotation],
+		TrialPassed:     node.Annotations[contract.TrialPassedAnnotation],
 		OtherRollouts:   otherRollouts,
 	}
 	if value, ok := node.Annotations[contract.ConfigSourceAnnotation]; ok {
 		obs.ConfigSource = &value
 	}
-	if value, ok := node.Annotations[v1alpha1.PreviousConfigSourceAnnotation]; ok {
+	if value, ok := node.Annotations[contract.PreviousConfigSourceAnnotation]; ok {
 		obs.PreviousConfigSource = &value
 	}
 	for i := range node.Status.Conditions {
@@ -105,10 +105,10 @@ func ObserveNode(node *corev1.Node, otherRollouts []string) (NodeObservation, er
 	}
 
 	var errs []error
-	if value, ok := node.Annotations[v1alpha1.TrialEndsAnnotation]; ok {
+	if value, ok := node.Annotations[contract.TrialEndsAnnotation]; ok {
 		ends, err := time.Parse(time.RFC3339, value)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("node %s: annotation %s: %w", node.Name, v1alpha1.TrialEndsAnnotation, err))
+			errs = append(errs, fmt.Errorf("node %s: annotation %s: %w", node.Name, contract.TrialEndsAnnotation, err))
 		} else {
 			obs.TrialEnds = ends
 		}

@@ -17,7 +17,7 @@ import (
 
 // passedOn: the rollout recorded the Node passing its trial on ref.
 func passedOn(ref contract.ObjectRef) nodeOpt {
-	return func(n *corev1.Node) { n.Annotations[v1alpha1.TrialPassedAnnotation] = TrialPassedValue(ref) }
+	return func(n *corev1.Node) { n.Annotations[contract.TrialPassedAnnotation] = TrialPassedValue(ref) }
 }
 
 // Only a Node this rollout moved, in its trial on the target, fails the
@@ -142,8 +142,8 @@ func TestAPassedTrialIsRecordedOnTheNodesTheRolloutMoved(t *testing.T) {
 		t.Fatalf("recorded %v, want [n1 n5]", got)
 	}
 	for _, c := range d.Record {
-		if v := c.Annotations[v1alpha1.TrialPassedAnnotation]; v == nil || *v != "kubelet-configs/pool-blue-v3@30" || len(c.Annotations) != 1 {
-			t.Errorf("record of %s is %v, want only %s=kubelet-configs/pool-blue-v3@30", c.Node, c.Annotations, v1alpha1.TrialPassedAnnotation)
+		if v := c.Annotations[contract.TrialPassedAnnotation]; v == nil || *v != "kubelet-configs/pool-blue-v3@30" || len(c.Annotations) != 1 {
+			t.Errorf("record of %s is %v, want only %s=kubelet-configs/pool-blue-v3@30", c.Node, c.Annotations, contract.TrialPassedAnnotation)
 		}
 	}
 	// A failed rollout records nothing: it is reverting.
@@ -156,8 +156,8 @@ func TestAPassedTrialIsRecordedOnTheNodesTheRolloutMoved(t *testing.T) {
 	}
 	// An assignment and a revert clear the mark.
 	for _, c := range []Change{mustAssign(t, &NodeObservation{Name: "n"}, spec{}, now.Time), revert(&NodeObservation{Name: "n"})} {
-		if v, ok := c.Annotations[v1alpha1.TrialPassedAnnotation]; !ok || v != nil {
-			t.Errorf("change %v does not remove %s", c.Annotations, v1alpha1.TrialPassedAnnotation)
+		if v, ok := c.Annotations[contract.TrialPassedAnnotation]; !ok || v != nil {
+			t.Errorf("change %v does not remove %s", c.Annotations, contract.TrialPassedAnnotation)
 		}
 	}
 }

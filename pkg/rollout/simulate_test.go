@@ -195,7 +195,7 @@ func TestAFailedTrialRevertsEveryMovedNodeOnce(t *testing.T) {
 		if _, ok := n.Annotations[contract.ConfigSourceAnnotation]; ok {
 			t.Errorf("%s still has config-source %q after the revert", name, n.Annotations[contract.ConfigSourceAnnotation])
 		}
-		if _, ok := n.Annotations[v1alpha1.RolloutAnnotation]; ok {
+		if _, ok := n.Annotations[contract.RolloutAnnotation]; ok {
 			t.Errorf("%s keeps the rollout's bookkeeping after the revert", name)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 // trialEnds: the rollout that moved the Node counts its trial as ending
 // at t.
 func trialEnds(t time.Time) nodeOpt {
-	return func(n *corev1.Node) { n.Annotations[v1alpha1.TrialEndsAnnotation] = FormatTrialEnds(t) }
+	return func(n *corev1.Node) { n.Annotations[contract.TrialEndsAnnotation] = FormatTrialEnds(t) }
 }
 
 func withTrial(terms *contract.TrialTerms) rolloutOpt {
@@ -87,7 +87,7 @@ func TestAssignmentCarriesTheTerms(t *testing.T) {
 	want := map[string]string{
 		contract.TrialAnnotation:                   `{"periodSeconds":45,"signals":{"pressure":false}}`,
 		contract.DrainDeleteEmptyDirDataAnnotation: "true",
-		v1alpha1.TrialEndsAnnotation:               FormatTrialEnds(now.Add(45 * time.Second)),
+		contract.TrialEndsAnnotation:               FormatTrialEnds(now.Add(45 * time.Second)),
 	}
 	for key, value := range want {
 		if a[key] == nil || *a[key] != value {
@@ -103,10 +103,10 @@ func TestAssignmentCarriesTheTerms(t *testing.T) {
 	if v, ok := a[contract.TrialAnnotation]; !ok || v != nil {
 		t.Errorf("no spec.trial: %s = %v, want removed", contract.TrialAnnotation, v)
 	}
-	if v := a[v1alpha1.TrialEndsAnnotation]; v == nil || *v != FormatTrialEnds(now.Add(10*time.Minute)) {
+	if v := a[contract.TrialEndsAnnotation]; v == nil || *v != FormatTrialEnds(now.Add(10*time.Minute)) {
 		t.Errorf("trial ends %v, want the controller's default period after now", v)
 	}
-	for _, key := range []string{contract.TrialAnnotation, contract.DrainForceAnnotation, contract.DrainDeleteEmptyDirDataAnnotation, v1alpha1.TrialEndsAnnotation} {
+	for _, key := range []string{contract.TrialAnnotation, contract.DrainForceAnnotation, contract.DrainDeleteEmptyDirDataAnnotation, contract.TrialEndsAnnotation} {
 		if v, ok := revert(&NodeObservation{Name: "n1"}).Annotations[key]; !ok || v != nil {
 			t.Errorf("a revert does not remove %s", key)
 		}

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apiserver/pkg/admission"
 
-	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
@@ -24,7 +23,7 @@ type bookkeepingWrite = struct {
 }
 
 // bookkeepingWrites are, for every annotation admission keeps nodes from
-// writing (v1alpha1.BookkeepingAnnotations: the rollout's bookkeeping and
+// writing (contract.BookkeepingAnnotations: the rollout's bookkeeping and
 // nodeguard.dev/drain), a node adding, changing and removing it: each must
 // reach the webhook, or rule 3 never judges it and the node writes it
 // unseen. A node's routine write beside it, and an administrator's (the
@@ -32,7 +31,7 @@ type bookkeepingWrite = struct {
 // annotation added to it without its matchCondition fails here.
 func bookkeepingWrites() []bookkeepingWrite {
 	var out []bookkeepingWrite
-	for _, key := range v1alpha1.BookkeepingAnnotations {
+	for _, key := range contract.BookkeepingAnnotations {
 		with := func(value string) *corev1.Node { return annotated(nodeWith("cfg/a"), key, value) }
 		out = append(out,
 			bookkeepingWrite{nodeWrite{name: "a node adds " + key, user: kubelet, operation: admission.Update, subresource: "status",
@@ -57,13 +56,13 @@ var quoted = regexp.MustCompile(`'([^']*)'`)
 
 // checkControllerWritable: the annotations the rollout controller's policy
 // lets its token change (its variable writable) are exactly those the
-// controller writes, the assignment and v1alpha1.BookkeepingAnnotations,
+// controller writes, the assignment and contract.BookkeepingAnnotations,
 // and a validation confines annotation changes to them. One missing would
 // refuse the controller's own patches (a new bookkeeping annotation, the
 // drain mode); one more would let a stolen token forge what the agent
 // alone writes (its status, its cordon mark).
 func checkControllerWritable(policy *admissionregistrationv1.ValidatingAdmissionPolicy) error {
-	want := append([]string{contract.ConfigSourceAnnotation}, v1alpha1.BookkeepingAnnotations...)
+	want := append([]string{contract.ConfigSourceAnnotation}, contract.BookkeepingAnnotations...)
 	slices.Sort(want)
 	i := slices.IndexFunc(policy.Spec.Variables, func(v admissionregistrationv1.Variable) bool { return v.Name == "writable" })
 	if i < 0 {

@@ -2,19 +2,13 @@ package hardening
 
 import "strings"
 
-// AllowAnnotation on an eligible ConfigMap names the dangerous fields its
-// configuration may set anyway ("tlsCipherSuites", several separated by
-// commas), or says "true" for every field; each allowed field is then a
-// warning. It never lifts forbiddenDynamicFields.
-const AllowAnnotation = "nodeguard.dev/allow-dangerous-fields"
-
-// Allowance is what an AllowAnnotation value allows.
+// Allowance is what a contract.AllowDangerousFieldsAnnotation value allows.
 type Allowance struct {
 	all    bool
 	fields map[string]bool
 }
 
-// ParseAllowance reads an AllowAnnotation value; "" allows nothing.
+// ParseAllowance reads a contract.AllowDangerousFieldsAnnotation value; "" allows nothing.
 func ParseAllowance(value string) Allowance {
 	a := Allowance{fields: map[string]bool{}}
 	for _, part := range strings.Split(value, ",") {

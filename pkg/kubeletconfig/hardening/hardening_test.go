@@ -7,6 +7,7 @@ import (
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 )
 
@@ -135,7 +136,7 @@ func TestJudgeAndAllowance(t *testing.T) {
 		if len(v.Refused)+len(v.Allowed) != 2 || len(v.Risky) != 1 {
 			t.Errorf("%q: %+v", annotation, v)
 		}
-		if err := v.Err(); (err != nil) != (len(refused) > 0) || (err != nil && !strings.Contains(err.Error(), AllowAnnotation)) {
+		if err := v.Err(); (err != nil) != (len(refused) > 0) || (err != nil && !strings.Contains(err.Error(), contract.AllowDangerousFieldsAnnotation)) {
 			t.Errorf("%q: error %v", annotation, err)
 		}
 	}

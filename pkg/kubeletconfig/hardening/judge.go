@@ -7,6 +7,7 @@ import (
 
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 )
 
@@ -30,7 +31,7 @@ func (v Verdict) Err() error {
 		parts[i] = f.String()
 	}
 	return fmt.Errorf("the configuration %s; annotate the ConfigMap %s with the field (or \"true\" for every field) to allow it",
-		strings.Join(parts, "; "), AllowAnnotation)
+		strings.Join(parts, "; "), contract.AllowDangerousFieldsAnnotation)
 }
 
 // Judge applies Find and Risky, and the allowance.

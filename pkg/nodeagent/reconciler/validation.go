@@ -163,7 +163,7 @@ func (a *Allowances) Seen(cm *corev1.ConfigMap, assignment *contract.Assignment)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.config, a.annotation = cm.Data[assignment.Key], cm.Annotations[hardening.AllowAnnotation]
+	a.config, a.annotation = cm.Data[assignment.Key], cm.Annotations[contract.AllowDangerousFieldsAnnotation]
 }
 
 // For is the allowance of config: the annotation of the ConfigMap last seen

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/kubeletconfig/hardening"
 )
 
 const head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
@@ -31,7 +30,7 @@ func TestRefusesWhatTheWebhookRefuses(t *testing.T) {
 		Allowances:  allowances,
 	}
 	seen := func(config, annotation string) {
-		allowances.Seen(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{hardening.AllowAnnotation: annotation}},
+		allowances.Seen(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{contract.AllowDangerousFieldsAnnotation: annotation}},
 			Data: map[string]string{"kubelet": config}}, &contract.Assignment{Key: "kubelet"})
 	}
 	for _, tc := range []struct {
@@ -74,7 +73,7 @@ func TestAllowanceIsTheConfigurationsOwn(t *testing.T) {
 	allowances := &Allowances{}
 	validator := Validator{Allowances: allowances}
 	dangerous := head + "enableDebuggingHandlers: true\n"
-	allowances.Seen(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{hardening.AllowAnnotation: "true"}},
+	allowances.Seen(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{contract.AllowDangerousFieldsAnnotation: "true"}},
 		Data: map[string]string{"kubelet": head + "maxPods: 50\n"}}, &contract.Assignment{Key: "kubelet"})
 	if err := validator.Validate([]byte(dangerous), version.MustParseGeneric("1.37.2")); !errors.Is(err, ErrDangerousField) {
 		t.Fatalf("another ConfigMap's allowance: %v", err)

@@ -264,7 +264,7 @@ func TestCanaryAloneAndStatusFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if node.Annotations[v1alpha1.RolloutAnnotation] != "r" {
+	if node.Annotations[contract.RolloutAnnotation] != "r" {
 		t.Errorf("bookkeeping: %v", node.Annotations)
 	}
 	var r *v1alpha1.KubeletConfigRollout
@@ -321,8 +321,8 @@ func TestRevertsFollowTheStatus(t *testing.T) {
 		n := readyNode(name, blue)
 		n.Annotations = map[string]string{
 			contract.ConfigSourceAnnotation:         "kubelet-configs/v2",
-			v1alpha1.RolloutAnnotation:              "r",
-			v1alpha1.PreviousConfigSourceAnnotation: "",
+			contract.RolloutAnnotation:              "r",
+			contract.PreviousConfigSourceAnnotation: "",
 		}
 		return n
 	}

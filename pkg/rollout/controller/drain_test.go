@@ -97,8 +97,8 @@ func TestRevertRemovesTheDrainMode(t *testing.T) {
 	failed := readyNode("a", blue)
 	failed.Annotations = map[string]string{
 		contract.ConfigSourceAnnotation:         "kubelet-configs/v2",
-		v1alpha1.RolloutAnnotation:              "r",
-		v1alpha1.PreviousConfigSourceAnnotation: "kubelet-configs/v1",
+		contract.RolloutAnnotation:              "r",
+		contract.PreviousConfigSourceAnnotation: "kubelet-configs/v1",
 		contract.DrainAnnotation:                contract.DrainNever,
 	}
 	reportOn(t, failed, false)
@@ -110,7 +110,7 @@ func TestRevertRemovesTheDrainMode(t *testing.T) {
 		return got["a"] == "kubelet-configs/v1", fmt.Sprint(got)
 	})
 	annotations := h.node(t, "a").Annotations
-	for _, key := range v1alpha1.BookkeepingAnnotations {
+	for _, key := range contract.BookkeepingAnnotations {
 		if v, ok := annotations[key]; ok {
 			t.Errorf("%s=%q left on the reverted Node", key, v)
 		}

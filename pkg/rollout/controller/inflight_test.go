@@ -51,8 +51,8 @@ func movedAndUpdated(t *testing.T, name string, labels map[string]string) *corev
 	n := readyNode(name, labels)
 	n.Annotations = map[string]string{
 		contract.ConfigSourceAnnotation:         "kubelet-configs/v2",
-		v1alpha1.RolloutAnnotation:              "r",
-		v1alpha1.PreviousConfigSourceAnnotation: "",
+		contract.RolloutAnnotation:              "r",
+		contract.PreviousConfigSourceAnnotation: "",
 	}
 	reportOn(t, n, true)
 	return n

@@ -34,8 +34,8 @@ func TestRoutineAssignmentsDoNotWaitForTheStatus(t *testing.T) {
 		}
 		n.Annotations = map[string]string{
 			contract.ConfigSourceAnnotation:         "kubelet-configs/v2",
-			v1alpha1.RolloutAnnotation:              "r",
-			v1alpha1.PreviousConfigSourceAnnotation: "",
+			contract.RolloutAnnotation:              "r",
+			contract.PreviousConfigSourceAnnotation: "",
 			contract.ConfigStatusAnnotation:         string(report),
 		}
 		n.Status.Conditions[1] = corev1.NodeCondition{Type: contract.ConditionKubeletConfigReady, Status: corev1.ConditionTrue, Reason: reason}
@@ -51,7 +51,7 @@ func TestRoutineAssignmentsDoNotWaitForTheStatus(t *testing.T) {
 	}
 	// a and b passed their trials as the rollout recorded: no mark to write.
 	for _, n := range nodes[:2] {
-		n.Annotations[v1alpha1.TrialPassedAnnotation] = rollout.TrialPassedValue(target)
+		n.Annotations[contract.TrialPassedAnnotation] = rollout.TrialPassedValue(target)
 	}
 	r := newRollout("r")
 	two := intstr.FromInt32(2)

@@ -69,7 +69,7 @@ func TestAPassedTrialIsMarkedOnTheNode(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return n.Annotations[v1alpha1.TrialPassedAnnotation] == "kubelet-configs/v2@7", fmt.Sprintf("%v", n.Annotations)
+		return n.Annotations[contract.TrialPassedAnnotation] == "kubelet-configs/v2@7", fmt.Sprintf("%v", n.Annotations)
 	})
 }
 

@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
@@ -46,11 +45,11 @@ func TestDecidedAlike(t *testing.T) {
 			n.Spec.ConfigSource = &corev1.NodeConfigSource{ConfigMap: &corev1.ConfigMapNodeConfigSource{Namespace: "kubelet-configs", Name: "v0", KubeletConfigKey: "kubelet"}}
 		}},
 		{name: "assignment", change: func(n *corev1.Node) { n.Annotations[contract.ConfigSourceAnnotation] = "kubelet-configs/v2" }},
-		{name: "rollout bookkeeping", change: func(n *corev1.Node) { n.Annotations[v1alpha1.RolloutAnnotation] = "r" }},
+		{name: "rollout bookkeeping", change: func(n *corev1.Node) { n.Annotations[contract.RolloutAnnotation] = "r" }},
 		{name: "the controller's trial-passed mark", change: func(n *corev1.Node) {
-			n.Annotations[v1alpha1.TrialPassedAnnotation] = "kubelet-configs/v1@3"
+			n.Annotations[contract.TrialPassedAnnotation] = "kubelet-configs/v1@3"
 		}, alike: true},
-		{name: "previous source", change: func(n *corev1.Node) { n.Annotations[v1alpha1.PreviousConfigSourceAnnotation] = "" }},
+		{name: "previous source", change: func(n *corev1.Node) { n.Annotations[contract.PreviousConfigSourceAnnotation] = "" }},
 		// The controller writes the mode; no decision reads it back.
 		{name: "the drain mode", change: func(n *corev1.Node) { n.Annotations[contract.DrainAnnotation] = contract.DrainNever }, alike: true},
 		// The agent's phase and the pods its drain waits on are in the

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
@@ -289,7 +288,7 @@ func TestConfigSource(t *testing.T) {
 	// A rollout's bookkeeping is the controller's alone: the previous
 	// config source is what a revert assigns back. The settings still allow
 	// self-assignment here, and the node is refused all the same.
-	for key, value := range map[string]string{v1alpha1.PreviousConfigSourceAnnotation: eligible, v1alpha1.RolloutAnnotation: "pool"} {
+	for key, value := range map[string]string{contract.PreviousConfigSourceAnnotation: eligible, contract.RolloutAnnotation: "pool"} {
 		_, err := nodes.Patch(h.ctx, n1, types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, key, value), metav1.PatchOptions{})
 		refused(t, "a node writing "+key, err, "nodeguard rule 3 (config-source)", key)
 		_, err = h.admin.CoreV1().Nodes().Patch(h.ctx, n2, types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, key, value), metav1.PatchOptions{})

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/kubeletconfig/hardening"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
 )
 
@@ -70,7 +69,7 @@ func (n *node) allowDangerous(cm *corev1.ConfigMap, fields string) *corev1.Confi
 	if cm.Annotations == nil {
 		cm.Annotations = map[string]string{}
 	}
-	cm.Annotations[hardening.AllowAnnotation] = fields
+	cm.Annotations[contract.AllowDangerousFieldsAnnotation] = fields
 	stored, err := env.Admin.CoreV1().ConfigMaps(cm.Namespace).Update(n.ctx, cm, metav1.UpdateOptions{})
 	if err != nil {
 		n.t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/metadata"
 
-	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/cli"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned"
@@ -68,7 +67,7 @@ func TestRolloutUndoWithTheController(t *testing.T) {
 
 	// The canary, a (first in name order), is assigned by the controller.
 	s.waitNode(a, "the controller assigns the canary", func(n *corev1.Node) bool {
-		return n.Annotations[contract.ConfigSourceAnnotation] == s.ns+"/v3" && n.Annotations[v1alpha1.RolloutAnnotation] == name
+		return n.Annotations[contract.ConfigSourceAnnotation] == s.ns+"/v3" && n.Annotations[contract.RolloutAnnotation] == name
 	})
 	eventually(t, "status shows the canary in trial", func(r result) bool {
 		return r.code == cli.ExitOK && strings.Contains(r.out, "State:    Canary (progressing)")
@@ -97,7 +96,7 @@ func TestRolloutUndoWithTheController(t *testing.T) {
 	// A resume starts over from the canary.
 	expect(t, "resume", plugin(t, "rollout", "resume", name), cli.ExitOK, name+": resumed")
 	s.waitNode(a, "the controller assigns the canary again", func(n *corev1.Node) bool {
-		return n.Annotations[contract.ConfigSourceAnnotation] == s.ns+"/v3" && n.Annotations[v1alpha1.PreviousConfigSourceAnnotation] == s.ns+"/v2"
+		return n.Annotations[contract.ConfigSourceAnnotation] == s.ns+"/v3" && n.Annotations[contract.PreviousConfigSourceAnnotation] == s.ns+"/v2"
 	})
 }
 

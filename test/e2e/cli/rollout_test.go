@@ -161,9 +161,9 @@ func TestRollout(t *testing.T) {
 
 	// a: moved from v2, updated; b: moved from nothing, on trial; c: on v2,
 	// its turn to come.
-	s.annotate(a, map[string]any{contract.ConfigSourceAnnotation: s.ns + "/v3", v1alpha1.RolloutAnnotation: name, v1alpha1.PreviousConfigSourceAnnotation: s.ns + "/v2"})
+	s.annotate(a, map[string]any{contract.ConfigSourceAnnotation: s.ns + "/v3", contract.RolloutAnnotation: name, contract.PreviousConfigSourceAnnotation: s.ns + "/v2"})
 	s.report(a, contract.ConfigStatus{Assigned: pinned(v3), Active: pinned(v3), LastKnownGood: pinned(v3)}, corev1.ConditionTrue, contract.ReasonConfigActive, "active")
-	s.annotate(b, map[string]any{contract.ConfigSourceAnnotation: s.ns + "/v3", v1alpha1.RolloutAnnotation: name})
+	s.annotate(b, map[string]any{contract.ConfigSourceAnnotation: s.ns + "/v3", contract.RolloutAnnotation: name})
 	s.report(b, contract.ConfigStatus{Assigned: pinned(v3), Active: pinned(v3), LastKnownGood: nil}, corev1.ConditionFalse, contract.ReasonTrialInProgress, "on trial")
 	s.annotate(c, map[string]any{contract.ConfigSourceAnnotation: s.ns + "/v2"})
 	s.report(c, contract.ConfigStatus{Assigned: pinned(v2), Active: pinned(v2), LastKnownGood: pinned(v2)}, corev1.ConditionTrue, contract.ReasonConfigActive, "active")
@@ -265,7 +265,7 @@ func TestRollout(t *testing.T) {
 			if ok != (want != nil) || (ok && src != *want) {
 				t.Errorf("%s: config-source %q (present %v), want %v", node, src, ok, want)
 			}
-			for _, key := range []string{v1alpha1.RolloutAnnotation, v1alpha1.PreviousConfigSourceAnnotation} {
+			for _, key := range []string{contract.RolloutAnnotation, contract.PreviousConfigSourceAnnotation} {
 				if v, ok := n.Annotations[key]; ok {
 					t.Errorf("%s: %s=%q left behind", node, key, v)
 				}

@@ -163,7 +163,7 @@ func waitPassedMark(t *testing.T, names []string, cm *corev1.ConfigMap) {
 	want := rollout.TrialPassedValue(targetOf(cm))
 	err := framework.Eventually(t.Context(), waitTimeout, "the trial-passed marks", func(ctx context.Context) (bool, string, error) {
 		for _, name := range names {
-			if got := node(t, name).Annotations[v1alpha1.TrialPassedAnnotation]; got != want {
+			if got := node(t, name).Annotations[contract.TrialPassedAnnotation]; got != want {
 				return false, fmt.Sprintf("%s: %q", name, got), nil
 			}
 		}
@@ -181,10 +181,10 @@ func TestANodeCannotForgeItsTrialMark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := []byte(`{"metadata":{"annotations":{"` + v1alpha1.TrialPassedAnnotation + `":"kubelet-configs/x@1"}}}`)
+	body := []byte(`{"metadata":{"annotations":{"` + contract.TrialPassedAnnotation + `":"kubelet-configs/x@1"}}}`)
 	_, err = client.CoreV1().Nodes().Patch(t.Context(), slowNode, types.MergePatchType, body, metav1.PatchOptions{})
 	if err == nil || !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
-		t.Errorf("%s writing its own %s: %v, want a refusal", slowNode, v1alpha1.TrialPassedAnnotation, err)
+		t.Errorf("%s writing its own %s: %v, want a refusal", slowNode, contract.TrialPassedAnnotation, err)
 	}
 }
 

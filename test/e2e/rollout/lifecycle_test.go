@@ -286,8 +286,8 @@ func TestDeletedRolloutLeavesAssignments(t *testing.T) {
 		return fmt.Sprint(now) == fmt.Sprint(atDelete), fmt.Sprint(now)
 	})
 	for _, name := range moved {
-		if got := node(t, name).Annotations[v1alpha1.RolloutAnnotation]; got != "deleted" {
-			t.Errorf("%s: bookkeeping %s=%q, want it kept", name, v1alpha1.RolloutAnnotation, got)
+		if got := node(t, name).Annotations[contract.RolloutAnnotation]; got != "deleted" {
+			t.Errorf("%s: bookkeeping %s=%q, want it kept", name, contract.RolloutAnnotation, got)
 		}
 	}
 }

@@ -44,9 +44,9 @@ func TestAnEarlyReportIsNotCountedUpdated(t *testing.T) {
 		return source(t, canaryNode) == configNamespace+"/"+cm.Name
 	})
 	assigned := node(t, canaryNode)
-	ends, err := time.Parse(time.RFC3339, assigned.Annotations[v1alpha1.TrialEndsAnnotation])
+	ends, err := time.Parse(time.RFC3339, assigned.Annotations[contract.TrialEndsAnnotation])
 	if err != nil {
-		t.Fatalf("%s's %s: %v", canaryNode, v1alpha1.TrialEndsAnnotation, err)
+		t.Fatalf("%s's %s: %v", canaryNode, contract.TrialEndsAnnotation, err)
 	}
 	if got := assigned.Annotations[contract.TrialAnnotation]; got != `{"periodSeconds":40}` {
 		t.Errorf("%s's %s is %q, want the rollout's spec.trial", canaryNode, contract.TrialAnnotation, got)
@@ -60,7 +60,7 @@ func TestAnEarlyReportIsNotCountedUpdated(t *testing.T) {
 			return false, err.Error()
 		}
 		if r.Status.Updated != 0 || source(t, next) == configNamespace+"/"+cm.Name ||
-			node(t, canaryNode).Annotations[v1alpha1.TrialPassedAnnotation] != "" {
+			node(t, canaryNode).Annotations[contract.TrialPassedAnnotation] != "" {
 			return false, fmt.Sprintf("counted before %s: %s; %s on %q", ends.Format(time.RFC3339), describe(r), next, source(t, next))
 		}
 		return true, ""
@@ -88,7 +88,7 @@ func TestAnEarlyReportIsNotCountedUpdated(t *testing.T) {
 	waitRollout(t, "early", "the canary counted and "+next+" assigned once the period is over", func(r *v1alpha1.KubeletConfigRollout) bool {
 		return r.Status.Updated >= 1 && source(t, next) == configNamespace+"/"+cm.Name
 	})
-	if got := node(t, canaryNode).Annotations[v1alpha1.TrialPassedAnnotation]; got != rollout.TrialPassedValue(target) {
+	if got := node(t, canaryNode).Annotations[contract.TrialPassedAnnotation]; got != rollout.TrialPassedValue(target) {
 		t.Errorf("%s's trial mark %q once counted", canaryNode, got)
 	}
 }

@@ -1,7 +1,5 @@
 package v1alpha1
 
-import "github.com/nodeguard/nodeguard/pkg/contract"
-
 // Defaults the apiserver applies (see the markers on the spec); a client
 // that reads a rollout not defaulted by an apiserver applies them too.
 const (
@@ -14,44 +12,6 @@ const (
 	DefaultProgressDeadlineSeconds = 600
 	DefaultDrain                   = DrainAuto
 )
-
-// The rollout's bookkeeping on Nodes; see KubeletConfigRollout.
-const (
-	// RolloutAnnotation names the KubeletConfigRollout that last set the
-	// Node's nodeguard.dev/config-source.
-	RolloutAnnotation = "nodeguard.dev/rollout"
-	// PreviousConfigSourceAnnotation holds the Node's
-	// nodeguard.dev/config-source as it was before that rollout set it,
-	// possibly empty (the local configuration); it is absent when the
-	// annotation was absent, so that a revert removes it again and a legacy
-	// spec.configSource is read as before.
-	PreviousConfigSourceAnnotation = "nodeguard.dev/previous-config-source"
-	// TrialPassedAnnotation is set by the rollout that moved the Node,
-	// once the Node reports its target updated, to the target's version as
-	// "<namespace>/<name>@<resourceVersion>". Only a Node this rollout
-	// moved to the target and that has not passed its trial on that
-	// version can fail the pool: a failure reported afterwards is the
-	// Node's own, shown but never reverting the others.
-	TrialPassedAnnotation = "nodeguard.dev/trial-passed"
-	// TrialEndsAnnotation is set by a rollout with each assignment, to the
-	// time (RFC 3339) its trial period ends counted from the assignment
-	// (spec.trial.periodSeconds, else the controller's --trial-period): the
-	// rollout counts the Node updated no sooner, whatever its agent
-	// reports, and a restarted controller, or kubectl nodeguard rollout
-	// status, reads the same time from the Node.
-	TrialEndsAnnotation = "nodeguard.dev/trial-ends"
-)
-
-// BookkeepingAnnotations are the annotations only the rollout controller
-// writes on Nodes (beside the assignment); no node may add, change or
-// remove them, and a revert removes them all. contract.DrainAnnotation, the
-// drain's switches and contract.TrialAnnotation are among them: they carry
-// spec.drain, spec.drainOptions and spec.trial of the rollout that assigned
-// the Node (or an administrator's word for an assignment of their own), on
-// how the Node's workloads are treated and its trial judged, which the
-// node's own credentials (the agent's) must not rewrite.
-var BookkeepingAnnotations = []string{RolloutAnnotation, PreviousConfigSourceAnnotation, TrialPassedAnnotation, contract.DrainAnnotation,
-	TrialEndsAnnotation, contract.TrialAnnotation, contract.DrainForceAnnotation, contract.DrainDeleteEmptyDirDataAnnotation}
 
 // Condition types of a KubeletConfigRollout. The rollout always carries
 // all four; the reason of Progressing says where it stands.
