@@ -21,7 +21,7 @@ func mkRollout(selector metav1.LabelSelector) *v1alpha1.KubeletConfigRollout {
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "KubeletConfigRollout"},
 		ObjectMeta: metav1.ObjectMeta{Name: "pool-blue"},
 		Spec: v1alpha1.KubeletConfigRolloutSpec{NodeSelector: selector,
-			ConfigMapRef: v1alpha1.ConfigMapReference{Namespace: "cfg", Name: "good"}},
+			ConfigMapRef: contract.ConfigMapRef{Namespace: "cfg", Name: "good"}},
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 // out to pool=blue, as the controller and the agents would leave things.
 
 // v3 is the target as the ConfigMap testTarget has it.
-var v3 = &contract.ObjectRef{Namespace: testNamespace, Name: "v3", UID: "uid-v3", ResourceVersion: "30"}
+var v3 = &contract.ConfigMapVersion{Namespace: testNamespace, Name: "v3", UID: "uid-v3", ResourceVersion: "30"}
 
 func testTarget() *corev1.ConfigMap {
 	cm := testConfigMap("v3", goodConfig, true)
@@ -36,7 +36,7 @@ func testRollout(name string, opts ...rolloutOpt) *v1alpha1.KubeletConfigRollout
 		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 2},
 		Spec: v1alpha1.KubeletConfigRolloutSpec{
 			NodeSelector:   metav1.LabelSelector{MatchLabels: map[string]string{"pool": "blue"}},
-			ConfigMapRef:   v1alpha1.ConfigMapReference{Namespace: testNamespace, Name: "v3"},
+			ConfigMapRef:   contract.ConfigMapRef{Namespace: testNamespace, Name: "v3"},
 			Canary:         ptr.To[int32](1),
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 			OnFailure:      v1alpha1.FailureRevert,
@@ -112,7 +112,7 @@ func movedBy(rollout string, previous *string) map[string]string {
 	return a
 }
 
-var v2 = &contract.ObjectRef{Namespace: testNamespace, Name: "v2", UID: "uid-v2", ResourceVersion: "20"}
+var v2 = &contract.ConfigMapVersion{Namespace: testNamespace, Name: "v2", UID: "uid-v2", ResourceVersion: "20"}
 
 // rolloutNodes: node-a updated (from v2), node-b on trial (from nothing),
 // node-c not yet assigned, and node-z in another pool.

@@ -34,7 +34,7 @@ type RolloutStatus struct {
 	// Target is the version of spec.configMapRef the Nodes are judged
 	// against: the ConfigMap as read now, or status.target when it could
 	// not be read; nil when it does not exist.
-	Target *contract.ObjectRef `json:"target"`
+	Target *contract.ConfigMapVersion `json:"target"`
 	// Nodes are the selected Nodes, by name.
 	Nodes []RolloutNode `json:"nodes"`
 	// NodesError says why the Nodes could not be judged, or what could
@@ -132,7 +132,7 @@ func (e *env) rolloutStatus(ctx context.Context, kube kubernetes.Interface, roll
 // not eligible, which ineligible tells apart. A user who may not read
 // it gets status.target instead, which is the controller's last reading,
 // with a warning, rather than no verdicts at all.
-func (e *env) rolloutTarget(ctx context.Context, kube kubernetes.Interface, r *v1alpha1.KubeletConfigRollout) (target *contract.ObjectRef, ineligible bool, err error) {
+func (e *env) rolloutTarget(ctx context.Context, kube kubernetes.Interface, r *v1alpha1.KubeletConfigRollout) (target *contract.ConfigMapVersion, ineligible bool, err error) {
 	ref := r.Spec.ConfigMapRef
 	cm, err := kube.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	switch {

@@ -281,8 +281,8 @@ func printRolloutStatus(w io.Writer, st *RolloutStatus) error {
 		n := &st.Nodes[i]
 		nodes.Rows = append(nodes.Rows, metav1.TableRow{Cells: []any{
 			n.Node, string(n.State), assignedCell(&n.Config),
-			reportedCell(&n.Config, func(r *contract.ConfigStatus) *contract.ObjectRef { return r.Active }),
-			reportedCell(&n.Config, func(r *contract.ConfigStatus) *contract.ObjectRef { return r.LastKnownGood }),
+			reportedCell(&n.Config, func(r *contract.ConfigStatus) *contract.ConfigMapVersion { return r.Active }),
+			reportedCell(&n.Config, func(r *contract.ConfigStatus) *contract.ConfigMapVersion { return r.LastKnownGood }),
 			orUnknown(string(n.Ready)), orDefault(n.Detail, cellNone),
 		}})
 	}

@@ -209,17 +209,17 @@ func statusTable(statuses []NodeConfigStatus, now time.Time) *metav1.Table {
 			s.Node,
 			orUnknown(s.KubeletVersion),
 			assignedCell(s),
-			reportedCell(s, func(r *contract.ConfigStatus) *contract.ObjectRef { return r.Active }),
-			reportedCell(s, func(r *contract.ConfigStatus) *contract.ObjectRef { return r.LastKnownGood }),
+			reportedCell(s, func(r *contract.ConfigStatus) *contract.ConfigMapVersion { return r.Active }),
+			reportedCell(s, func(r *contract.ConfigStatus) *contract.ConfigMapVersion { return r.LastKnownGood }),
 			runningCell(s),
 			phaseCell(s),
 			pendingCell(s),
 			trialCell(s, now),
 			readyCell(s),
 			reasonCell(s),
-			uidCell(s, func(r *contract.ConfigStatus) *contract.ObjectRef { return r.Assigned }),
-			uidCell(s, func(r *contract.ConfigStatus) *contract.ObjectRef { return r.Active }),
-			uidCell(s, func(r *contract.ConfigStatus) *contract.ObjectRef { return r.LastKnownGood }),
+			uidCell(s, func(r *contract.ConfigStatus) *contract.ConfigMapVersion { return r.Assigned }),
+			uidCell(s, func(r *contract.ConfigStatus) *contract.ConfigMapVersion { return r.Active }),
+			uidCell(s, func(r *contract.ConfigStatus) *contract.ConfigMapVersion { return r.LastKnownGood }),
 			errorCell(s),
 		}})
 	}
@@ -272,7 +272,7 @@ func orUnknown(s string) string {
 }
 
 // shortRef renders a pinned ConfigMap version as NAMESPACE/NAME@RV.
-func shortRef(ref *contract.ObjectRef) string {
+func shortRef(ref *contract.ConfigMapVersion) string {
 	if ref == nil {
 		return cellLocal
 	}
@@ -290,7 +290,7 @@ func assignedCell(s *NodeConfigStatus) string {
 		return "<invalid>"
 	}
 	a := s.Assignment
-	var seen *contract.ObjectRef
+	var seen *contract.ConfigMapVersion
 	if s.Reported != nil {
 		seen = s.Reported.Assigned
 	}
@@ -313,14 +313,14 @@ func assignedCell(s *NodeConfigStatus) string {
 	return cell
 }
 
-func reportedCell(s *NodeConfigStatus, pick func(*contract.ConfigStatus) *contract.ObjectRef) string {
+func reportedCell(s *NodeConfigStatus, pick func(*contract.ConfigStatus) *contract.ConfigMapVersion) string {
 	if s.Reported == nil {
 		return cellUnknown
 	}
 	return shortRef(pick(s.Reported))
 }
 
-func uidCell(s *NodeConfigStatus, pick func(*contract.ConfigStatus) *contract.ObjectRef) string {
+func uidCell(s *NodeConfigStatus, pick func(*contract.ConfigStatus) *contract.ConfigMapVersion) string {
 	if s.Reported == nil {
 		return cellUnknown
 	}

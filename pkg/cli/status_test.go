@@ -22,8 +22,8 @@ func reportedStatus(t *testing.T, s contract.ConfigStatus) string {
 	return string(data)
 }
 
-func ref(name, rv string) *contract.ObjectRef {
-	return &contract.ObjectRef{Namespace: testNamespace, Name: name, UID: "uid-" + name + "-" + rv, ResourceVersion: rv}
+func ref(name, rv string) *contract.ConfigMapVersion {
+	return &contract.ConfigMapVersion{Namespace: testNamespace, Name: name, UID: "uid-" + name + "-" + rv, ResourceVersion: rv}
 }
 
 func withCondition(n *corev1.Node, st corev1.ConditionStatus, reason, message string) *corev1.Node {
@@ -115,10 +115,10 @@ func TestCells(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := statusOf(tt.node)
-			pick := func(f func(*contract.ConfigStatus) *contract.ObjectRef) string { return reportedCell(&s, f) }
+			pick := func(f func(*contract.ConfigStatus) *contract.ConfigMapVersion) string { return reportedCell(&s, f) }
 			got := []string{assignedCell(&s),
-				pick(func(r *contract.ConfigStatus) *contract.ObjectRef { return r.Active }),
-				pick(func(r *contract.ConfigStatus) *contract.ObjectRef { return r.LastKnownGood }),
+				pick(func(r *contract.ConfigStatus) *contract.ConfigMapVersion { return r.Active }),
+				pick(func(r *contract.ConfigStatus) *contract.ConfigMapVersion { return r.LastKnownGood }),
 				trialCell(&s, testNow), errorCell(&s)}
 			want := []string{tt.assigned, tt.active, tt.lkg, tt.trial, tt.errCell}
 			for i := range want {

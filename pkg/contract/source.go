@@ -8,10 +8,22 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// ConfigMapRef names a ConfigMap.
+// ConfigMapRef names a ConfigMap: the word for a reference to a
+// configuration everywhere (a KubeletConfigRollout's spec.configMapRef, an
+// Assignment); ConfigMapVersion pins one version of it.
 type ConfigMapRef struct {
-	Namespace string
-	Name      string
+	// namespace of the ConfigMap.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace"`
+	// name of the ConfigMap.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
 }
 
 // String renders the reference the way the assignment annotation holds it.

@@ -1,20 +1,30 @@
 package contract
 
-// ObjectRef pins one version of a ConfigMap. A nil *ObjectRef in a
-// ConfigStatus means the node's local configuration.
-type ObjectRef struct {
+// ConfigMapVersion pins one version of a ConfigMap (the contract's REF). A
+// nil *ConfigMapVersion in a ConfigStatus means the node's local
+// configuration.
+type ConfigMapVersion struct {
 	Namespace       string `json:"namespace"`
 	Name            string `json:"name"`
 	UID             string `json:"uid"`
 	ResourceVersion string `json:"resourceVersion"`
 }
 
+// SameVersion reports whether a and b pin the same version of the same
+// ConfigMap; two nils are the same local configuration.
+func SameVersion(a, b *ConfigMapVersion) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
 // ConfigStatus is the JSON document the agent writes into
 // ConfigStatusAnnotation.
 type ConfigStatus struct {
-	Assigned      *ObjectRef `json:"assigned"`
-	Active        *ObjectRef `json:"active"`
-	LastKnownGood *ObjectRef `json:"lastKnownGood"`
+	Assigned      *ConfigMapVersion `json:"assigned"`
+	Active        *ConfigMapVersion `json:"active"`
+	LastKnownGood *ConfigMapVersion `json:"lastKnownGood"`
 	Error         string     `json:"error"`
 	// Phase is where a change stands while one is under way (PhaseDraining,
 	// PhaseRestarting, PhaseTrialInProgress); empty otherwise.

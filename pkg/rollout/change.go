@@ -107,7 +107,7 @@ func revert(node *NodeObservation) Change {
 // target's version and counts only while the Node is on that version by
 // this rollout's move; an assignment and a revert remove it in the patch
 // that moves the Node, so a mark landing after either is inert.
-func passed(node *NodeObservation, target contract.ObjectRef) Change {
+func passed(node *NodeObservation, target contract.ConfigMapVersion) Change {
 	value := TrialPassedValue(target)
 	return Change{
 		Node:        node.Name,
@@ -119,6 +119,6 @@ func passed(node *NodeObservation, target contract.ObjectRef) Change {
 // that passed its trial on target: "<namespace>/<name>@<resourceVersion>".
 // A resourceVersion is unique across the cluster's objects, so the value
 // names one version of one ConfigMap.
-func TrialPassedValue(target contract.ObjectRef) string {
+func TrialPassedValue(target contract.ConfigMapVersion) string {
 	return target.Namespace + "/" + target.Name + "@" + target.ResourceVersion
 }

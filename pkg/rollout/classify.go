@@ -54,7 +54,7 @@ type judged struct {
 // own state, with the refusal. It knows nothing of the rollout's phase:
 // Decide turns Pending into Untouched or Reverting when the rollout has
 // failed.
-func judge(obs *NodeObservation, target contract.ObjectRef, rollout string, skipped map[string]string, now time.Time) judged {
+func judge(obs *NodeObservation, target contract.ConfigMapVersion, rollout string, skipped map[string]string, now time.Time) judged {
 	j := judged{obs: obs, NodeResult: NodeResult{Name: obs.Name}}
 	if len(obs.OtherRollouts) > 0 {
 		j.State = StateConflicted
@@ -142,7 +142,7 @@ func judge(obs *NodeObservation, target contract.ObjectRef, rollout string, skip
 // such a Node can fail the pool: a Node speaks for itself alone, and a
 // failure it reports about a configuration someone else gave it, or after
 // it passed, says nothing about the configuration's effect on the others.
-func inTrialOf(obs *NodeObservation, target contract.ObjectRef, rollout string) bool {
+func inTrialOf(obs *NodeObservation, target contract.ConfigMapVersion, rollout string) bool {
 	return movedBy(obs, target, rollout) && obs.TrialPassed != TrialPassedValue(target)
 }
 
@@ -150,18 +150,18 @@ func inTrialOf(obs *NodeObservation, target contract.ObjectRef, rollout string) 
 // counts for its assignment of the Node is over at now. Only its own
 // assignments are held to it: a Node assigned the target otherwise, or by
 // a rollout that recorded no period, counts as its agent reports.
-func trialOver(obs *NodeObservation, target contract.ObjectRef, rollout string, now time.Time) bool {
+func trialOver(obs *NodeObservation, target contract.ConfigMapVersion, rollout string, now time.Time) bool {
 	return !movedBy(obs, target, rollout) || obs.TrialEnds.IsZero() || !now.Before(obs.TrialEnds)
 }
 
 // versionOf names a target version in words.
-func versionOf(target contract.ObjectRef) string {
+func versionOf(target contract.ConfigMapVersion) string {
 	return fmt.Sprintf("%s/%s (resourceVersion %s)", target.Namespace, target.Name, target.ResourceVersion)
 }
 
 // assignedTo reports whether the Node is assigned the target's ConfigMap,
 // under the key the rollout writes.
-func assignedTo(obs *NodeObservation, target contract.ObjectRef) bool {
+func assignedTo(obs *NodeObservation, target contract.ConfigMapVersion) bool {
 	return obs.Assigned && obs.Assignment.Key == contract.ConfigMapKey &&
 		obs.Assignment.ConfigMap == contract.ConfigMapRef{Namespace: target.Namespace, Name: target.Name}
 }
@@ -169,8 +169,8 @@ func assignedTo(obs *NodeObservation, target contract.ObjectRef) bool {
 // reportsUpdated is the contract's "updated": the status reports the
 // target active and last-known-good. An unknown version (the ConfigMap
 // does not exist) is never reported.
-func reportsUpdated(st *contract.ConfigStatus, target contract.ObjectRef) bool {
-	return st != nil && target.UID != "" && sameRef(st.Active, target) && sameRef(st.LastKnownGood, target)
+func reportsUpdated(st *contract.ConfigStatus, target contract.ConfigMapVersion) bool {
+	return st != nil && target.UID != "" && contract.SameVersion(st.Active, &target) && contract.SameVersion(st.LastKnownGood, &target)
 }
 
 // drifted reports a Node whose agent says its kubelet no longer runs what
@@ -186,12 +186,12 @@ func drifted(obs *NodeObservation) bool {
 // assigned version, not the active one, with an error; the condition must
 // say it failed validation or its trial. Other reasons (a download or a
 // write that failed) are retried by the agent and keep the Node in trial.
-func reportsFailed(obs *NodeObservation, target contract.ObjectRef) bool {
+func reportsFailed(obs *NodeObservation, target contract.ConfigMapVersion) bool {
 	st, cond := obs.Status, obs.KubeletConfigReady
 	if st == nil || cond == nil || target.UID == "" {
 		return false
 	}
-	return sameRef(st.Assigned, target) && !sameRef(st.Active, target) && st.Error != "" &&
+	return contract.SameVersion(st.Assigned, &target) && !contract.SameVersion(st.Active, &target) && st.Error != "" &&
 		cond.Status == corev1.ConditionFalse && failureReason(cond.Reason) != ""
 }
 
@@ -248,8 +248,4 @@ func phaseNote(st *contract.ConfigStatus) string {
 		return st.Phase
 	}
 	return st.Phase + ", waiting on " + names(st.PendingPods)
-}
-
-func sameRef(ref *contract.ObjectRef, target contract.ObjectRef) bool {
-	return ref != nil && *ref == target
 }

@@ -19,10 +19,10 @@ import (
 const rolloutName = "pool-blue"
 
 var (
-	v3  = contract.ObjectRef{Namespace: "kubelet-configs", Name: "pool-blue-v3", UID: "uid-v3", ResourceVersion: "30"}
-	v3b = contract.ObjectRef{Namespace: "kubelet-configs", Name: "pool-blue-v3", UID: "uid-v3", ResourceVersion: "31"}
-	v2  = contract.ObjectRef{Namespace: "kubelet-configs", Name: "pool-blue-v2", UID: "uid-v2", ResourceVersion: "20"}
-	v4  = contract.ObjectRef{Namespace: "kubelet-configs", Name: "pool-blue-v4", UID: "uid-v4", ResourceVersion: "40"}
+	v3  = contract.ConfigMapVersion{Namespace: "kubelet-configs", Name: "pool-blue-v3", UID: "uid-v3", ResourceVersion: "30"}
+	v3b = contract.ConfigMapVersion{Namespace: "kubelet-configs", Name: "pool-blue-v3", UID: "uid-v3", ResourceVersion: "31"}
+	v2  = contract.ConfigMapVersion{Namespace: "kubelet-configs", Name: "pool-blue-v2", UID: "uid-v2", ResourceVersion: "20"}
+	v4  = contract.ConfigMapVersion{Namespace: "kubelet-configs", Name: "pool-blue-v4", UID: "uid-v4", ResourceVersion: "40"}
 )
 
 var now = metav1.Unix(1_800_000_000, 0)
@@ -34,7 +34,7 @@ func newRollout(opts ...rolloutOpt) *v1alpha1.KubeletConfigRollout {
 		ObjectMeta: metav1.ObjectMeta{Name: rolloutName, Generation: 1},
 		Spec: v1alpha1.KubeletConfigRolloutSpec{
 			NodeSelector:   metav1.LabelSelector{MatchLabels: map[string]string{"pool": "blue"}},
-			ConfigMapRef:   v1alpha1.ConfigMapReference{Namespace: v3.Namespace, Name: v3.Name},
+			ConfigMapRef:   contract.ConfigMapRef{Namespace: v3.Namespace, Name: v3.Name},
 			Canary:         ptr.To[int32](1),
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 			OnFailure:      v1alpha1.FailureRevert,
@@ -58,14 +58,14 @@ func halt() rolloutOpt {
 	return func(r *v1alpha1.KubeletConfigRollout) { r.Spec.OnFailure = v1alpha1.FailureHalt }
 }
 
-func targeting(t contract.ObjectRef) rolloutOpt {
+func targeting(t contract.ConfigMapVersion) rolloutOpt {
 	return func(r *v1alpha1.KubeletConfigRollout) {
-		r.Spec.ConfigMapRef = v1alpha1.ConfigMapReference{Namespace: t.Namespace, Name: t.Name}
+		r.Spec.ConfigMapRef = contract.ConfigMapRef{Namespace: t.Namespace, Name: t.Name}
 	}
 }
 
 // failedFor is a status written after the rollout failed for target.
-func failedFor(target contract.ObjectRef, node string) rolloutOpt {
+func failedFor(target contract.ConfigMapVersion, node string) rolloutOpt {
 	return func(r *v1alpha1.KubeletConfigRollout) {
 		r.Status.Target = &target
 		r.Status.Conditions = []metav1.Condition{{
@@ -76,7 +76,7 @@ func failedFor(target contract.ObjectRef, node string) rolloutOpt {
 }
 
 // statusFor is a status written while rolling target out.
-func statusFor(target contract.ObjectRef) rolloutOpt {
+func statusFor(target contract.ConfigMapVersion) rolloutOpt {
 	return func(r *v1alpha1.KubeletConfigRollout) { r.Status.Target = &target }
 }
 
@@ -132,10 +132,10 @@ func noAgent(n *corev1.Node) {
 	n.Status.Conditions = conds
 }
 
-func source(ref contract.ObjectRef) string { return ref.Namespace + "/" + ref.Name }
+func source(ref contract.ConfigMapVersion) string { return ref.Namespace + "/" + ref.Name }
 
 // on: the Node is assigned ref and its agent runs it, through its trial.
-func on(ref contract.ObjectRef) nodeOpt {
+func on(ref contract.ConfigMapVersion) nodeOpt {
 	return func(n *corev1.Node) {
 		n.Annotations[contract.ConfigSourceAnnotation] = source(ref)
 		reports(n, contract.ConfigStatus{Assigned: &ref, Active: &ref, LastKnownGood: &ref}, corev1.ConditionTrue, contract.ReasonConfigActive, "active")
@@ -143,7 +143,7 @@ func on(ref contract.ObjectRef) nodeOpt {
 }
 
 // trying: the Node is assigned ref and its agent has it on trial.
-func trying(ref contract.ObjectRef) nodeOpt {
+func trying(ref contract.ConfigMapVersion) nodeOpt {
 	return func(n *corev1.Node) {
 		n.Annotations[contract.ConfigSourceAnnotation] = source(ref)
 		reports(n, contract.ConfigStatus{Assigned: &ref, Active: &ref}, corev1.ConditionFalse, contract.ReasonTrialInProgress, "on trial")
@@ -151,13 +151,13 @@ func trying(ref contract.ObjectRef) nodeOpt {
 }
 
 // assignedOnly: the Node is assigned ref and its agent has not reacted.
-func assignedOnly(ref contract.ObjectRef) nodeOpt {
+func assignedOnly(ref contract.ConfigMapVersion) nodeOpt {
 	return func(n *corev1.Node) { n.Annotations[contract.ConfigSourceAnnotation] = source(ref) }
 }
 
 // rolledBack: ref failed its trial on the Node; the agent went back to
 // its local configuration.
-func rolledBack(ref contract.ObjectRef) nodeOpt {
+func rolledBack(ref contract.ConfigMapVersion) nodeOpt {
 	return func(n *corev1.Node) {
 		n.Annotations[contract.ConfigSourceAnnotation] = source(ref)
 		reports(n, contract.ConfigStatus{Assigned: &ref, Error: "kubelet unhealthy"}, corev1.ConditionFalse, contract.ReasonRolledBack, "kubelet unhealthy")
@@ -165,7 +165,7 @@ func rolledBack(ref contract.ObjectRef) nodeOpt {
 }
 
 // invalid: the agent refused ref without applying it.
-func invalid(ref contract.ObjectRef) nodeOpt {
+func invalid(ref contract.ConfigMapVersion) nodeOpt {
 	return func(n *corev1.Node) {
 		n.Annotations[contract.ConfigSourceAnnotation] = source(ref)
 		reports(n, contract.ConfigStatus{Assigned: &ref, Error: "bad field"}, corev1.ConditionFalse, contract.ReasonValidationFailed, "bad field")

@@ -21,7 +21,7 @@ type Input struct {
 	Rollout *v1alpha1.KubeletConfigRollout
 	// Target is the ConfigMap spec.configMapRef names, nil when it does not
 	// exist or is not eligible.
-	Target *contract.ObjectRef
+	Target *contract.ConfigMapVersion
 	// TargetIneligible is true when the ConfigMap exists but lacks the
 	// eligibility label (Target is nil then): reported apart from a
 	// missing one, since the fix differs.
@@ -194,7 +194,7 @@ type decider struct {
 	// target is the version the status is about; targetMissing is true
 	// when the ConfigMap does not exist or is not eligible, and
 	// targetIneligible tells the second.
-	target                          contract.ObjectRef
+	target                          contract.ConfigMapVersion
 	targetMissing, targetIneligible bool
 
 	nodes []judged
@@ -228,7 +228,7 @@ func (d *decider) chooseTarget() {
 		d.target = *t
 		return
 	}
-	d.target = contract.ObjectRef{Namespace: d.spec.ref.Namespace, Name: d.spec.ref.Name}
+	d.target = contract.ConfigMapVersion{Namespace: d.spec.ref.Namespace, Name: d.spec.ref.Name}
 	d.targetMissing = true
 	d.targetIneligible = d.in.TargetIneligible
 }
@@ -237,17 +237,17 @@ func (d *decider) chooseTarget() {
 // ConfigMap: its bookkeeping names the rollout and its config-source is
 // still what the rollout wrote. A Node someone re-pointed since is not
 // this rollout's to revert.
-func (d *decider) moved(obs *NodeObservation, target contract.ObjectRef) bool {
+func (d *decider) moved(obs *NodeObservation, target contract.ConfigMapVersion) bool {
 	return movedBy(obs, target, d.in.Rollout.Name)
 }
 
 // movedBy is moved for the rollout named rollout.
-func movedBy(obs *NodeObservation, target contract.ObjectRef, rollout string) bool {
+func movedBy(obs *NodeObservation, target contract.ConfigMapVersion, rollout string) bool {
 	ref := contract.ConfigMapRef{Namespace: target.Namespace, Name: target.Name}
 	return obs.Rollout == rollout && obs.ConfigSource != nil && *obs.ConfigSource == ref.String()
 }
 
-func (d *decider) movedAny(target contract.ObjectRef) bool {
+func (d *decider) movedAny(target contract.ConfigMapVersion) bool {
 	for i := range d.in.Nodes {
 		if obs := &d.in.Nodes[i]; len(obs.OtherRollouts) == 0 && d.moved(obs, target) {
 			return true

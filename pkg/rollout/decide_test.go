@@ -29,7 +29,7 @@ type want struct {
 	messages map[string][]string
 	// counts are selected, updated, inTrial, failed.
 	counts *[4]int32
-	target *contract.ObjectRef
+	target *contract.ConfigMapVersion
 	// details maps a Node to its verdict's Detail, in full.
 	details map[string]string
 }
@@ -37,7 +37,7 @@ type want struct {
 type testCase struct {
 	name     string
 	rollout  *v1alpha1.KubeletConfigRollout
-	target   *contract.ObjectRef // nil: v3
+	target   *contract.ConfigMapVersion // nil: v3
 	missing  bool                // the target ConfigMap does not exist
 	nodes    []node
 	refusals []Refusal
@@ -201,7 +201,7 @@ func TestDecide(t *testing.T) {
 			want: want{conditions: map[string]string{v1alpha1.ConditionProgressing: "False/NoNodesSelected", v1alpha1.ConditionComplete: "False/NoNodesSelected"}}},
 		{name: "the target ConfigMap does not exist", rollout: newRollout(), missing: true,
 			nodes: nodes(newNode("n1"), newNode("n2")),
-			want: want{assign: []string{}, target: &contract.ObjectRef{Namespace: v3.Namespace, Name: v3.Name},
+			want: want{assign: []string{}, target: &contract.ConfigMapVersion{Namespace: v3.Namespace, Name: v3.Name},
 				conditions: map[string]string{v1alpha1.ConditionProgressing: "False/TargetNotFound"}}},
 
 		// Resuming.

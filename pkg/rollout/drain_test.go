@@ -19,7 +19,7 @@ func drainMode(mode v1alpha1.DrainMode) rolloutOpt {
 
 // inPhase: the Node is assigned ref and its agent is in phase on the way to
 // it, from its local configuration, the drain waiting on pods.
-func inPhase(ref contract.ObjectRef, phase string, pods ...string) nodeOpt {
+func inPhase(ref contract.ConfigMapVersion, phase string, pods ...string) nodeOpt {
 	return func(n *corev1.Node) {
 		n.Annotations[contract.ConfigSourceAnnotation] = source(ref)
 		reports(n, contract.ConfigStatus{Assigned: &ref, Phase: phase, PendingPods: pods}, corev1.ConditionFalse, phase, strings.ToLower(phase))
@@ -28,7 +28,7 @@ func inPhase(ref contract.ObjectRef, phase string, pods ...string) nodeOpt {
 
 // drainTimedOut: the agent could not drain the Node for ref, uncordoned it
 // and left ref unapplied, as its status and condition say.
-func drainTimedOut(ref contract.ObjectRef, message string, pods ...string) nodeOpt {
+func drainTimedOut(ref contract.ConfigMapVersion, message string, pods ...string) nodeOpt {
 	return func(n *corev1.Node) {
 		n.Annotations[contract.ConfigSourceAnnotation] = source(ref)
 		reports(n, contract.ConfigStatus{Assigned: &ref, Error: "the drain did not finish", PendingPods: pods},

@@ -45,7 +45,7 @@ func (d *decider) unfit() []v1alpha1.UnfitNode {
 		}
 		switch n.State {
 		case StatePending, StateUnavailable, StateUntouched:
-			out = append(out, v1alpha1.UnfitNode{Name: n.Name, Message: truncate(why, maxSkipMessage)})
+			out = append(out, v1alpha1.UnfitNode{Name: n.Name, Message: Truncate(why, maxSkipMessage)})
 		}
 	}
 	return out

@@ -196,12 +196,12 @@ func OtherRollouts(rollouts []*v1alpha1.KubeletConfigRollout, self string, nodeL
 // since a ConfigMap without the label nodeguard.dev/kubelet-config=true can
 // never be assigned and a rollout of it waits as for a missing one.
 // Metadata is all it needs, so a metadata-only informer's objects do.
-func TargetOf(cm metav1.Object) (target *contract.ObjectRef, ineligible bool) {
+func TargetOf(cm metav1.Object) (target *contract.ConfigMapVersion, ineligible bool) {
 	if cm == nil {
 		return nil, false
 	}
 	if !contract.IsEligible(cm.GetLabels()) {
 		return nil, true
 	}
-	return &contract.ObjectRef{Namespace: cm.GetNamespace(), Name: cm.GetName(), UID: string(cm.GetUID()), ResourceVersion: cm.GetResourceVersion()}, false
+	return &contract.ConfigMapVersion{Namespace: cm.GetNamespace(), Name: cm.GetName(), UID: string(cm.GetUID()), ResourceVersion: cm.GetResourceVersion()}, false
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // passedOn: the rollout recorded the Node passing its trial on ref.
-func passedOn(ref contract.ObjectRef) nodeOpt {
+func passedOn(ref contract.ConfigMapVersion) nodeOpt {
 	return func(n *corev1.Node) { n.Annotations[contract.TrialPassedAnnotation] = TrialPassedValue(ref) }
 }
 
@@ -164,7 +164,7 @@ func TestAPassedTrialIsRecordedOnTheNodesTheRolloutMoved(t *testing.T) {
 
 // driftedOn: the Node took ref and passed its trial; its kubelet no longer
 // runs it as applied.
-func driftedOn(ref contract.ObjectRef) nodeOpt {
+func driftedOn(ref contract.ConfigMapVersion) nodeOpt {
 	return func(n *corev1.Node) {
 		n.Annotations[contract.ConfigSourceAnnotation] = source(ref)
 		message := "maxPods: 150 asked, 20 running (set by the kubelet's command line: --max-pods=20)"

@@ -28,7 +28,7 @@ func (d *decider) status() v1alpha1.KubeletConfigRolloutStatus {
 	}
 	for _, n := range d.nodes {
 		if n.State == StateSkipped {
-			st.SkippedNodes = append(st.SkippedNodes, v1alpha1.SkippedNode{Name: n.Name, Message: truncate(d.skipped[n.Name], maxSkipMessage)})
+			st.SkippedNodes = append(st.SkippedNodes, v1alpha1.SkippedNode{Name: n.Name, Message: Truncate(d.skipped[n.Name], maxSkipMessage)})
 		}
 	}
 	st.UnfitNodes = d.unfit()
@@ -184,7 +184,9 @@ func (d *decider) skipNote() string {
 // per skipped Node.
 const maxSkipMessage = 512
 
-func truncate(s string, n int) string {
+// Truncate cuts s to n bytes, marking the cut, for messages kept in an
+// object (a status, an Event) whose size is bounded.
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -115,7 +115,7 @@ func TestAssignmentCarriesTheTerms(t *testing.T) {
 
 // drainBlocked: the agent found pods it may not delete on the Node's
 // drain for ref, and left ref unapplied.
-func drainBlocked(ref contract.ObjectRef, pods ...string) nodeOpt {
+func drainBlocked(ref contract.ConfigMapVersion, pods ...string) nodeOpt {
 	return func(n *corev1.Node) {
 		n.Annotations[contract.ConfigSourceAnnotation] = source(ref)
 		reports(n, contract.ConfigStatus{Assigned: &ref, Error: "the drain it needs would delete pods that nothing brings back", PendingPods: pods},

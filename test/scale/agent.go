@@ -83,7 +83,7 @@ func (a *agent) cachedNode() *corev1.Node {
 }
 
 // describe names a configuration as the agent's messages do.
-func describe(ref *contract.ObjectRef) string {
+func describe(ref *contract.ConfigMapVersion) string {
 	if ref == nil {
 		return "the local configuration"
 	}
@@ -94,8 +94,8 @@ func describe(ref *contract.ObjectRef) string {
 func (a *agent) run(ctx context.Context) {
 	var (
 		handled  = "\x00" // the config-source value last acted on; never a real one
-		lkg      *contract.ObjectRef
-		onTrial  *contract.ObjectRef
+		lkg      *contract.ConfigMapVersion
+		onTrial  *contract.ConfigMapVersion
 		trialEnd <-chan time.Time
 		events   <-chan watch.Event
 		w        watch.Interface
@@ -201,12 +201,12 @@ func (a *agent) markReported() {
 // download reads the assigned ConfigMap by name with the node's
 // credentials (a named list, as the agent's informer starts), retrying
 // while nodeguard's graph has not yet seen the assignment.
-func (a *agent) download(ctx context.Context, ref contract.ConfigMapRef) (*contract.ObjectRef, bool) {
+func (a *agent) download(ctx context.Context, ref contract.ConfigMapRef) (*contract.ConfigMapVersion, bool) {
 	for {
 		list, err := a.k.core.ConfigMaps(ref.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + ref.Name})
 		if err == nil && len(list.Items) == 1 {
 			cm := list.Items[0]
-			return &contract.ObjectRef{Namespace: cm.Namespace, Name: cm.Name, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion}, true
+			return &contract.ConfigMapVersion{Namespace: cm.Namespace, Name: cm.Name, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion}, true
 		}
 		select {
 		case <-ctx.Done():

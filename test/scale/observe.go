@@ -24,7 +24,7 @@ type nodeView struct {
 	unavailable bool
 }
 
-func judge(node *corev1.Node, source string, target contract.ObjectRef) nodeView {
+func judge(node *corev1.Node, source string, target contract.ConfigMapVersion) nodeView {
 	v := nodeView{assigned: node.Annotations[contract.ConfigSourceAnnotation] == source}
 	ready, configReady, configActive := false, false, false
 	for _, c := range node.Status.Conditions {
@@ -49,7 +49,7 @@ func judge(node *corev1.Node, source string, target contract.ObjectRef) nodeView
 // often each was assigned, and the most Nodes unavailable at once.
 type observer struct {
 	source string
-	target contract.ObjectRef
+	target contract.ConfigMapVersion
 
 	mu             sync.Mutex
 	views          map[string]nodeView
@@ -66,7 +66,7 @@ type nodeEvent struct {
 	updated bool // else an assignment
 }
 
-func newObserver(target contract.ObjectRef) *observer {
+func newObserver(target contract.ConfigMapVersion) *observer {
 	return &observer{
 		source: target.Namespace + "/" + target.Name, target: target,
 		views: map[string]nodeView{}, assignments: map[string]int{},

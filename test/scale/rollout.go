@@ -219,7 +219,7 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 	if err != nil {
 		return r, fmt.Errorf("creating the configuration to roll out: %w", err)
 	}
-	target := contract.ObjectRef{Namespace: created.Namespace, Name: created.Name, UID: string(created.UID), ResourceVersion: created.ResourceVersion}
+	target := contract.ConfigMapVersion{Namespace: created.Namespace, Name: created.Name, UID: string(created.UID), ResourceVersion: created.ResourceVersion}
 	obs := newObserver(target)
 	obsCtx, stopObs := context.WithCancel(ctx)
 	defer stopObs()
@@ -385,7 +385,7 @@ func createRollout(ctx context.Context, rollouts nodeguardclient.KubeletConfigRo
 		ObjectMeta: metav1.ObjectMeta{Name: rolloutName},
 		Spec: v1alpha1.KubeletConfigRolloutSpec{
 			NodeSelector:   metav1.LabelSelector{MatchLabels: map[string]string{contract.PoolLabel: rolloutPool}},
-			ConfigMapRef:   v1alpha1.ConfigMapReference{Namespace: configNamespace, Name: rolloutConfigMap},
+			ConfigMapRef:   contract.ConfigMapRef{Namespace: configNamespace, Name: rolloutConfigMap},
 			Canary:         &canary,
 			MaxUnavailable: &mu,
 		},

@@ -70,7 +70,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 		},
 		change: func(s *Store) error { return s.SetAssigned(nil) },
 		read:   func(s *Store) (any, error) { return s.Assigned() },
-		old:    &oldRef, new: (*contract.ObjectRef)(nil),
+		old:    &oldRef, new: (*contract.ConfigMapVersion)(nil),
 	}, {
 		name: "move last-known-good",
 		setup: func(s *Store) error {

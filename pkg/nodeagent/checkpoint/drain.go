@@ -25,7 +25,7 @@ const recordDrain recordName = "drain"
 // the configuration being applied.
 type Drain struct {
 	// Ref is the configuration being applied; nil for the local one.
-	Ref *contract.ObjectRef `json:"ref"`
+	Ref *contract.ConfigMapVersion `json:"ref"`
 	// FileSHA256 is the checksum of the kubelet file being applied, as
 	// Active records it.
 	FileSHA256 string `json:"fileSHA256"`

@@ -13,7 +13,7 @@ import (
 // decodes must encode back to a file that decodes to the same value, so a
 // checkpoint read after a crash is exactly what was written.
 func FuzzDecodeEnvelope(f *testing.F) {
-	ref := contract.ObjectRef{Namespace: "kubelet-configs", Name: "pool", UID: "0b7a3c6e-1f2d-4c5b-9a8e-7d6c5b4a3f21", ResourceVersion: "42"}
+	ref := contract.ConfigMapVersion{Namespace: "kubelet-configs", Name: "pool", UID: "0b7a3c6e-1f2d-4c5b-9a8e-7d6c5b4a3f21", ResourceVersion: "42"}
 	seeds := []struct {
 		kind string
 		v    any

@@ -17,7 +17,7 @@ import (
 type Inspection struct {
 	// Assigned and LastKnownGood are the pointers; nil is the local
 	// configuration (also when the record does not exist).
-	Assigned, LastKnownGood *contract.ObjectRef
+	Assigned, LastKnownGood *contract.ConfigMapVersion
 	// Active, Trial, Drain and Bad are the records; nil when absent.
 	Active *Active
 	Trial  *Trial
@@ -155,7 +155,7 @@ func Inspect(dir string) (Inspection, error) {
 
 type namedRef struct {
 	record recordName
-	ref    contract.ObjectRef
+	ref    contract.ConfigMapVersion
 }
 
 // pointers lists every reference a record holds that must resolve to a
@@ -163,7 +163,7 @@ type namedRef struct {
 // without needing their content.
 func (in Inspection) pointers() []namedRef {
 	var refs []namedRef
-	add := func(name recordName, ref *contract.ObjectRef) {
+	add := func(name recordName, ref *contract.ConfigMapVersion) {
 		if ref != nil {
 			refs = append(refs, namedRef{name, *ref})
 		}

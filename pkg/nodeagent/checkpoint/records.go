@@ -24,13 +24,13 @@ const (
 // pointer is the body of the assigned and last-known-good records. A nil Ref
 // means the node's local configuration.
 type pointer struct {
-	Ref *contract.ObjectRef `json:"ref"`
+	Ref *contract.ConfigMapVersion `json:"ref"`
 }
 
 // Active records what the kubelet was last restarted with.
 type Active struct {
 	// Ref is nil for the node's local configuration.
-	Ref *contract.ObjectRef `json:"ref"`
+	Ref *contract.ConfigMapVersion `json:"ref"`
 	// FileSHA256 is the checksum of the kubelet config file as written, or
 	// empty when the agent removed it (drop-in mode, local configuration).
 	FileSHA256 string    `json:"fileSHA256"`
@@ -44,7 +44,7 @@ type Active struct {
 // Trial records a configuration on trial. Its clock is the time elapsed
 // since boot (CLOCK_BOOTTIME), valid only on the boot named by BootID.
 type Trial struct {
-	Ref    contract.ObjectRef `json:"ref"`
+	Ref    contract.ConfigMapVersion `json:"ref"`
 	BootID string             `json:"bootID"`
 	// StartedSinceBoot is when the trial started, as time since boot.
 	StartedSinceBoot time.Duration `json:"startedSinceBootNanos"`
@@ -60,7 +60,7 @@ type Trial struct {
 // BadEntry is a configuration that failed its trial and must not be applied
 // again; a ConfigMap edit gives a new resourceVersion, hence a new chance.
 type BadEntry struct {
-	Ref     contract.ObjectRef `json:"ref"`
+	Ref     contract.ConfigMapVersion `json:"ref"`
 	Reason  string             `json:"reason"`
 	Message string             `json:"message"`
 	At      time.Time          `json:"at"`
@@ -108,7 +108,7 @@ func (s *Store) writeRecord(name recordName, v any) error {
 
 // requireCheckpoint enforces that a record only ever points at a durable
 // checkpoint.
-func (s *Store) requireCheckpoint(name recordName, ref *contract.ObjectRef) error {
+func (s *Store) requireCheckpoint(name recordName, ref *contract.ConfigMapVersion) error {
 	if ref == nil {
 		return nil
 	}
@@ -124,7 +124,7 @@ func (s *Store) requireCheckpoint(name recordName, ref *contract.ObjectRef) erro
 // The checks below are what a decoded record must also satisfy; the store's
 // readers and Inspect share them.
 
-func checkOptionalRef(ref *contract.ObjectRef) error {
+func checkOptionalRef(ref *contract.ConfigMapVersion) error {
 	if ref == nil {
 		return nil
 	}
@@ -154,7 +154,7 @@ func (l badList) check() error {
 	return nil
 }
 
-func (s *Store) readPointer(name recordName) (*contract.ObjectRef, error) {
+func (s *Store) readPointer(name recordName) (*contract.ConfigMapVersion, error) {
 	var p pointer
 	if _, err := s.readRecord(name, &p, func() error { return p.check() }); err != nil {
 		return nil, err
@@ -162,7 +162,7 @@ func (s *Store) readPointer(name recordName) (*contract.ObjectRef, error) {
 	return p.Ref, nil
 }
 
-func (s *Store) writePointer(name recordName, ref *contract.ObjectRef) error {
+func (s *Store) writePointer(name recordName, ref *contract.ConfigMapVersion) error {
 	if err := s.requireCheckpoint(name, ref); err != nil {
 		return err
 	}
@@ -171,22 +171,22 @@ func (s *Store) writePointer(name recordName, ref *contract.ObjectRef) error {
 
 // Assigned returns the assigned pointer; nil means the local configuration
 // (also when the record is missing or corrupt; the error says which).
-func (s *Store) Assigned() (*contract.ObjectRef, error) { return s.readPointer(recordAssigned) }
+func (s *Store) Assigned() (*contract.ConfigMapVersion, error) { return s.readPointer(recordAssigned) }
 
 // SetAssigned moves the assigned pointer; ref must have a checkpoint.
-func (s *Store) SetAssigned(ref *contract.ObjectRef) error {
+func (s *Store) SetAssigned(ref *contract.ConfigMapVersion) error {
 	return s.writePointer(recordAssigned, ref)
 }
 
 // LastKnownGood returns the last-known-good pointer; nil means the local
 // configuration.
-func (s *Store) LastKnownGood() (*contract.ObjectRef, error) {
+func (s *Store) LastKnownGood() (*contract.ConfigMapVersion, error) {
 	return s.readPointer(recordLastKnownGood)
 }
 
 // SetLastKnownGood moves the last-known-good pointer; ref must have a
 // checkpoint.
-func (s *Store) SetLastKnownGood(ref *contract.ObjectRef) error {
+func (s *Store) SetLastKnownGood(ref *contract.ConfigMapVersion) error {
 	return s.writePointer(recordLastKnownGood, ref)
 }
 

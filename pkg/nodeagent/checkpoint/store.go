@@ -73,7 +73,7 @@ func (s *Store) checkpointsDir() string { return filepath.Join(s.dir, checkpoint
 
 // Checkpoint is one downloaded configuration.
 type Checkpoint struct {
-	Ref contract.ObjectRef `json:"ref"`
+	Ref contract.ConfigMapVersion `json:"ref"`
 	// Key is the ConfigMap data key the configuration was read from.
 	Key string `json:"key"`
 	// HasKey is false when the ConfigMap had no such key; Config is then
@@ -92,7 +92,7 @@ var (
 )
 
 // ValidateRef checks that a reference is complete and safe to name a file.
-func ValidateRef(ref contract.ObjectRef) error {
+func ValidateRef(ref contract.ConfigMapVersion) error {
 	var problems []string
 	if msgs := validation.IsDNS1123Label(ref.Namespace); len(msgs) > 0 {
 		problems = append(problems, "namespace: "+strings.Join(msgs, "; "))
@@ -112,11 +112,11 @@ func ValidateRef(ref contract.ObjectRef) error {
 	return nil
 }
 
-func checkpointFileName(ref contract.ObjectRef) string {
+func checkpointFileName(ref contract.ConfigMapVersion) string {
 	return ref.UID + "_" + ref.ResourceVersion + checkpointSuffix
 }
 
-func (s *Store) checkpointPath(ref contract.ObjectRef) (string, error) {
+func (s *Store) checkpointPath(ref contract.ConfigMapVersion) (string, error) {
 	if err := ValidateRef(ref); err != nil {
 		return "", err
 	}
@@ -145,7 +145,7 @@ func (s *Store) SaveCheckpoint(cp Checkpoint) error {
 
 // LoadCheckpoint reads and checks a checkpoint. It returns ErrNotFound, or
 // ErrCorrupt after moving a bad file aside.
-func (s *Store) LoadCheckpoint(ref contract.ObjectRef) (Checkpoint, error) {
+func (s *Store) LoadCheckpoint(ref contract.ConfigMapVersion) (Checkpoint, error) {
 	path, err := s.checkpointPath(ref)
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("loading checkpoint: %w", err)
@@ -184,7 +184,7 @@ func (cp Checkpoint) checkNamed(name string) error {
 
 // HasCheckpoint reports whether a checkpoint file exists, without checking
 // its content.
-func (s *Store) HasCheckpoint(ref contract.ObjectRef) bool {
+func (s *Store) HasCheckpoint(ref contract.ConfigMapVersion) bool {
 	path, err := s.checkpointPath(ref)
 	if err != nil {
 		return false
@@ -195,7 +195,7 @@ func (s *Store) HasCheckpoint(ref contract.ObjectRef) bool {
 
 // PruneCheckpoints removes every checkpoint file not in keep, and moves
 // aside anything else found in the checkpoints directory.
-func (s *Store) PruneCheckpoints(keep []contract.ObjectRef) error {
+func (s *Store) PruneCheckpoints(keep []contract.ConfigMapVersion) error {
 	entries, err := os.ReadDir(s.checkpointsDir())
 	if err != nil {
 		return fmt.Errorf("listing checkpoints: %w", err)
@@ -240,6 +240,6 @@ func (s *Store) CheckpointRefs() ([]string, error) {
 	return names, nil
 }
 
-func refString(ref contract.ObjectRef) string {
+func refString(ref contract.ConfigMapVersion) string {
 	return fmt.Sprintf("%s/%s (uid %s, resourceVersion %s)", ref.Namespace, ref.Name, ref.UID, ref.ResourceVersion)
 }

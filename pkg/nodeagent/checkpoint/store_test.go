@@ -13,8 +13,8 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/durable"
 )
 
-func ref(uid, rv string) contract.ObjectRef {
-	return contract.ObjectRef{Namespace: "kube-system", Name: "kubelet-a", UID: uid, ResourceVersion: rv}
+func ref(uid, rv string) contract.ConfigMapVersion {
+	return contract.ConfigMapVersion{Namespace: "kube-system", Name: "kubelet-a", UID: uid, ResourceVersion: rv}
 }
 
 func sample(uid, rv, config string) Checkpoint {
@@ -50,7 +50,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 
 func TestRefsThatCannotNameFiles(t *testing.T) {
 	s := openStore(t, t.TempDir(), Options{})
-	for _, r := range []contract.ObjectRef{
+	for _, r := range []contract.ConfigMapVersion{
 		ref("../../etc", "1"),
 		ref("uid", "1/2"),
 		ref("", "1"),
@@ -290,7 +290,7 @@ func TestPruneCheckpoints(t *testing.T) {
 	if err := os.WriteFile(stray, []byte("?"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PruneCheckpoints([]contract.ObjectRef{keep.Ref}); err != nil {
+	if err := s.PruneCheckpoints([]contract.ConfigMapVersion{keep.Ref}); err != nil {
 		t.Fatal(err)
 	}
 	names, err := s.CheckpointRefs()

@@ -76,7 +76,7 @@ func New(reg prometheus.Registerer, trialPeriod time.Duration) (*Metrics, error)
 	return m, nil
 }
 
-func setRef(vec *prometheus.GaugeVec, ref *contract.ObjectRef) {
+func setRef(vec *prometheus.GaugeVec, ref *contract.ConfigMapVersion) {
 	vec.Reset()
 	if ref == nil {
 		vec.WithLabelValues("local", "", "", "", "").Set(1)

@@ -20,7 +20,7 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &contract.ObjectRef{Namespace: "kube-system", Name: "a", UID: "uid-a", ResourceVersion: "1"}
+	a := &contract.ConfigMapVersion{Namespace: "kube-system", Name: "a", UID: "uid-a", ResourceVersion: "1"}
 	m.ObserveReport(status.Report{
 		Status:    contract.ConfigStatus{Assigned: a, Active: nil, LastKnownGood: nil, Error: "bad"},
 		Condition: status.Condition{Reason: contract.ReasonValidationFailed},

@@ -27,7 +27,7 @@ func (c *Reconciler) apply(ctx context.Context, ch chosen, out kubelet.Rendered,
 		return false, err
 	}
 	active := c.state.active
-	recorded := active != nil && sameRef(active.Ref, ch.ref) && active.FileSHA256 == want.FileSHA256
+	recorded := active != nil && contract.SameVersion(active.Ref, ch.ref) && active.FileSHA256 == want.FileSHA256
 	adopt := active == nil && matches
 	var plan changePlan
 	if !(recorded && matches) && !adopt {
@@ -41,7 +41,7 @@ func (c *Reconciler) apply(ctx context.Context, ch chosen, out kubelet.Rendered,
 			}
 		}
 	}
-	if !plan.drain && c.state.drain != nil && (!ch.onTrial || !sameRef(c.state.drain.Ref, ch.ref)) {
+	if !plan.drain && c.state.drain != nil && (!ch.onTrial || !contract.SameVersion(c.state.drain.Ref, ch.ref)) {
 		// A drain held for another change, or for a configuration now
 		// running without a trial: nothing needs the cordon any more.
 		if err := c.clearDrain(); err != nil {

@@ -33,7 +33,7 @@ func (c *Reconciler) syncAssignment(obs Observation, p *pass) error {
 		c.awaitConfigMap(wanted, obs.ConfigMapErr, p)
 		return nil
 	}
-	ref := contract.ObjectRef{Namespace: cm.Namespace, Name: cm.Name, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion}
+	ref := contract.ConfigMapVersion{Namespace: cm.Namespace, Name: cm.Name, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion}
 	p.shownAssigned = &ref
 	if err := checkpoint.ValidateRef(ref); err != nil {
 		p.addProblem(&problem{reason: contract.ReasonDownloadFailed, message: err.Error()})
@@ -51,7 +51,7 @@ func (c *Reconciler) syncAssignment(obs Observation, p *pass) error {
 	if err := c.ensureCheckpoint(ref, cm, obs.Assignment.Key, p); err != nil {
 		return err
 	}
-	if !sameRef(c.state.assigned, &ref) {
+	if !contract.SameVersion(c.state.assigned, &ref) {
 		if err := c.deps.Store.SetAssigned(&ref); err != nil {
 			return fmt.Errorf("moving the assigned pointer: %w", err)
 		}
@@ -91,7 +91,7 @@ func (c *Reconciler) awaitConfigMap(wanted contract.ConfigMapRef, readErr error,
 	if a := c.state.assigned; a != nil && a.Namespace == wanted.Namespace && a.Name == wanted.Name {
 		p.shownAssigned = a
 	} else {
-		p.shownAssigned = &contract.ObjectRef{Namespace: wanted.Namespace, Name: wanted.Name}
+		p.shownAssigned = &contract.ConfigMapVersion{Namespace: wanted.Namespace, Name: wanted.Name}
 	}
 	if readErr != nil {
 		p.addProblem(&problem{reason: contract.ReasonDownloadFailed, message: fmt.Sprintf(
@@ -103,9 +103,9 @@ func (c *Reconciler) awaitConfigMap(wanted contract.ConfigMapRef, readErr error,
 
 // ensureCheckpoint saves the ConfigMap's configuration unless a sound
 // checkpoint of this version exists.
-func (c *Reconciler) ensureCheckpoint(ref contract.ObjectRef, cm *corev1.ConfigMap, key string, p *pass) error {
+func (c *Reconciler) ensureCheckpoint(ref contract.ConfigMapVersion, cm *corev1.ConfigMap, key string, p *pass) error {
 	store := c.deps.Store
-	if sameRef(c.state.assigned, &ref) && store.HasCheckpoint(ref) {
+	if contract.SameVersion(c.state.assigned, &ref) && store.HasCheckpoint(ref) {
 		// Checked when chosen; a corrupt one is moved aside there, and
 		// rewritten by the next pass.
 		return nil

@@ -15,7 +15,7 @@ import (
 // chosen is the configuration the kubelet should run.
 type chosen struct {
 	// ref is nil for the local configuration.
-	ref     *contract.ObjectRef
+	ref     *contract.ConfigMapVersion
 	config  string
 	onTrial bool
 }
@@ -51,7 +51,7 @@ func (c *Reconciler) choose(p *pass) chosen {
 		return c.fallBack(p, &problem{reason: contract.ReasonCheckpointCorrupt, message: fmt.Sprintf(
 			"the checkpoint of %s is unusable (%v); it is downloaded again when the apiserver can be reached", describe(assigned), err)})
 	}
-	if sameRef(assigned, c.state.lastKnownGood) {
+	if contract.SameVersion(assigned, c.state.lastKnownGood) {
 		return chosen{ref: assigned, config: cp.Config}
 	}
 	if !cp.HasKey {
@@ -61,7 +61,7 @@ func (c *Reconciler) choose(p *pass) chosen {
 	// A configuration already running was validated before it was applied;
 	// judging it again would only matter if the kubelet changed version
 	// underneath it, and its trial covers that.
-	running := c.state.active != nil && sameRef(c.state.active.Ref, assigned)
+	running := c.state.active != nil && contract.SameVersion(c.state.active.Ref, assigned)
 	if !running {
 		if err := c.validate(*assigned, cp.Config); err != nil {
 			return c.fallBack(p, &problem{reason: contract.ReasonValidationFailed, message: fmt.Sprintf(
@@ -102,7 +102,7 @@ func (c *Reconciler) unblocked(bad *checkpoint.BadEntry, p *pass) bool {
 	return *bad.DrainOptions != p.terms.drain
 }
 
-func (c *Reconciler) badEntry(ref contract.ObjectRef) *checkpoint.BadEntry {
+func (c *Reconciler) badEntry(ref contract.ConfigMapVersion) *checkpoint.BadEntry {
 	for i := range c.state.bad {
 		if c.state.bad[i].Ref == ref {
 			return &c.state.bad[i]
@@ -112,7 +112,7 @@ func (c *Reconciler) badEntry(ref contract.ObjectRef) *checkpoint.BadEntry {
 }
 
 // validate judges a configuration, caching the verdict per kubelet version.
-func (c *Reconciler) validate(ref contract.ObjectRef, config string) error {
+func (c *Reconciler) validate(ref contract.ConfigMapVersion, config string) error {
 	v := c.kubeletVersion()
 	key := validationKey{ref: ref}
 	if v != nil {

@@ -15,12 +15,12 @@ import (
 
 // snapshot is everything a restarted agent finds on disk.
 type snapshot struct {
-	Assigned, LastKnownGood *contract.ObjectRef
-	Active                  *contract.ObjectRef
+	Assigned, LastKnownGood *contract.ConfigMapVersion
+	Active                  *contract.ConfigMapVersion
 	ActiveFile              string
 	HasActive               bool
-	Trial                   *contract.ObjectRef
-	Bad                     []contract.ObjectRef
+	Trial                   *contract.ConfigMapVersion
+	Bad                     []contract.ConfigMapVersion
 	KubeletFile             string
 }
 
@@ -47,7 +47,7 @@ func (e *env) takeSnapshot() snapshot {
 			e.t.Fatalf("after the crash, %s: %v", what, err)
 		}
 	}
-	needCheckpoint := func(what string, ref *contract.ObjectRef) {
+	needCheckpoint := func(what string, ref *contract.ConfigMapVersion) {
 		e.t.Helper()
 		if ref == nil {
 			return

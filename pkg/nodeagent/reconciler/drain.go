@@ -46,7 +46,7 @@ type changePlan struct {
 // exactly this change keeps its plan: once the file is written, comparing
 // it with itself would find nothing to drain for.
 func (c *Reconciler) planChange(ctx context.Context, ch chosen, out kubelet.Rendered, mode string) (changePlan, error) {
-	if d := c.state.drain; d != nil && sameRef(d.Ref, ch.ref) && d.FileSHA256 == out.SHA256() {
+	if d := c.state.drain; d != nil && contract.SameVersion(d.Ref, ch.ref) && d.FileSHA256 == out.SHA256() {
 		return changePlan{drain: true, stateFiles: d.StateFiles, reasons: d.Reasons}, nil
 	}
 	if mode == contract.DrainNever {
@@ -138,14 +138,14 @@ func (c *Reconciler) drainFor(ctx context.Context, ch chosen, out kubelet.Render
 	logger := klog.FromContext(ctx)
 	store, clock := c.deps.Store, c.deps.Clock
 	rec := c.state.drain
-	if rec == nil || !sameRef(rec.Ref, ch.ref) || rec.FileSHA256 != out.SHA256() || rec.BootID != clock.BootID() {
+	if rec == nil || !contract.SameVersion(rec.Ref, ch.ref) || rec.FileSHA256 != out.SHA256() || rec.BootID != clock.BootID() {
 		// A new change, or a new boot: the pods are looked at afresh,
 		// and the timeout starts over. What the Node held before the
 		// same change's drain began is kept: those evicted since are
 		// no longer there to be seen.
 		started := checkpoint.Drain{Ref: ch.ref, FileSHA256: out.SHA256(), StateFiles: plan.stateFiles, Reasons: plan.reasons,
 			BootID: clock.BootID(), StartedSinceBoot: clock.SinceBoot(), StartedAt: c.deps.Now()}
-		if rec != nil && sameRef(rec.Ref, ch.ref) && rec.FileSHA256 == out.SHA256() {
+		if rec != nil && contract.SameVersion(rec.Ref, ch.ref) && rec.FileSHA256 == out.SHA256() {
 			started.Held = rec.Held
 		}
 		if err := store.SetDrain(started); err != nil {

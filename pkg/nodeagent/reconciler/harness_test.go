@@ -270,8 +270,8 @@ func configMap(name, uid, rv, config string) *corev1.ConfigMap {
 	}
 }
 
-func refOf(cm *corev1.ConfigMap) *contract.ObjectRef {
-	return &contract.ObjectRef{Namespace: cm.Namespace, Name: cm.Name, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion}
+func refOf(cm *corev1.ConfigMap) *contract.ConfigMapVersion {
+	return &contract.ConfigMapVersion{Namespace: cm.Namespace, Name: cm.Name, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion}
 }
 
 // assigned is the observation of a node assigned cm.
@@ -291,9 +291,9 @@ type expect struct {
 	ready    corev1.ConditionStatus
 	reason   string
 	errorHas string
-	active   *contract.ObjectRef
-	lkg      *contract.ObjectRef
-	assigned *contract.ObjectRef
+	active   *contract.ConfigMapVersion
+	lkg      *contract.ConfigMapVersion
+	assigned *contract.ConfigMapVersion
 	restarts int
 	// fileHas is a substring of the kubelet file.
 	fileHas string
@@ -311,13 +311,13 @@ func (e *env) check(r Result, want expect) {
 	if !strings.Contains(st.Error, want.errorHas) {
 		e.t.Errorf("status error = %q, want it to mention %q", st.Error, want.errorHas)
 	}
-	if !sameRef(st.Active, want.active) {
+	if !contract.SameVersion(st.Active, want.active) {
 		e.t.Errorf("active = %v, want %v", describe(st.Active), describe(want.active))
 	}
-	if !sameRef(st.LastKnownGood, want.lkg) {
+	if !contract.SameVersion(st.LastKnownGood, want.lkg) {
 		e.t.Errorf("last-known-good = %v, want %v", describe(st.LastKnownGood), describe(want.lkg))
 	}
-	if !sameRef(st.Assigned, want.assigned) {
+	if !contract.SameVersion(st.Assigned, want.assigned) {
 		e.t.Errorf("assigned = %v, want %v", describe(st.Assigned), describe(want.assigned))
 	}
 	if e.restarter.count != want.restarts {

@@ -145,7 +145,7 @@ type Reconciler struct {
 	// tracker watches the trial of trackedRef since the later of this
 	// process's start and the kubelet's last restart.
 	tracker     *trial.Tracker
-	trackedRef  contract.ObjectRef
+	trackedRef  contract.ConfigMapVersion
 	trackedBoot string
 	// baseline is what the Node and its pods looked like just before the
 	// kubelet's last restart, for the next tracker (nil: none taken, the
@@ -185,14 +185,14 @@ type Reconciler struct {
 }
 
 type validationKey struct {
-	ref     contract.ObjectRef
+	ref     contract.ConfigMapVersion
 	version string
 }
 
 // persisted mirrors the state directory's records.
 type persisted struct {
-	assigned      *contract.ObjectRef
-	lastKnownGood *contract.ObjectRef
+	assigned      *contract.ConfigMapVersion
+	lastKnownGood *contract.ConfigMapVersion
 	active        *checkpoint.Active
 	trial         *checkpoint.Trial
 	drain         *checkpoint.Drain
@@ -256,7 +256,7 @@ type pass struct {
 	events   []status.Event
 	problems []*problem
 	// shownAssigned is the assigned reference to report.
-	shownAssigned *contract.ObjectRef
+	shownAssigned *contract.ConfigMapVersion
 	// fallback is set when the assigned configuration cannot be used now
 	// and the choice must fall back.
 	fallback *problem
@@ -442,8 +442,8 @@ func (c *Reconciler) trialElapsed() time.Duration {
 
 // prune drops checkpoints nothing points at any more.
 func (c *Reconciler) prune() error {
-	var keep []contract.ObjectRef
-	for _, ref := range []*contract.ObjectRef{c.state.assigned, c.state.lastKnownGood} {
+	var keep []contract.ConfigMapVersion
+	for _, ref := range []*contract.ConfigMapVersion{c.state.assigned, c.state.lastKnownGood} {
 		if ref != nil {
 			keep = append(keep, *ref)
 		}
@@ -460,14 +460,7 @@ func (c *Reconciler) prune() error {
 	return c.deps.Store.PruneCheckpoints(keep)
 }
 
-func sameRef(a, b *contract.ObjectRef) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
-}
-
-func describe(ref *contract.ObjectRef) string {
+func describe(ref *contract.ConfigMapVersion) string {
 	if ref == nil {
 		return "the local configuration"
 	}

@@ -95,7 +95,7 @@ func TestValidationCases(t *testing.T) {
 		name     string
 		cm       *corev1.ConfigMap
 		errorHas string
-		assigned *contract.ObjectRef
+		assigned *contract.ConfigMapVersion
 	}{
 		{name: "missing key", cm: noKey, errorHas: `no data key "kubelet"`, assigned: refOf(noKey)},
 		{name: "not eligible", cm: notEligible, errorHas: "not labelled", assigned: refOf(notEligible)},
@@ -279,11 +279,11 @@ func TestNewAssignmentNotReadableYet(t *testing.T) {
 	pending.ConfigMap = nil
 	r := e.sync(pending)
 	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonDownloading,
-		assigned: &contract.ObjectRef{Namespace: "kube-system", Name: "kubelet-b"}, active: refA, restarts: 2})
+		assigned: &contract.ConfigMapVersion{Namespace: "kube-system", Name: "kubelet-b"}, active: refA, restarts: 2})
 	pending.ConfigMapErr = errors.New(`configmaps "kubelet-b" is forbidden`)
 	r = e.sync(pending)
 	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonDownloadFailed, errorHas: "forbidden",
-		assigned: &contract.ObjectRef{Namespace: "kube-system", Name: "kubelet-b"}, active: refA, restarts: 2})
+		assigned: &contract.ConfigMapVersion{Namespace: "kube-system", Name: "kubelet-b"}, active: refA, restarts: 2})
 }
 
 func TestClearingTheAssignmentGoesBackToLocal(t *testing.T) {
@@ -317,7 +317,7 @@ func TestCorruptCheckpoints(t *testing.T) {
 	e.sync(assigned(cmB))
 	e.passTrial(assigned(cmB)) // B is now assigned and last-known-good; A is pruned
 
-	corrupt := func(ref *contract.ObjectRef) {
+	corrupt := func(ref *contract.ConfigMapVersion) {
 		t.Helper()
 		path := filepath.Join(e.store().Dir(), "checkpoints", ref.UID+"_"+ref.ResourceVersion+".json")
 		if err := os.WriteFile(path, []byte(`{"truncated`), 0o600); err != nil {

@@ -27,7 +27,7 @@ type RunningReader interface {
 // difference is drift.
 type running struct {
 	// ref is the configuration compared; nil for none.
-	ref *contract.ObjectRef
+	ref *contract.ConfigMapVersion
 	// tracker is the trial tracker the reads were made under (nil outside
 	// a trial): a new one is a new kubelet start or a new agent, and
 	// nothing read before counts for it.
@@ -87,7 +87,7 @@ func (c *Reconciler) readRunning(ctx context.Context, ch chosen) {
 // a kubelet that does not answer /healthz is the health checks' to judge.
 func (c *Reconciler) judgeRunning(ctx context.Context, ch chosen, probedHealthy bool, v trial.Verdict, p *pass) trial.Verdict {
 	r := &c.running
-	if r.tracker != c.tracker || !sameRef(r.ref, ch.ref) {
+	if r.tracker != c.tracker || !contract.SameVersion(r.ref, ch.ref) {
 		*r = running{ref: ch.ref, tracker: c.tracker, announced: r.announced}
 	}
 	if v.Outcome != trial.Fail && probedHealthy {
@@ -132,7 +132,7 @@ func (c *Reconciler) checkDrift(ctx context.Context, ch chosen, out kubelet.Rend
 		return
 	}
 	a := c.state.active
-	if ch.ref == nil || a == nil || !sameRef(a.Ref, ch.ref) || c.state.drain != nil {
+	if ch.ref == nil || a == nil || !contract.SameVersion(a.Ref, ch.ref) || c.state.drain != nil {
 		// The local configuration is the node's own; another choice is
 		// applied (and read) after its restart; a drain is under way.
 		if ch.ref == nil {
@@ -140,7 +140,7 @@ func (c *Reconciler) checkDrift(ctx context.Context, ch chosen, out kubelet.Rend
 		}
 		return
 	}
-	if !sameRef(r.ref, ch.ref) || (r.tracker != nil && !r.verified) {
+	if !contract.SameVersion(r.ref, ch.ref) || (r.tracker != nil && !r.verified) {
 		*r = running{ref: ch.ref, announced: r.announced, quietUntil: r.quietUntil}
 	}
 	r.tracker = nil

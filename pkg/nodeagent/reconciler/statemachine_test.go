@@ -318,7 +318,7 @@ func (e *env) render(cm *corev1.ConfigMap) kubelet.Rendered {
 	return out
 }
 
-func optRef(cm *corev1.ConfigMap) *contract.ObjectRef {
+func optRef(cm *corev1.ConfigMap) *contract.ConfigMapVersion {
 	if cm == nil {
 		return nil
 	}
@@ -343,7 +343,7 @@ func (e *env) checkWant(r Result, w want) {
 	if err != nil && (w.reason != contract.ReasonCheckpointCorrupt || !strings.Contains(err.Error(), "no sound checkpoint")) {
 		t.Errorf("state directory: %v", err)
 	}
-	var gotActive, gotTrial *contract.ObjectRef
+	var gotActive, gotTrial *contract.ConfigMapVersion
 	if got.Active != nil {
 		gotActive = got.Active.Ref
 	}
@@ -353,17 +353,17 @@ func (e *env) checkWant(r Result, w want) {
 	if got.Trial != nil {
 		gotTrial = &got.Trial.Ref
 	}
-	if !sameRef(got.Assigned, optRef(w.assigned)) || !sameRef(got.LastKnownGood, optRef(w.lkg)) ||
-		!sameRef(gotActive, optRef(active)) || !sameRef(gotTrial, optRef(w.trial)) {
+	if !contract.SameVersion(got.Assigned, optRef(w.assigned)) || !contract.SameVersion(got.LastKnownGood, optRef(w.lkg)) ||
+		!contract.SameVersion(gotActive, optRef(active)) || !contract.SameVersion(gotTrial, optRef(w.trial)) {
 		t.Errorf("on disk: assigned=%s lkg=%s active=%s trial=%v; want assigned=%s lkg=%s active=%s trial=%v",
 			describe(got.Assigned), describe(got.LastKnownGood), describe(gotActive), gotTrial,
 			describe(optRef(w.assigned)), describe(optRef(w.lkg)), describe(optRef(active)), optRef(w.trial))
 	}
-	var wantBad []contract.ObjectRef
+	var wantBad []contract.ConfigMapVersion
 	for _, cm := range w.bad {
 		wantBad = append(wantBad, *refOf(cm))
 	}
-	var gotBad []contract.ObjectRef
+	var gotBad []contract.ConfigMapVersion
 	for _, b := range got.Bad {
 		gotBad = append(gotBad, b.Ref)
 	}

@@ -66,7 +66,7 @@ func (c *Reconciler) trialPeriod() time.Duration { return c.trialTerms().Period 
 // afterDrain is what the trial of ref judges besides, when a drain
 // emptied the Node for it: the pods it held then (nil when no drain
 // preceded the trial, or one recorded before the pods were kept).
-func (c *Reconciler) afterDrain(ref contract.ObjectRef) *trial.AfterDrain {
+func (c *Reconciler) afterDrain(ref contract.ConfigMapVersion) *trial.AfterDrain {
 	d := c.state.drain
 	if d == nil || d.Ref == nil || *d.Ref != ref || !d.Drained || d.Held == nil {
 		return nil

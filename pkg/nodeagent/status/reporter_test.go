@@ -54,7 +54,7 @@ func TestReporterWritesAnnotationAndCondition(t *testing.T) {
 	clock := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	r.now = func() time.Time { return clock }
 
-	ref := &contract.ObjectRef{Namespace: "kube-system", Name: "a", UID: "u", ResourceVersion: "1"}
+	ref := &contract.ConfigMapVersion{Namespace: "kube-system", Name: "a", UID: "u", ResourceVersion: "1"}
 	report := Report{
 		Status:    contract.ConfigStatus{Assigned: ref, Active: ref},
 		Condition: Condition{Status: corev1.ConditionFalse, Reason: contract.ReasonTrialInProgress, Message: "on trial"},

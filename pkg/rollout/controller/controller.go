@@ -125,7 +125,7 @@ func New(cfg Config) (*Controller, error) {
 
 		expectationsTimeout: cfg.ExpectationsTimeout,
 		trialPeriod:         cfg.TrialPeriod,
-		targets:             &targetConfigs{client: cfg.Kube, byRef: map[contract.ObjectRef]*kubeletconfigv1beta1.KubeletConfiguration{}},
+		targets:             &targetConfigs{client: cfg.Kube, byRef: map[contract.ConfigMapVersion]*kubeletconfigv1beta1.KubeletConfiguration{}},
 	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}

@@ -219,7 +219,7 @@ func newRollout(name string) *v1alpha1.KubeletConfigRollout {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1},
 		Spec: v1alpha1.KubeletConfigRolloutSpec{
 			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "blue"}},
-			ConfigMapRef: v1alpha1.ConfigMapReference{Namespace: "kubelet-configs", Name: "v2"},
+			ConfigMapRef: contract.ConfigMapRef{Namespace: "kubelet-configs", Name: "v2"},
 		},
 	}
 }
@@ -316,7 +316,7 @@ func TestCanaryAloneAndStatusFirst(t *testing.T) {
 // Failed naming the Node, before it re-points any Node.
 func TestRevertsFollowTheStatus(t *testing.T) {
 	blue := map[string]string{"pool": "blue"}
-	target := contract.ObjectRef{Namespace: "kubelet-configs", Name: "v2", UID: "uid-v2", ResourceVersion: "7"}
+	target := contract.ConfigMapVersion{Namespace: "kubelet-configs", Name: "v2", UID: "uid-v2", ResourceVersion: "7"}
 	moved := func(name string) *corev1.Node {
 		n := readyNode(name, blue)
 		n.Annotations = map[string]string{

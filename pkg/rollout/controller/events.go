@@ -36,7 +36,7 @@ func (c *Controller) stateEvents(r *v1alpha1.KubeletConfigRollout, st *rolloutSt
 		return
 	}
 	old := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionFailed)
-	if failed.Status == metav1.ConditionTrue && (old == nil || old.Status != metav1.ConditionTrue || !sameTarget(r.Status.Target, status.Target)) {
+	if failed.Status == metav1.ConditionTrue && (old == nil || old.Status != metav1.ConditionTrue || status.Target == nil || !contract.SameVersion(r.Status.Target, status.Target)) {
 		c.event(r, nil, corev1.EventTypeWarning, "RolloutFailed", "Sync", failed.Message)
 	}
 	if names := unfitNames(status.UnfitNodes); len(names) > 0 && !slices.Equal(names, unfitNames(r.Status.UnfitNodes)) {
@@ -95,15 +95,11 @@ func describeUnfit(unfit []v1alpha1.UnfitNode) string {
 	return strings.Join(parts, "; ")
 }
 
-func targetName(target *contract.ObjectRef) string {
+func targetName(target *contract.ConfigMapVersion) string {
 	if target == nil {
 		return "the target"
 	}
 	return target.Namespace + "/" + target.Name
-}
-
-func sameTarget(a, b *contract.ObjectRef) bool {
-	return a != nil && b != nil && *a == *b
 }
 
 // event records an Event regarding obj; Events are best effort.
@@ -115,14 +111,7 @@ func (c *Controller) event(regarding, related runtime.Object, eventType, reason,
 		related = nil
 	}
 	// The note goes through a format string: keep its own % signs.
-	c.recorder.Eventf(regarding, related, eventType, reason, action, "%s", truncate(note, 1000))
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
+	c.recorder.Eventf(regarding, related, eventType, reason, action, "%s", rollout.Truncate(note, 1000))
 }
 
 // isNil reports a nil object, a typed nil pointer included (a Node the

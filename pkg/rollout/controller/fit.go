@@ -68,14 +68,14 @@ func slimPod(obj any) (any, error) {
 // version: one read of each version, however many syncs.
 type targetConfigs struct {
 	mu     sync.Mutex
-	byRef  map[contract.ObjectRef]*kubeletconfigv1beta1.KubeletConfiguration
+	byRef  map[contract.ConfigMapVersion]*kubeletconfigv1beta1.KubeletConfiguration
 	client kubernetes.Interface
 }
 
 // get reads and decodes the target's configuration; nil when it cannot
 // (the target moved on since, it does not decode): the report is then
 // left out, the agents judge as ever.
-func (t *targetConfigs) get(ctx context.Context, target contract.ObjectRef) *kubeletconfigv1beta1.KubeletConfiguration {
+func (t *targetConfigs) get(ctx context.Context, target contract.ConfigMapVersion) *kubeletconfigv1beta1.KubeletConfiguration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if cfg, ok := t.byRef[target]; ok {
@@ -101,7 +101,7 @@ func (t *targetConfigs) get(ctx context.Context, target contract.ObjectRef) *kub
 // unfit is rollout.Input.Unfit: for each selected Node not assigned the
 // target, why the target would leave it unable to hold the pods bound to
 // it, when it would.
-func (c *Controller) unfit(ctx context.Context, target *contract.ObjectRef, nodes []*corev1.Node, observations []rollout.NodeObservation) map[string]string {
+func (c *Controller) unfit(ctx context.Context, target *contract.ConfigMapVersion, nodes []*corev1.Node, observations []rollout.NodeObservation) map[string]string {
 	if target == nil {
 		return nil
 	}

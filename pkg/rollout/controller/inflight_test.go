@@ -23,7 +23,7 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
-var harnessTarget = contract.ObjectRef{Namespace: "kubelet-configs", Name: "v2", UID: "uid-v2", ResourceVersion: "7"}
+var harnessTarget = contract.ConfigMapVersion{Namespace: "kubelet-configs", Name: "v2", UID: "uid-v2", ResourceVersion: "7"}
 
 // reportOn makes node report the harness's target as its agent would:
 // passed (active and last-known-good) or failed its trial.

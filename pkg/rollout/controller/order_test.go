@@ -25,7 +25,7 @@ import (
 // TestRevertsFollowTheStatus hold the changes of state to the opposite.)
 func TestRoutineAssignmentsDoNotWaitForTheStatus(t *testing.T) {
 	blue := map[string]string{"pool": "blue"}
-	target := contract.ObjectRef{Namespace: "kubelet-configs", Name: "v2", UID: "uid-v2", ResourceVersion: "7"}
+	target := contract.ConfigMapVersion{Namespace: "kubelet-configs", Name: "v2", UID: "uid-v2", ResourceVersion: "7"}
 	moved := func(name string, st contract.ConfigStatus, reason string) *corev1.Node {
 		n := readyNode(name, blue)
 		report, err := json.Marshal(st)
@@ -86,7 +86,7 @@ func TestRoutineAssignmentsDoNotWaitForTheStatus(t *testing.T) {
 }
 
 // decide is the decision the controller makes over nodes.
-func decide(t *testing.T, r *v1alpha1.KubeletConfigRollout, target *contract.ObjectRef, nodes []*corev1.Node) rollout.Decision {
+func decide(t *testing.T, r *v1alpha1.KubeletConfigRollout, target *contract.ConfigMapVersion, nodes []*corev1.Node) rollout.Decision {
 	t.Helper()
 	selector, err := rollout.Selector(r)
 	if err != nil {

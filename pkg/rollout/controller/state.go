@@ -47,7 +47,7 @@ type rolloutState struct {
 	// refusals are the admission refusals of assignments of refusedTarget
 	// not yet recorded in the status, fed to the next decision. A refusal
 	// is about one version of one ConfigMap and must not fail the next.
-	refusedTarget contract.ObjectRef
+	refusedTarget contract.ConfigMapVersion
 	refusals      []rollout.Refusal
 	// reason is the Progressing reason of the last status written, and
 	// nodes the selected Nodes' states at the last decision (nil before
@@ -233,7 +233,7 @@ func (st *rolloutState) overlay(nodes []*corev1.Node, now time.Time) []*corev1.N
 
 // refuse keeps a refusal of an assignment of target; refusals of an
 // earlier target go.
-func (st *rolloutState) refuse(target contract.ObjectRef, refusal rollout.Refusal) {
+func (st *rolloutState) refuse(target contract.ConfigMapVersion, refusal rollout.Refusal) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.refusedTarget != target {
@@ -246,7 +246,7 @@ func (st *rolloutState) refuse(target contract.ObjectRef, refusal rollout.Refusa
 
 // refusalsOf returns the refusals of assignments of target, the current
 // one; nil target (no ConfigMap) has none.
-func (st *rolloutState) refusalsOf(target *contract.ObjectRef) []rollout.Refusal {
+func (st *rolloutState) refusalsOf(target *contract.ConfigMapVersion) []rollout.Refusal {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if target == nil || st.refusedTarget != *target {
@@ -257,11 +257,11 @@ func (st *rolloutState) refusalsOf(target *contract.ObjectRef) []rollout.Refusal
 
 // recorded drops the refusals of target once a status naming the failure
 // of target is written.
-func (st *rolloutState) recorded(target contract.ObjectRef) {
+func (st *rolloutState) recorded(target contract.ConfigMapVersion) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.refusedTarget == target {
-		st.refusedTarget, st.refusals = contract.ObjectRef{}, nil
+		st.refusedTarget, st.refusals = contract.ConfigMapVersion{}, nil
 	}
 }
 

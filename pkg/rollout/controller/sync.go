@@ -185,7 +185,7 @@ func (c *Controller) observe(ctx context.Context, r *v1alpha1.KubeletConfigRollo
 // does not hold is read once more, its metadata alone, to tell a
 // ConfigMap that lacks the label (ineligible) from a missing one. A failed
 // read reports it missing, the safe answer: nothing is assigned.
-func (c *Controller) target(ctx context.Context, ref v1alpha1.ConfigMapReference) (target *contract.ObjectRef, ineligible bool) {
+func (c *Controller) target(ctx context.Context, ref contract.ConfigMapRef) (target *contract.ConfigMapVersion, ineligible bool) {
 	obj, exists, err := c.cmInformer.GetStore().GetByKey(ref.Namespace + "/" + ref.Name)
 	if err == nil && exists {
 		if m, ok := obj.(metav1.Object); ok {

@@ -32,7 +32,7 @@ func TestRolloutSelector(t *testing.T) {
 			TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "KubeletConfigRollout"},
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: v1alpha1.KubeletConfigRolloutSpec{NodeSelector: selector,
-				ConfigMapRef: v1alpha1.ConfigMapReference{Namespace: configNamespace, Name: "pool-blue"}},
+				ConfigMapRef: contract.ConfigMapRef{Namespace: configNamespace, Name: "pool-blue"}},
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -460,7 +460,7 @@ func (h *powerLossHarness) converge() {
 		t.Fatalf("after convergence %d: the kubelet file is not the final configuration's:\n%s", h.stats.converged, h.n.kubeletFile())
 	}
 	in := h.last
-	want := &contract.ObjectRef{Namespace: final.Namespace, Name: final.Name, UID: string(final.UID), ResourceVersion: final.ResourceVersion}
+	want := &contract.ConfigMapVersion{Namespace: final.Namespace, Name: final.Name, UID: string(final.UID), ResourceVersion: final.ResourceVersion}
 	if !sameRefPtr(in.Assigned, want) || !sameRefPtr(in.LastKnownGood, want) || in.Active == nil || !sameRefPtr(in.Active.Ref, want) || in.Trial != nil {
 		t.Fatalf("after convergence %d: state directory %+v", h.stats.converged, in)
 	}
@@ -474,7 +474,7 @@ func (h *powerLossHarness) converge() {
 	}
 }
 
-func sameRefPtr(a, b *contract.ObjectRef) bool {
+func sameRefPtr(a, b *contract.ConfigMapVersion) bool {
 	if a == nil || b == nil {
 		return a == b
 	}

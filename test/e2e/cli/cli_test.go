@@ -126,8 +126,8 @@ func (s *scenario) assignment(node string) (string, bool) {
 	return v, ok
 }
 
-func pinned(cm *corev1.ConfigMap) *contract.ObjectRef {
-	return &contract.ObjectRef{Namespace: cm.Namespace, Name: cm.Name, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion}
+func pinned(cm *corev1.ConfigMap) *contract.ConfigMapVersion {
+	return &contract.ConfigMapVersion{Namespace: cm.Namespace, Name: cm.Name, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion}
 }
 
 func expect(t *testing.T, what string, r result, code int, wants ...string) {

@@ -107,7 +107,7 @@ func (s *scenario) createRollout(client nodeguardclient.KubeletConfigRolloutInte
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1alpha1.KubeletConfigRolloutSpec{
 			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{scenarioLabel: s.ns}},
-			ConfigMapRef: v1alpha1.ConfigMapReference{Namespace: s.ns, Name: "v3"},
+			ConfigMapRef: contract.ConfigMapRef{Namespace: s.ns, Name: "v3"},
 		},
 	}
 	if _, err := client.Create(s.ctx, r, metav1.CreateOptions{}); err != nil {

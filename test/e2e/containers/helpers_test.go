@@ -275,7 +275,7 @@ func configMap(t *testing.T, name, config string) *corev1.ConfigMap {
 // for cm.
 func rollOut(t *testing.T, pool string, cm *corev1.ConfigMap) {
 	t.Helper()
-	ref := v1alpha1.ConfigMapReference{Namespace: configNamespace, Name: cm.Name}
+	ref := contract.ConfigMapRef{Namespace: configNamespace, Name: cm.Name}
 	existing, err := rollouts.Get(t.Context(), pool, metav1.GetOptions{})
 	if err == nil {
 		existing.Spec.ConfigMapRef = ref

@@ -175,7 +175,7 @@ func createRollout(t *testing.T, name, pool, cm string, onFailure v1alpha1.Failu
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1alpha1.KubeletConfigRolloutSpec{
 			NodeSelector:   metav1.LabelSelector{MatchLabels: map[string]string{contract.PoolLabel: pool}},
-			ConfigMapRef:   v1alpha1.ConfigMapReference{Namespace: configNamespace, Name: cm},
+			ConfigMapRef:   contract.ConfigMapRef{Namespace: configNamespace, Name: cm},
 			Canary:         &one,
 			MaxUnavailable: &mu,
 			OnFailure:      onFailure,

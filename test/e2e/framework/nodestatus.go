@@ -113,7 +113,7 @@ func (r Report) ConditionIs(status corev1.ConditionStatus, reason string) bool {
 
 // RefersTo reports whether ref pins cm's stored version; a nil cm stands for
 // the local configuration, which the status writes as a nil ref.
-func RefersTo(ref *contract.ObjectRef, cm *corev1.ConfigMap) bool {
+func RefersTo(ref *contract.ConfigMapVersion, cm *corev1.ConfigMap) bool {
 	if cm == nil {
 		return ref == nil
 	}

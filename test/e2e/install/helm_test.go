@@ -161,7 +161,7 @@ func TestHelmInstall(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "pool-blue"},
 		Spec: v1alpha1.KubeletConfigRolloutSpec{
 			NodeSelector:   metav1.LabelSelector{MatchLabels: map[string]string{contract.PoolLabel: "blue"}},
-			ConfigMapRef:   v1alpha1.ConfigMapReference{Namespace: cm.Namespace, Name: cm.Name},
+			ConfigMapRef:   contract.ConfigMapRef{Namespace: cm.Namespace, Name: cm.Name},
 			MaxUnavailable: &maxUnavailable,
 		},
 	}, metav1.CreateOptions{}); err != nil {

@@ -49,7 +49,7 @@ func TestANodeCannotLabelItselfIntoAPool(t *testing.T) {
 // writes when target fails its trial: the status annotation and the
 // condition. The node's agent is stopped first, so that it does not write
 // the truth back, and started again when the test ends.
-func fakeFailure(t *testing.T, name string, target contract.ObjectRef) {
+func fakeFailure(t *testing.T, name string, target contract.ConfigMapVersion) {
 	t.Helper()
 	fakeReport(t, name, contract.ConfigStatus{Assigned: &target, Error: "faked: the kubelet did not come back"}, corev1.ConditionFalse, contract.ReasonRolledBack)
 }
@@ -93,8 +93,8 @@ func fakeReport(t *testing.T, name string, st contract.ConfigStatus, status core
 	}
 }
 
-func targetOf(cm *corev1.ConfigMap) contract.ObjectRef {
-	return contract.ObjectRef{Namespace: cm.Namespace, Name: cm.Name, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion}
+func targetOf(cm *corev1.ConfigMap) contract.ConfigMapVersion {
+	return contract.ConfigMapVersion{Namespace: cm.Namespace, Name: cm.Name, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion}
 }
 
 // TestAFailureFakedAfterCompleteRevertsNothing: a node of a completed pool

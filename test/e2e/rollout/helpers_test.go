@@ -59,7 +59,7 @@ func createRollout(t *testing.T, name string, s rolloutSpec) {
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1alpha1.KubeletConfigRolloutSpec{
 			NodeSelector: s.selector,
-			ConfigMapRef: v1alpha1.ConfigMapReference{Namespace: configNamespace, Name: s.configMap},
+			ConfigMapRef: contract.ConfigMapRef{Namespace: configNamespace, Name: s.configMap},
 			Paused:       s.paused,
 			OnFailure:    s.onFailure,
 			Drain:        s.drain,

@@ -61,7 +61,7 @@ type KubeletConfigRolloutSpec struct {
 
 	// configMapRef names the eligible ConfigMap to roll out.
 	// +required
-	ConfigMapRef ConfigMapReference `json:"configMapRef"`
+	ConfigMapRef contract.ConfigMapRef `json:"configMapRef"`
 
 	// canary is how many Nodes take the target first, alone, through their
 	// whole trial, before any other Node is assigned it. Canary Nodes also
@@ -144,22 +144,6 @@ type KubeletConfigRolloutSpec struct {
 	Trial *contract.TrialTerms `json:"trial,omitempty"`
 }
 
-// ConfigMapReference names a ConfigMap.
-type ConfigMapReference struct {
-	// namespace of the ConfigMap.
-	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
-	Namespace string `json:"namespace"`
-	// name of the ConfigMap.
-	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
-	Name string `json:"name"`
-}
-
 // FailurePolicy is what a failed rollout does with the Nodes it moved.
 // +kubebuilder:validation:Enum=Revert;Halt
 type FailurePolicy string
@@ -203,7 +187,7 @@ type KubeletConfigRolloutStatus struct {
 	// the canary. uid and resourceVersion are empty while the ConfigMap
 	// does not exist.
 	// +optional
-	Target *contract.ObjectRef `json:"target,omitempty"`
+	Target *contract.ConfigMapVersion `json:"target,omitempty"`
 
 	// selected is how many Nodes the selector picks.
 	// +optional
