@@ -25,7 +25,7 @@ type ConfigStatus struct {
 	Assigned      *ConfigMapVersion `json:"assigned"`
 	Active        *ConfigMapVersion `json:"active"`
 	LastKnownGood *ConfigMapVersion `json:"lastKnownGood"`
-	Error         string     `json:"error"`
+	Error         string            `json:"error"`
 	// Phase is where a change stands while one is under way (PhaseDraining,
 	// PhaseRestarting, PhaseTrialInProgress); empty otherwise.
 	Phase string `json:"phase,omitempty"`

@@ -38,7 +38,7 @@ type testCase struct {
 	name     string
 	rollout  *v1alpha1.KubeletConfigRollout
 	target   *contract.ConfigMapVersion // nil: v3
-	missing  bool                // the target ConfigMap does not exist
+	missing  bool                       // the target ConfigMap does not exist
 	nodes    []node
 	refusals []Refusal
 	want     want

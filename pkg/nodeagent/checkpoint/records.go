@@ -45,7 +45,7 @@ type Active struct {
 // since boot (CLOCK_BOOTTIME), valid only on the boot named by BootID.
 type Trial struct {
 	Ref    contract.ConfigMapVersion `json:"ref"`
-	BootID string             `json:"bootID"`
+	BootID string                    `json:"bootID"`
 	// StartedSinceBoot is when the trial started, as time since boot.
 	StartedSinceBoot time.Duration `json:"startedSinceBootNanos"`
 	// StartedAt is the wall-clock start, informative only.
@@ -61,9 +61,9 @@ type Trial struct {
 // again; a ConfigMap edit gives a new resourceVersion, hence a new chance.
 type BadEntry struct {
 	Ref     contract.ConfigMapVersion `json:"ref"`
-	Reason  string             `json:"reason"`
-	Message string             `json:"message"`
-	At      time.Time          `json:"at"`
+	Reason  string                    `json:"reason"`
+	Message string                    `json:"message"`
+	At      time.Time                 `json:"at"`
 	// PendingPods, for a drain that timed out, are the pods that blocked
 	// it ("namespace/name"), reported for as long as the entry stands.
 	PendingPods []string `json:"pendingPods,omitempty"`

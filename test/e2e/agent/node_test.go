@@ -188,7 +188,9 @@ func (n *node) waitReport(what string, want func(framework.Report) bool) framewo
 	return r
 }
 
-func is(ref *contract.ConfigMapVersion, cm *corev1.ConfigMap) bool { return framework.RefersTo(ref, cm) }
+func is(ref *contract.ConfigMapVersion, cm *corev1.ConfigMap) bool {
+	return framework.RefersTo(ref, cm)
+}
 
 func reason(r framework.Report, status corev1.ConditionStatus, reason string) bool {
 	return r.ConditionIs(status, reason)
