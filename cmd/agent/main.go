@@ -7,23 +7,12 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
-	"github.com/spf13/pflag"
-	"k8s.io/klog/v2"
 
 	"github.com/nodeguard/nodeguard/pkg/nodeagent"
+	"github.com/nodeguard/nodeguard/pkg/program"
 )
 
-func main() {
-	opts := NewOptions()
-	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, `nodeguard agent: Dynamic Kubelet Config for this node.
+const usage = `nodeguard agent: Dynamic Kubelet Config for this node.
 
 It watches this node's Node object for the nodeguard.dev/config-source
 annotation, downloads the assigned ConfigMap, checkpoints it under --state-dir,
@@ -38,33 +27,10 @@ One that fails is rolled back to the last known good one (or the local
 configuration). Status is reported on the Node: annotation
 nodeguard.dev/config-status and condition KubeletConfigReady. See
 docs/agent.md.
+`
 
-Usage: agent [flags]
+func main() { program.Main("agent", usage, NewOptions(), run) }
 
-Flags:
-%s`, fs.FlagUsages())
-	}
-	opts.AddFlags(fs)
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(2)
-	}
-	if errs := opts.Validate(); len(errs) > 0 {
-		for _, err := range errs {
-			fmt.Fprintln(os.Stderr, "error:", err)
-		}
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	ctx = klog.NewContext(ctx, klog.Background().WithName("agent"))
-	if err := nodeagent.Run(ctx, opts.Config()); err != nil {
-		klog.FromContext(ctx).Error(err, "Agent failed")
-		klog.Flush()
-		os.Exit(1)
-	}
-	klog.Flush()
+func run(ctx context.Context, opts *Options) error {
+	return nodeagent.Run(ctx, opts.Config())
 }

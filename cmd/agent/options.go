@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/url"
@@ -15,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/klog/v2"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig/hardening"
@@ -130,7 +128,7 @@ func NewOptions() *Options {
 	return o
 }
 
-// AddFlags registers the options, and klog's, on fs.
+// AddFlags registers the options on fs (program.Main adds klog's).
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Name of this node's Node object; the kubeconfig's identity must be system:node:<node-name>. Defaults to the lower-cased hostname, as the kubelet's does.")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "The kubelet's kubeconfig. The agent uses the kubelet's own credentials; a client certificate named by path (e.g. /var/lib/kubelet/pki/kubelet-client-current.pem) is reloaded when the kubelet rotates it. Until the file and its certificate exist (TLS bootstrap), the agent waits with backoff and runs from its checkpoints.")
@@ -180,10 +178,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "host:port for the agent's own /healthz, /readyz and /metrics (plain HTTP). Empty disables. Keep it on loopback unless a scraper needs it.")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often to look again without an event, e.g. to notice an edited --local-config-file or an overwritten kubelet file, and to compare the kubelet's running configuration with the one applied (drift).")
-
-	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
 }
 
 // Validate reports every problem with the options at once.

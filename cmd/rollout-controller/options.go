@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -12,11 +11,8 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 
 	"github.com/nodeguard/nodeguard/pkg/rollout"
-	"github.com/nodeguard/nodeguard/pkg/rollout/app"
 )
 
 // Options are the controller's command-line settings.
@@ -62,7 +58,7 @@ func NewOptions() *Options {
 	}
 }
 
-// AddFlags registers the options, and klog's, on fs.
+// AddFlags registers the options on fs (program.Main adds klog's).
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig file with the apiserver and the controller's credentials. Empty means in-cluster: the pod's service account token and the KUBERNETES_SERVICE_HOST/PORT it is given.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side QPS limit towards the kube-apiserver for status writes and Node patches; Events have a limit of the same size of their own. A rollout writes each Node it moves once (again on a conflict), at most maxUnavailable trials at a time; the limit paces those writes when many trials end together.")
@@ -80,10 +76,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a standby waits after the leader's last renewal before it takes the Lease: the longest a failed leader's rollouts stand still.")
 	fs.DurationVar(&o.LeaseRenewDeadline, "leader-elect-renew-deadline", o.LeaseRenewDeadline, "How long the leader keeps trying to renew before it gives up leading and exits. Must be shorter than --leader-elect-lease-duration.")
 	fs.DurationVar(&o.LeaseRetryPeriod, "leader-elect-retry-period", o.LeaseRetryPeriod, "How often a replica tries to take or renew the Lease. Must be shorter than --leader-elect-renew-deadline.")
-
-	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
 }
 
 // jitter is client-go's leaderelection.JitterFactor: the retry period,
@@ -135,28 +127,35 @@ func (o *Options) Validate() []error {
 	return errs
 }
 
-// Config turns validated options into the process's configuration; it
-// fails when the kubeconfig cannot be loaded.
-func (o *Options) Config() (app.Config, error) {
-	var kube *rest.Config
-	var err error
-	if o.Kubeconfig == "" {
-		kube, err = rest.InClusterConfig()
-	} else {
-		kube, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-	}
-	if err != nil {
-		return app.Config{}, fmt.Errorf("apiserver configuration: %w", err)
-	}
-	kube.QPS, kube.Burst = o.KubeAPIQPS, o.KubeAPIBurst
-	kube.UserAgent = "nodeguard-rollout-controller"
-	return app.Config{
+// config is the process's configuration from validated options.
+type config struct {
+	Kube           *rest.Config
+	Workers        int
+	Resync         time.Duration
+	TrialPeriod    time.Duration
+	ListenAddress  string
+	LeaderElection leaderElection
+}
+
+// leaderElection are the Lease settings (client-go tools/leaderelection).
+type leaderElection struct {
+	Enabled bool
+	// Namespace and Name of the Lease.
+	Namespace, Name string
+	// Identity of this replica; empty means the hostname and a random
+	// suffix, unique across restarts.
+	Identity                                  string
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+func (o *Options) config(kube *rest.Config) config {
+	return config{
 		Kube:          kube,
 		Workers:       o.Workers,
 		Resync:        o.ResyncPeriod,
 		TrialPeriod:   o.TrialPeriod,
 		ListenAddress: o.ListenAddress,
-		LeaderElection: app.LeaderElection{
+		LeaderElection: leaderElection{
 			Enabled:       o.LeaderElect,
 			Namespace:     o.LeaseNamespace,
 			Name:          o.LeaseName,
@@ -165,5 +164,5 @@ func (o *Options) Config() (app.Config, error) {
 			RenewDeadline: o.LeaseRenewDeadline,
 			RetryPeriod:   o.LeaseRetryPeriod,
 		},
-	}, nil
+	}
 }

@@ -8,66 +8,30 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/spf13/pflag"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 
 	"github.com/nodeguard/nodeguard/pkg/admission"
 	"github.com/nodeguard/nodeguard/pkg/authz"
 	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/graph"
+	"github.com/nodeguard/nodeguard/pkg/program"
 	"github.com/nodeguard/nodeguard/pkg/server"
 )
 
-func main() {
-	opts := NewOptions()
-	fs := pflag.NewFlagSet("webhook", pflag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, "nodeguard webhook: authorization (/authorize) and admission (/validate) for Dynamic Kubelet Config.\n\nUsage: webhook [flags]\n\nFlags:\n%s", fs.FlagUsages())
-	}
-	opts.AddFlags(fs)
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			os.Exit(0)
-		}
-		os.Exit(2)
-	}
-	if errs := opts.Validate(); len(errs) > 0 {
-		for _, err := range errs {
-			fmt.Fprintln(os.Stderr, "error:", err)
-		}
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	ctx = klog.NewContext(ctx, klog.Background().WithName("webhook"))
-	if err := run(ctx, opts); err != nil {
-		klog.FromContext(ctx).Error(err, "Webhook failed")
-		klog.Flush()
-		os.Exit(1)
-	}
-	klog.Flush()
-}
+const usage = "nodeguard webhook: authorization (/authorize) and admission (/validate) for Dynamic Kubelet Config.\n"
+
+func main() { program.Main("webhook", usage, NewOptions(), run) }
 
 func run(ctx context.Context, opts *Options) error {
-	restConfig, err := loadRESTConfig(opts.Kubeconfig)
+	restConfig, err := program.RESTConfig(opts.Kubeconfig, opts.KubeAPIQPS, opts.KubeAPIBurst, "nodeguard-webhook")
 	if err != nil {
 		return err
 	}
-	restConfig.QPS, restConfig.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
-	restConfig.UserAgent = "nodeguard-webhook"
 	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return fmt.Errorf("building client: %w", err)
@@ -77,8 +41,10 @@ func run(ctx context.Context, opts *Options) error {
 		return fmt.Errorf("building metadata client: %w", err)
 	}
 
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry, err := program.NewRegistry()
+	if err != nil {
+		return err
+	}
 	graphMetrics, err := graph.NewMetrics(registry)
 	if err != nil {
 		return err
@@ -190,19 +156,4 @@ func run(ctx context.Context, opts *Options) error {
 	go configMaps.RunWithContext(ctx)
 	go populator.Run(ctx)
 	return srv.Run(ctx)
-}
-
-func loadRESTConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("in-cluster configuration (set --kubeconfig outside a cluster): %w", err)
-		}
-		return cfg, nil
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("loading --kubeconfig %s: %w", kubeconfig, err)
-	}
-	return cfg, nil
 }

@@ -2,13 +2,11 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/klog/v2"
 
 	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/policy"
@@ -108,7 +106,7 @@ func NewOptions() *Options {
 	}
 }
 
-// AddFlags registers the options, and klog's, on fs.
+// AddFlags registers the options on fs (program.Main adds klog's).
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "IP address to listen on for HTTPS.")
 	fs.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "Port to serve HTTPS on: /authorize, /validate, /healthz, /livez, /readyz and /metrics.")
@@ -140,10 +138,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.MaxQueueWait, "max-queue-wait", o.MaxQueueWait, "Longest a request waits for a free slot before it is shed. A request never waits more than half the timeout the apiserver sends (?timeout=), so that its answer still arrives in time.")
 	fs.DurationVar(&o.DrainDuration, "shutdown-drain-duration", o.DrainDuration, "On SIGTERM, keep serving this long with /readyz failing, so that traffic moves away before the listener closes.")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "After the drain, how long to wait for in-flight requests.")
-
-	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
 }
 
 // Validate reports every problem with the options at once.

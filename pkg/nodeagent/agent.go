@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
@@ -27,6 +25,7 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/source"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/statelock"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
+	"github.com/nodeguard/nodeguard/pkg/program"
 )
 
 // queueKey is the work queue's only key: every reason to look again adds it.
@@ -119,11 +118,9 @@ func run(ctx context.Context, cfg Config, newClient func(context.Context) (kubec
 	if err := kubeletFile.RemoveStaleTemps(ctx); err != nil {
 		klog.FromContext(ctx).Error(err, "Could not remove stale temporary files; continuing")
 	}
-	registry := prometheus.NewRegistry()
-	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
-		if err := registry.Register(c); err != nil {
-			return fmt.Errorf("registering process metrics: %w", err)
-		}
+	registry, err := program.NewRegistry()
+	if err != nil {
+		return err
 	}
 	m, err := metrics.New(registry, cfg.Trial.Period)
 	if err != nil {

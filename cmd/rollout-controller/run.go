@@ -1,4 +1,4 @@
-package app
+package main
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,42 +27,24 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned"
+	"github.com/nodeguard/nodeguard/pkg/program"
 	"github.com/nodeguard/nodeguard/pkg/rollout/controller"
 )
 
-// Config is a controller process's settings.
-type Config struct {
-	// Kube is the apiserver and the credentials.
-	Kube *rest.Config
-	// Workers sync that many rollouts at once.
-	Workers int
-	// Resync is the informers' resync period; zero means none.
-	Resync time.Duration
-	// TrialPeriod is how long a trial is counted as lasting for rollouts
-	// whose spec.trial gives no period (controller.Config.TrialPeriod).
-	TrialPeriod time.Duration
-	// ListenAddress serves /healthz, /livez, /readyz and /metrics (plain
-	// HTTP); empty disables.
-	ListenAddress string
-	// LeaderElection, when Enabled, makes the process wait for a Lease.
-	LeaderElection LeaderElection
-}
-
-// LeaderElection are the Lease settings (client-go tools/leaderelection).
-type LeaderElection struct {
-	Enabled bool
-	// Namespace and Name of the Lease.
-	Namespace, Name string
-	// Identity of this replica; empty means the hostname and a random
-	// suffix, unique across restarts.
-	Identity                                  string
-	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-}
-
-// Run runs the controller until ctx is done, or until it loses its Lease
-// (an error).
-func Run(ctx context.Context, cfg Config) error {
+// run runs the controller until ctx is done, or until it loses its Lease
+// (an error). A replica that is not the leader serves /healthz, /livez,
+// /readyz and /metrics and waits; it starts its informers only once it
+// leads, so a standby costs the apiserver nothing. A leader that loses its
+// Lease exits, as kube-controller-manager does, rather than run on beside a
+// new leader: its in-memory expectations would no longer be the whole
+// truth, and the restart is cheap.
+func run(ctx context.Context, opts *Options) error {
 	logger := klog.FromContext(ctx)
+	kubeConfig, err := program.RESTConfig(opts.Kubeconfig, opts.KubeAPIQPS, opts.KubeAPIBurst, "nodeguard-rollout-controller")
+	if err != nil {
+		return err
+	}
+	cfg := opts.config(kubeConfig)
 	kube, err := kubernetes.NewForConfig(rest.CopyConfig(cfg.Kube))
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
@@ -76,12 +57,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("nodeguard client: %w", err)
 	}
-	registry := prometheus.NewRegistry()
-	if err := registry.Register(collectors.NewGoCollector()); err != nil {
-		return fmt.Errorf("registering Go metrics: %w", err)
-	}
-	if err := registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
-		return fmt.Errorf("registering process metrics: %w", err)
+	registry, err := program.NewRegistry()
+	if err != nil {
+		return err
 	}
 	metrics, err := controller.NewMetrics(registry)
 	if err != nil {
@@ -144,7 +122,7 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // runElected runs fn while this replica holds the Lease.
-func runElected(ctx context.Context, kube kubernetes.Interface, le LeaderElection, check *leaderelection.HealthzAdaptor, fn func(context.Context) error, logger klog.Logger) error {
+func runElected(ctx context.Context, kube kubernetes.Interface, le leaderElection, check *leaderelection.HealthzAdaptor, fn func(context.Context) error, logger klog.Logger) error {
 	identity := le.Identity
 	if identity == "" {
 		host, err := os.Hostname()
