@@ -26,7 +26,7 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/admission"
 	"github.com/nodeguard/nodeguard/pkg/authz"
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/graph"
 	"github.com/nodeguard/nodeguard/pkg/server"
 )
@@ -105,15 +105,15 @@ func run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	settings, err := config.NewWatcher(opts.PolicyConfig, opts.fallbackSettings(), opts.PolicyReloadInterval, registry)
+	settingsFile, err := settings.NewWatcher(opts.Settings, opts.fallbackSettings(), opts.PolicyReloadInterval, registry)
 	if err != nil {
 		return err
 	}
 	authorizer := authz.New(g, nil)
-	settings.OnChange(func(s *config.Settings) { authorizer.SetMinKubeletVersion(s.MinKubeletVersion) })
+	settingsFile.OnChange(func(s *settings.Settings) { authorizer.SetMinKubeletVersion(s.MinKubeletVersion) })
 
 	configMaps := admission.NewConfigMapInformer(client, opts.Resync)
-	admitter := admission.New(settings.Current, corelisters.NewConfigMapLister(configMaps.GetIndexer()), g)
+	admitter := admission.New(settingsFile.Current, corelisters.NewConfigMapLister(configMaps.GetIndexer()), g)
 	// NodeRestriction's rules (standalone manifests only) look up what a
 	// node's write points at, live: the RBAC for it ships with them.
 	admitter.SetCluster(admission.NewAPICluster(client, opts.APIAudiences))
@@ -161,7 +161,7 @@ func run(ctx context.Context, opts *Options) error {
 			policies.engine.HealthChecker(),
 		},
 		// freshness adds the stale graph's detail, which /readyz withholds.
-		Degraded:        []server.Degradable{settings, policyLoadStatus{policies.engine}, freshness},
+		Degraded:        []server.Degradable{settingsFile, policyLoadStatus{policies.engine}, freshness},
 		DrainDuration:   opts.DrainDuration,
 		ShutdownTimeout: opts.ShutdownTimeout,
 	})
@@ -185,7 +185,7 @@ func run(ctx context.Context, opts *Options) error {
 	srv.HandleReview("/validate", validate)
 
 	dynamicTLS.Run(ctx)
-	go settings.Run(ctx)
+	go settingsFile.Run(ctx)
 	go func() { _ = policies.engine.Run(ctx) }()
 	go configMaps.RunWithContext(ctx)
 	go populator.Run(ctx)

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nodeguard/nodeguard/pkg/admission"
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/graph"
 )
 
@@ -56,7 +56,7 @@ func newNodeguard(w *world) *admission.Admitter {
 		return true, out, nil
 	})
 	configMaps := corelisters.NewConfigMapLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
-	a := admission.New(func() *config.Settings { return config.Default() }, configMaps, noGraph{})
+	a := admission.New(func() *settings.Settings { return settings.Default() }, configMaps, noGraph{})
 	a.SetCluster(admission.NewAPICluster(client, []string{apiAudience}))
 	return a
 }

@@ -12,7 +12,7 @@ import (
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/graph"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
@@ -73,7 +73,7 @@ type Graph interface {
 
 // Admitter decides AdmissionReviews. It is safe for concurrent use.
 type Admitter struct {
-	settings   func() *config.Settings
+	settings   func() *settings.Settings
 	configMaps corelisters.ConfigMapLister
 	graph      Graph
 	// configs remembers decoded configurations: the same pool's content
@@ -89,7 +89,7 @@ type Admitter struct {
 // New returns an Admitter. settings returns the settings (NodeguardPolicy)
 // in force at each call; configMaps lists eligible ConfigMaps with their
 // data.
-func New(settings func() *config.Settings, configMaps corelisters.ConfigMapLister, g Graph) *Admitter {
+func New(settings func() *settings.Settings, configMaps corelisters.ConfigMapLister, g Graph) *Admitter {
 	return &Admitter{settings: settings, configMaps: configMaps, graph: g,
 		configs: kubeletconfig.NewChecker(kubeletconfig.DefaultCheckerEntries), versions: NewKubeletVersions(),
 		cluster: noCluster{}}

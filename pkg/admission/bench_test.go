@@ -8,7 +8,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 )
@@ -28,7 +28,7 @@ func BenchmarkConfigMapUpdate(b *testing.B) {
 	cm := reviewtest.EligibleConfigMap("x", string(data))
 	old := reviewtest.EligibleConfigMap("x", string(data))
 	req := reviewtest.ConfigMapRequest(reviewtest.AdminUser, admissionv1.Update, cm, old).Build(t)
-	settings := config.Default()
+	settings := settings.Default()
 	settings.ForbiddenDynamicFields = []string{"staticPodPath"}
 	a := newAdmitter(t, settings)
 	b.Run("remembered", func(b *testing.B) {
@@ -55,7 +55,7 @@ func BenchmarkConfigMapUpdate(b *testing.B) {
 // decoded AdmissionRequest (objects still raw JSON) to the answer.
 func BenchmarkAdmitNodeStatusUpdate(b *testing.B) {
 
-	a := newAdmitter(&testing.T{}, &config.Settings{MinKubeletVersion: version137})
+	a := newAdmitter(&testing.T{}, &settings.Settings{MinKubeletVersion: version137})
 	node := reviewtest.Node("n1", reviewtest.WithAssignment("cfg/good"))
 	for i := 0; i < 40; i++ {
 		node.Status.Images = append(node.Status.Images, reviewtest.Image(i))

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig/hardening"
@@ -22,7 +22,7 @@ import (
 const maxNodesInMessage = 10
 
 // admitConfigMap is rule 6.
-func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionRequest, settings *config.Settings) Result {
+func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionRequest, settings *settings.Settings) Result {
 	switch req.Operation {
 	case admissionv1.Create, admissionv1.Update:
 	case admissionv1.Delete:
@@ -157,7 +157,7 @@ func (a *Admitter) eligibleConfig(cm *corev1.ConfigMap) *kubeletconfigv1beta1.Ku
 // does not decode (it may predate the webhook), has no previous and is
 // judged like a new one. The node agent applies the same function, to each
 // configuration as a new one.
-func forbiddenChanges(settings *config.Settings, previous, cfg *kubeletconfigv1beta1.KubeletConfiguration) []string {
+func forbiddenChanges(settings *settings.Settings, previous, cfg *kubeletconfigv1beta1.KubeletConfiguration) []string {
 	return hardening.Forbidden(settings.ForbiddenDynamicFields, previous, cfg)
 }
 

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
 )
@@ -72,7 +72,7 @@ func clusterAdmitter(t *testing.T, allow func(authorizationv1.SubjectAccessRevie
 		out.Status.Allowed = allow != nil && allow(sar.Spec)
 		return true, out, nil
 	})
-	a := New(func() *config.Settings { return &config.Settings{} }, nil, nil)
+	a := New(func() *settings.Settings { return &settings.Settings{} }, nil, nil)
 	a.SetCluster(NewAPICluster(client, []string{testAPIAudience}))
 	return a
 }
@@ -122,7 +122,7 @@ func TestNodeRestrictedResourcesOnlyForNodes(t *testing.T) {
 }
 
 func TestAdmitWithoutClusterRefuses(t *testing.T) {
-	a := New(func() *config.Settings { return &config.Settings{} }, nil, nil)
+	a := New(func() *settings.Settings { return &settings.Settings{} }, nil, nil)
 	got := a.Admit(t.Context(), write{user: nodeN1, op: admissionv1.Create, res: "pods", namespace: "kube-system", object: mirrorPod("n1")}.request(t))
 	if got.Allowed || !strings.Contains(got.Message, "without access to the cluster") {
 		t.Fatalf("got %+v", got)

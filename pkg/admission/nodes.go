@@ -11,14 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
 // admitNode judges a write of a Node (nodes or nodes/status): rules 1 to 4
 // of docs/reference.md for nodes, in order, then rule 5 for everyone the
 // content rules apply to.
-func (a *Admitter) admitNode(ctx context.Context, req *admissionv1.AdmissionRequest, settings *config.Settings, nodeName string, isNode, checkContent bool) Result {
+func (a *Admitter) admitNode(ctx context.Context, req *admissionv1.AdmissionRequest, settings *settings.Settings, nodeName string, isNode, checkContent bool) Result {
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update && req.Operation != admissionv1.Delete {
 		return allow()
 	}
@@ -159,7 +159,7 @@ func forbiddenLabels(keys []string) []string {
 // that could write previous-config-source would have the next revert assign
 // it whatever eligible ConfigMap it chose, which is self-assignment by
 // another name.
-func (a *Admitter) admitConfigSource(settings *config.Settings, nodeName string, node, old *corev1.Node) Result {
+func (a *Admitter) admitConfigSource(settings *settings.Settings, nodeName string, node, old *corev1.Node) Result {
 	if value := node.Annotations[contract.ConfigSourceAnnotation]; value != "" &&
 		(old == nil || old.Annotations[contract.ConfigSourceAnnotation] != value) {
 		if !settings.AllowNodeSelfAssignment {

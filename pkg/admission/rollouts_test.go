@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
 )
@@ -100,7 +100,7 @@ func TestAdmitRolloutSelector(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := newAdmitter(t, &config.Settings{ExemptUsers: []string{reviewtest.Exempt.Username}}).Admit(context.Background(), rolloutReq(t, tt.user, tt.op, tt.object, tt.old))
+			got := newAdmitter(t, &settings.Settings{ExemptUsers: []string{reviewtest.Exempt.Username}}).Admit(context.Background(), rolloutReq(t, tt.user, tt.op, tt.object, tt.old))
 			if tt.wantRule == "" {
 				if !got.Allowed {
 					t.Fatalf("refused: %s: %s", got.Rule, got.Message)
@@ -125,7 +125,7 @@ func TestAdmitRolloutSelector(t *testing.T) {
 // TestAdmitRolloutDecodesStrictly: a rollout that does not decode into the
 // API type, field for field, is refused with the reason.
 func TestAdmitRolloutDecodesStrictly(t *testing.T) {
-	a := newAdmitter(t, config.Default())
+	a := newAdmitter(t, settings.Default())
 	for _, tc := range []struct{ name, object, want string }{
 		{"unknown field", `{"apiVersion":"nodeguard.dev/v1alpha1","kind":"KubeletConfigRollout","metadata":{"name":"r"},"spec":{"nodeSelectr":{"matchLabels":{"nodeguard.dev/pool":"a"}}}}`, "nodeSelectr"},
 		{"wrong type", `{"apiVersion":"nodeguard.dev/v1alpha1","kind":"KubeletConfigRollout","metadata":{"name":"r"},"spec":{"nodeSelector":{"matchLabels":["nodeguard.dev/pool"]}}}`, "matchLabels"},

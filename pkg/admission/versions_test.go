@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
 )
@@ -23,7 +23,7 @@ func TestRule5DoesNotTrustSelfReportedVersionsAgainstOthers(t *testing.T) {
 	const (
 		U = admissionv1.Update
 	)
-	base := config.Default()
+	base := settings.Default()
 	edit := func(content string) reviewtest.Request {
 		return reviewtest.ConfigMapRequest(reviewtest.AdminUser, U, reviewtest.EligibleConfigMap("good", content), reviewtest.EligibleConfigMap("good", reviewtest.GoodConfig))
 	}

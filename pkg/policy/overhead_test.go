@@ -17,7 +17,7 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/admission"
 	"github.com/nodeguard/nodeguard/pkg/authz"
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/policy"
 	"github.com/nodeguard/nodeguard/pkg/server"
 )
@@ -46,8 +46,8 @@ func BenchmarkPolicyOverhead(b *testing.B) {
 	if err := indexer.Add(cm); err != nil {
 		b.Fatal(err)
 	}
-	settings := config.Default()
-	admitter := admission.New(func() *config.Settings { return settings }, corelisters.NewConfigMapLister(indexer), g)
+	s := settings.Default()
+	admitter := admission.New(func() *settings.Settings { return s }, corelisters.NewConfigMapLister(indexer), g)
 	admitWithout := server.Validate(admitter, nil)
 	admitWith := server.Validate(admitter, &policy.AdmissionPolicies{Engine: engine, Graph: g, FailurePolicy: policy.AdmissionFailurePolicy})
 

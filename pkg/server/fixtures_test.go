@@ -18,7 +18,7 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/admission"
 	"github.com/nodeguard/nodeguard/pkg/authz"
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/graph"
 	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
 	"github.com/nodeguard/nodeguard/pkg/policy"
@@ -29,9 +29,9 @@ import (
 
 // newAdmitter is an Admitter with settings over the shared fixtures: the
 // ConfigMaps of reviewtest.ConfigMapLister and reviewtest.AdmitterGraph.
-func newAdmitter(t *testing.T, settings *config.Settings) *admission.Admitter {
+func newAdmitter(t *testing.T, s *settings.Settings) *admission.Admitter {
 	t.Helper()
-	return admission.New(func() *config.Settings { return settings }, reviewtest.ConfigMapLister(t), reviewtest.AdmitterGraph())
+	return admission.New(func() *settings.Settings { return s }, reviewtest.ConfigMapLister(t), reviewtest.AdmitterGraph())
 }
 
 // newTestEngine is a policy engine over g with the policies rego, loaded.

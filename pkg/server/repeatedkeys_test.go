@@ -22,7 +22,7 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/admission"
 	"github.com/nodeguard/nodeguard/pkg/authz"
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/graph"
 	"github.com/nodeguard/nodeguard/pkg/server"
 )
@@ -35,8 +35,8 @@ func TestRepeatedKeysAreRefused(t *testing.T) {
 	g := graph.New(nil)
 	g.MarkSynced()
 	configMaps := corelisters.NewConfigMapLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
-	settings := config.Default()
-	admitter := admission.New(func() *config.Settings { return settings }, configMaps, g)
+	s := settings.Default()
+	admitter := admission.New(func() *settings.Settings { return s }, configMaps, g)
 	validate := server.ReviewHandler("validate", 1<<20, server.Validate(admitter, nil))
 	authorize := server.ReviewHandler("authorize", 1<<20, server.Authorize(authz.New(g, nil), nil))
 

@@ -12,14 +12,14 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/nodeguard/nodeguard/pkg/admission"
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
 	"github.com/nodeguard/nodeguard/pkg/policy"
 )
 
 func TestValidate(t *testing.T) {
-	review := Validate(newAdmitter(t, config.Default()), nil)
+	review := Validate(newAdmitter(t, settings.Default()), nil)
 	refused := reviewtest.NodeRequest(reviewtest.N1User, admissionv1.Update, "", "n2", reviewtest.Node("n2"), reviewtest.Node("n2")).Build(t)
 	refused.UID = "refused-uid"
 	allowed := reviewtest.NodeRequest(reviewtest.N1User, admissionv1.Update, "status", "n1", reviewtest.Node("n1"), reviewtest.Node("n1")).Build(t)
@@ -76,7 +76,7 @@ func TestValidate(t *testing.T) {
 
 func TestValidateRecoversAndHonoursDeadline(t *testing.T) {
 	// A nil lister makes rule 5 panic when it looks a ConfigMap up.
-	a := admission.New(config.Default, nil, reviewtest.FakeGraph{})
+	a := admission.New(settings.Default, nil, reviewtest.FakeGraph{})
 	review := Validate(a, nil)
 	req := reviewtest.NodeRequest(reviewtest.AdminUser, admissionv1.Update, "", "n2", reviewtest.Node("n2", reviewtest.WithAssignment("cfg/good")), reviewtest.Node("n2")).Build(t)
 	resp, err := review(context.Background(), admissionReviewBody(t, "admission.k8s.io/v1", req))
@@ -101,7 +101,7 @@ func TestValidateRecoversAndHonoursDeadline(t *testing.T) {
 // must answer or return an error, never panic.
 func FuzzValidate(f *testing.F) {
 	t := &testing.T{}
-	review := Validate(newAdmitter(t, config.Default()), nil)
+	review := Validate(newAdmitter(t, settings.Default()), nil)
 	valid := admissionReviewBody(t, "admission.k8s.io/v1", reviewtest.NodeRequest(reviewtest.N1User, admissionv1.Update, "status", "n1", reviewtest.Node("n1"), reviewtest.Node("n1")).Build(t))
 	f.Add(valid)
 	f.Add(admissionReviewBody(t, "admission.k8s.io/v1", reviewtest.ConfigMapRequest(reviewtest.AdminUser, admissionv1.Create, reviewtest.EligibleConfigMap("x", reviewtest.GoodConfig), nil).Build(t)))
@@ -162,7 +162,7 @@ func compact(t *testing.T, review *admissionv1.AdmissionReview) *admissionv1.Adm
 // still fails the pool.
 func TestNodeStateRefusals(t *testing.T) {
 	const C, U = admissionv1.Create, admissionv1.Update
-	base := config.Default()
+	base := settings.Default()
 	for _, tt := range []struct {
 		name      string
 		req       reviewtest.Request
@@ -239,7 +239,7 @@ func TestNodeScopedPolicyDenials(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			req := tt.req.Build(t)
 			p := &policy.AdmissionPolicies{Engine: cannedEvaluator{policy.AdmissionResult{Deny: tt.deny}}}
-			got := decideAdmission(ctx, newAdmitter(t, config.Default()), p, req)
+			got := decideAdmission(ctx, newAdmitter(t, settings.Default()), p, req)
 			if got.Allowed {
 				t.Fatal("allowed")
 			}
@@ -256,7 +256,7 @@ func TestNodeScopedPolicyDenials(t *testing.T) {
 func TestShippedPoolNamingIsNodeScoped(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	engine := shippedEngine(ctx, t, testGraph())
-	review := Validate(newAdmitter(t, config.Default()), &policy.AdmissionPolicies{Engine: engine, Graph: testGraph()})
+	review := Validate(newAdmitter(t, settings.Default()), &policy.AdmissionPolicies{Engine: engine, Graph: testGraph()})
 	// An administrator moves an assigned Node to another pool: the
 	// assignment is unchanged (config_namespaces does not judge it), the
 	// pool is not in its name.

@@ -27,7 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodeguard/nodeguard/pkg/admission"
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 	"github.com/nodeguard/nodeguard/pkg/server"
@@ -179,8 +179,8 @@ func newValidateAdmitter(tb testing.TB, shape cluster.Shape) *admission.Admitter
 	}
 	g.UpsertConfigMap(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: poolNamespace, Name: poolName,
 		Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}}})
-	settings := config.Default()
-	return admission.New(func() *config.Settings { return settings }, corelisters.NewConfigMapLister(indexer), g)
+	s := settings.Default()
+	return admission.New(func() *settings.Settings { return s }, corelisters.NewConfigMapLister(indexer), g)
 }
 
 // checkAllowed fails a response that is not an allowed AdmissionReview.

@@ -21,7 +21,7 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/admission"
 	"github.com/nodeguard/nodeguard/pkg/authz"
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/graph"
 	"github.com/nodeguard/nodeguard/pkg/policy"
 	"github.com/nodeguard/nodeguard/pkg/server"
@@ -117,8 +117,8 @@ func Serve(ctx context.Context, shape cluster.Shape, dir string, out io.Writer) 
 	if err := indexer.Add(cluster.PoolConfigMap(validateNamespace, validateName, "maxPods: 110\n")); err != nil {
 		return fmt.Errorf("filling the ConfigMap lister: %w", err)
 	}
-	settings := config.Default()
-	admitter := admission.New(func() *config.Settings { return settings }, corelisters.NewConfigMapLister(indexer), w.graph)
+	settings := settings.Default()
+	admitter := admission.New(func() *settings.Settings { return settings }, corelisters.NewConfigMapLister(indexer), w.graph)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("listening on loopback: %w", err)
