@@ -26,9 +26,9 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/admission"
 	"github.com/nodeguard/nodeguard/pkg/authz"
-	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/graph"
 	"github.com/nodeguard/nodeguard/pkg/server"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 func main() {
@@ -170,14 +170,12 @@ func run(ctx context.Context, opts *Options) error {
 	}
 	decisionLog := opts.decisionLog()
 	authorize, err := srv.LimitInFlight("/authorize", opts.inFlightLimit(opts.MaxAuthorizeInFlight, server.ShedSubjectAccessReview),
-		server.ReviewHandler("authorize", opts.MaxAuthorizeBodyBytes,
-			server.Authorize(authorizer, policies.authz, server.WithMetrics(decisionMetrics), server.WithDecisionLog(decisionLog))))
+		server.Authorize(authorizer, policies.authz, opts.MaxAuthorizeBodyBytes, server.WithMetrics(decisionMetrics), server.WithDecisionLog(decisionLog)))
 	if err != nil {
 		return err
 	}
 	validate, err := srv.LimitInFlight("/validate", opts.inFlightLimit(opts.MaxValidateInFlight, server.ShedAdmissionReview),
-		server.ReviewHandler("validate", opts.MaxValidateBodyBytes,
-			server.Validate(admitter, policies.admission, server.WithMetrics(decisionMetrics), server.WithDecisionLog(decisionLog))))
+		server.Validate(admitter, policies.admission, opts.MaxValidateBodyBytes, server.WithMetrics(decisionMetrics), server.WithDecisionLog(decisionLog)))
 	if err != nil {
 		return err
 	}

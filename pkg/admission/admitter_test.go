@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
-	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 // The configurations only the admitter's own tests write.
@@ -219,7 +219,7 @@ func TestAdmit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := newAdmitter(t, tt.settings).Admit(context.Background(), tt.req.Build(t))
+			got := admitReview(context.Background(), newAdmitter(t, tt.settings), tt.req.Build(t))
 			if tt.wantRule == "" {
 				if !got.Allowed {
 					t.Fatalf("refused: %s: %s", got.Rule, got.Message)
@@ -253,7 +253,7 @@ func TestMalformedObjects(t *testing.T) {
 		{UID: "u", Operation: admissionv1.Create, Resource: metav1.GroupVersionResource{Version: "v1", Resource: "nodes"}, UserInfo: reviewtest.N1User,
 			Object: runtime.RawExtension{Raw: []byte(`{"metadata":{"name":"n1","labels":"a"}}`)}},
 	} {
-		if got := a.Admit(context.Background(), req); got.Allowed || got.Rule != RuleMalformed {
+		if got := admitReview(context.Background(), a, req); got.Allowed || got.Rule != RuleMalformed {
 			t.Errorf("Admit(%s) = %+v, want refused as malformed", req.Object.Raw, got)
 		}
 	}
@@ -266,8 +266,18 @@ func TestLongErrorListsAreSummarised(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		content += "  bogus" + strings.Repeat("x", i) + ": 1Gi\n"
 	}
-	r := newAdmitter(t, settings.Default()).Admit(context.Background(), reviewtest.ConfigMapRequest(reviewtest.AdminUser, admissionv1.Create, reviewtest.EligibleConfigMap("many", content), nil).Build(t))
+	r := admitReview(context.Background(), newAdmitter(t, settings.Default()), reviewtest.ConfigMapRequest(reviewtest.AdminUser, admissionv1.Create, reviewtest.EligibleConfigMap("many", content), nil).Build(t))
 	if r.Allowed || !strings.Contains(r.Message, "and 45 more errors") || len(r.Message) > 2000 {
 		t.Fatalf("message (%d bytes): %s", len(r.Message), r.Message)
 	}
+}
+
+// admitReview decides req as the /validate handler does: its objects
+// decoded once, a review that does not decode refused as malformed.
+func admitReview(ctx context.Context, a *Admitter, req *admissionv1.AdmissionRequest) Result {
+	decoded, err := DecodeRequest(req)
+	if err != nil {
+		return refuse(RuleMalformed, "%v", err)
+	}
+	return a.Admit(ctx, decoded)
 }

@@ -8,9 +8,9 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 // BenchmarkConfigMapUpdate is an update of an eligible ConfigMap holding a
@@ -34,7 +34,7 @@ func BenchmarkConfigMapUpdate(b *testing.B) {
 	b.Run("remembered", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if r := a.Admit(context.Background(), req); !r.Allowed {
+			if r := admitReview(context.Background(), a, req); !r.Allowed {
 				b.Fatal(r.Message)
 			}
 		}
@@ -43,7 +43,7 @@ func BenchmarkConfigMapUpdate(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			a.configs = kubeletconfig.NewChecker(1)
-			if r := a.Admit(context.Background(), req); !r.Allowed {
+			if r := admitReview(context.Background(), a, req); !r.Allowed {
 				b.Fatal(r.Message)
 			}
 		}
@@ -70,7 +70,7 @@ func BenchmarkAdmitNodeStatusUpdate(b *testing.B) {
 	req := reviewtest.NodeRequest(reviewtest.N1User, admissionv1.Update, "status", "n1", node, node).Build(&testing.T{})
 	b.ReportAllocs()
 	for b.Loop() {
-		if r := a.Admit(context.Background(), req); !r.Allowed {
+		if r := admitReview(context.Background(), a, req); !r.Allowed {
 			b.Fatal(r.Message)
 		}
 	}

@@ -7,10 +7,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig/disruption"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 // admitAssignment is rules 5 and 6 for a Node write by anyone: a new
@@ -18,7 +18,7 @@ import (
 // kubeletconfig.JudgeAssignment judges it (`kubectl nodeguard` judges with
 // it too). Only a change of assignment is judged, so that a node's routine
 // status updates never fail on a config that was accepted before.
-func (a *Admitter) admitAssignment(_ context.Context, settings *settings.Settings, node, old *corev1.Node) Result {
+func (a *Admitter) admitFeatureGates(_ context.Context, settings *settings.Settings, node, old *corev1.Node) Result {
 	assigned, err := assignmentOf(node)
 	if err != nil {
 		return allow("the " + contract.ConfigSourceAnnotation + " annotation is malformed and assigns nothing: " + err.Error())

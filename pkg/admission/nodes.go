@@ -11,36 +11,30 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
-	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 // admitNode judges a write of a Node (nodes or nodes/status): rules 1 to 4
 // of docs/reference.md for nodes, in order, then rule 5 for everyone the
 // content rules apply to.
-func (a *Admitter) admitNode(ctx context.Context, req *admissionv1.AdmissionRequest, settings *settings.Settings, nodeName string, isNode, checkContent bool) Result {
+func (a *Admitter) admitNode(ctx context.Context, req *Request, settings *settings.Settings, nodeName string, isNode, checkContent bool) Result {
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update && req.Operation != admissionv1.Delete {
 		return allow()
 	}
-	var node, old *corev1.Node
-	var err error
-	if req.Operation != admissionv1.Delete {
-		if node, err = decodeNode(req.Object, "object"); err != nil {
-			return refuse(RuleMalformed, "%v", err)
-		}
-		if node == nil {
-			return refuse(RuleMalformed, "%s of a Node without the object", req.Operation)
-		}
+	node, _ := req.Obj.(*corev1.Node)
+	old, _ := req.OldObj.(*corev1.Node)
+	if req.Operation == admissionv1.Delete {
+		node, old = nil, nil
+	} else if node == nil {
+		return refuse(RuleMalformed, "%s of a Node without the object", req.Operation)
 	}
-	if req.Operation == admissionv1.Update {
+	if req.Operation != admissionv1.Update {
+		old = nil
+	} else if old == nil {
 		// Judging an update needs what it changes; without the old
 		// object there is no safe answer.
-		if old, err = decodeNode(req.OldObject, "oldObject"); err != nil {
-			return refuse(RuleMalformed, "%v", err)
-		}
-		if old == nil {
-			return refuse(RuleMalformed, "UPDATE of a Node without the old object")
-		}
+		return refuse(RuleMalformed, "UPDATE of a Node without the old object")
 	}
 	if isNode {
 		if r := admitOwnNode(req, nodeName, node); !r.Allowed {
@@ -64,14 +58,14 @@ func (a *Admitter) admitNode(ctx context.Context, req *admissionv1.AdmissionRequ
 	if req.Operation == admissionv1.Delete || !checkContent {
 		return allow()
 	}
-	// Rule 5 (feature-gates), in featuregates.go: it judges everyone's
+	// The feature-gates rule (featuregates.go) judges everyone's
 	// assignments, not only a node's.
-	return a.admitAssignment(ctx, settings, node, old)
+	return a.admitFeatureGates(ctx, settings, node, old)
 }
 
 // admitOwnNode is rule 1 (own-node): a node writes only its own Node. On
 // CREATE the name comes from the object, since the request may carry none.
-func admitOwnNode(req *admissionv1.AdmissionRequest, nodeName string, node *corev1.Node) Result {
+func admitOwnNode(req *Request, nodeName string, node *corev1.Node) Result {
 	if nodeName == "" {
 		return refuse(contract.RuleOwnNode, "user %q is in group %s but does not name a node, so it may not write any Node",
 			req.UserInfo.Username, contract.NodesGroup)
