@@ -117,7 +117,7 @@ func run(ctx context.Context, opts *Options) error {
 	// NodeRestriction's rules (standalone manifests only) look up what a
 	// node's write points at, live: the RBAC for it ships with them.
 	admitter.SetCluster(admission.NewAPICluster(client, opts.APIAudiences))
-	// Rule 5 trusts a node's reported kubelet version only if it has not
+	// Feature-gates trusts a node's reported kubelet version only if it has not
 	// gone down: the record follows every Node the graph's informer sees.
 	if _, err := informers.Nodes.AddEventHandler(admitter.KubeletVersions().EventHandler()); err != nil {
 		return fmt.Errorf("following reported kubelet versions: %w", err)
@@ -162,7 +162,7 @@ func run(ctx context.Context, opts *Options) error {
 		},
 		// freshness adds the stale graph's detail, which /readyz withholds.
 		Degraded:        []server.Degradable{settingsFile, policyLoadStatus{policies.engine}, freshness},
-		DrainDuration:   opts.DrainDuration,
+		QuiesceDuration: opts.QuiesceDuration,
 		ShutdownTimeout: opts.ShutdownTimeout,
 	})
 	if err != nil {

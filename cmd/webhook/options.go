@@ -61,8 +61,10 @@ type Options struct {
 	MaxValidateInFlight   int
 	MaxQueuedReviews      int
 	MaxQueueWait          time.Duration
-	DrainDuration         time.Duration
-	ShutdownTimeout       time.Duration
+	// QuiesceDuration is --shutdown-drain-duration: how long the server
+	// keeps serving, unready, on SIGTERM (an HTTP matter, not a node drain).
+	QuiesceDuration time.Duration
+	ShutdownTimeout time.Duration
 }
 
 const (
@@ -102,7 +104,7 @@ func NewOptions() *Options {
 		MaxValidateInFlight:  16,
 		MaxQueuedReviews:     256,
 		MaxQueueWait:         time.Second,
-		DrainDuration:        5 * time.Second,
+		QuiesceDuration:      5 * time.Second,
 		ShutdownTimeout:      30 * time.Second,
 	}
 }
@@ -141,8 +143,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxValidateInFlight, "max-validate-in-flight", o.MaxValidateInFlight, "Most AdmissionReviews decided at once on /validate; it bounds memory too (at most this many bodies of --max-validate-body-bytes). Requests shed beyond it are refused with a 429 status the apiserver passes on to the client, or HTTP 429 with Retry-After when the request's UID cannot be read.")
 	fs.IntVar(&o.MaxQueuedReviews, "max-queued-reviews", o.MaxQueuedReviews, "Per endpoint, how many requests beyond the in-flight limit may wait for a free slot, their bodies unread; more are shed at once. 0 sheds every request beyond the limit.")
 	fs.DurationVar(&o.MaxQueueWait, "max-queue-wait", o.MaxQueueWait, "Longest a request waits for a free slot before it is shed. A request never waits more than half the timeout the apiserver sends (?timeout=), so that its answer still arrives in time.")
-	fs.DurationVar(&o.DrainDuration, "shutdown-drain-duration", o.DrainDuration, "On SIGTERM, keep serving this long with /readyz failing, so that traffic moves away before the listener closes.")
-	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "After the drain, how long to wait for in-flight requests.")
+	fs.DurationVar(&o.QuiesceDuration, "shutdown-drain-duration", o.QuiesceDuration, "On SIGTERM, keep serving this long with /readyz failing, so that traffic moves away before the listener closes.")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "After --shutdown-drain-duration, how long to wait for in-flight requests.")
 
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
@@ -199,7 +201,7 @@ func (o *Options) Validate() []error {
 	if o.GraphStaleAfter != 0 && o.GraphStaleAfter < minGraphStaleAfter {
 		errs = append(errs, fmt.Errorf("--graph-stale-after %v: must be 0 (off) or at least %v, above the blink of a watch being re-established", o.GraphStaleAfter, minGraphStaleAfter))
 	}
-	if o.Resync < 0 || o.DrainDuration < 0 || o.ShutdownTimeout < 0 {
+	if o.Resync < 0 || o.QuiesceDuration < 0 || o.ShutdownTimeout < 0 {
 		errs = append(errs, errors.New("durations must not be negative"))
 	}
 	return errs

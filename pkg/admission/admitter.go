@@ -39,7 +39,7 @@ type Result struct {
 	Message  string
 	Warnings []string
 	// NodeState marks a refusal that concerns the target Node's own
-	// reported state (rule 5 judging its kubelet version, a policy that
+	// reported state (feature-gates judging its kubelet version, a policy that
 	// declares its denial node-scoped) rather than what is assigned to it.
 	// The answer then carries a contract.CauseNodeState cause, so that
 	// the rollout controller skips that Node and goes on with the others:
@@ -76,7 +76,7 @@ type Admitter struct {
 	// configs remembers decoded configurations: the same pool's content
 	// comes back with every node assigned it and every re-apply.
 	configs *kubeletconfig.Checker
-	// versions says which nodes' reported kubelet versions rule 5 trusts.
+	// versions says which nodes' reported kubelet versions feature-gates trusts.
 	versions *KubeletVersions
 	// cluster is what NodeRestriction's rules look up beside the request
 	// (standalone manifests only); noCluster until SetCluster.
@@ -102,7 +102,7 @@ func (a *Admitter) SetCluster(c Cluster) {
 	a.cluster = c
 }
 
-// KubeletVersions is the record of reported kubelet versions rule 5 reads.
+// KubeletVersions is the record of reported kubelet versions feature-gates reads.
 // Feed it every Node (its EventHandler on a Node informer); until then it
 // trusts every parseable report.
 func (a *Admitter) KubeletVersions() *KubeletVersions { return a.versions }

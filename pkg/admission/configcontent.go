@@ -20,7 +20,9 @@ import (
 // maxNodesInMessage keeps a refusal readable when a pool is large.
 const maxNodesInMessage = 10
 
-// admitConfigMap is rule 6.
+// admitConfigMap is the config-content rule: an eligible ConfigMap must hold
+// a valid KubeletConfiguration that sets no field the settings forbid to
+// change dynamically and breaks feature-gates for no node it is assigned to.
 func (a *Admitter) admitConfigMap(_ context.Context, req *Request, settings *settings.Settings) Result {
 	switch req.Operation {
 	case admissionv1.Create, admissionv1.Update:
@@ -67,7 +69,7 @@ func (a *Admitter) admitConfigMap(_ context.Context, req *Request, settings *set
 	return a.checkAssignedNodes(ref, cfg)
 }
 
-// checkAssignedNodes is rule 6's last check: the edit must not break rule 5
+// checkAssignedNodes is config-content's last check: the edit must not break feature-gates
 // for any node the ConfigMap is assigned to, a node already running it. A node
 // whose reported version is not trusted (see KubeletVersions) does not get
 // a say: it is named in a warning, and the configuration must only be one

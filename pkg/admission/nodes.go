@@ -15,8 +15,9 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
-// admitNode judges a write of a Node (nodes or nodes/status): rules 1 to 4
-// of docs/reference.md for nodes, in order, then rule 5 for everyone the
+// admitNode judges a write of a Node (nodes or nodes/status): own-node,
+// node-restriction, config-source and min-kubelet-version for nodes, in
+// order, then feature-gates for everyone the
 // content rules apply to.
 func (a *Admitter) admitNode(ctx context.Context, req *Request, settings *settings.Settings, nodeName string, isNode, checkContent bool) Result {
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update && req.Operation != admissionv1.Delete {
@@ -63,7 +64,7 @@ func (a *Admitter) admitNode(ctx context.Context, req *Request, settings *settin
 	return a.admitFeatureGates(ctx, settings, node, old)
 }
 
-// admitOwnNode is rule 1 (own-node): a node writes only its own Node. On
+// admitOwnNode is own-node: a node writes only its own Node. On
 // CREATE the name comes from the object, since the request may carry none.
 func admitOwnNode(req *Request, nodeName string, node *corev1.Node) Result {
 	if nodeName == "" {
@@ -81,7 +82,7 @@ func admitOwnNode(req *Request, nodeName string, node *corev1.Node) Result {
 	return allow()
 }
 
-// admitNodeRestriction is rule 2 (node-restriction), as the in-tree
+// admitNodeRestriction is node-restriction, as the in-tree
 // NodeRestriction plugin has it, and stricter on two points: a node may not
 // set ownerReferences at registration either (CVE-2025-5187 showed what a
 // node can do with them), and no nodeguard.dev label is a node's to write,
@@ -146,7 +147,7 @@ func forbiddenLabels(keys []string) []string {
 	return forbidden
 }
 
-// admitConfigSource is rule 3 (config-source): a node sets its
+// admitConfigSource is config-source: a node sets its
 // config-source annotation only where the settings allow self-assignment,
 // and only to an eligible ConfigMap; clearing it is always allowed. Nor may
 // a node add, change or remove a rollout's bookkeeping on its own Node: one
@@ -188,7 +189,7 @@ func (a *Admitter) admitConfigSource(settings *settings.Settings, nodeName strin
 	return allow()
 }
 
-// admitMinKubeletVersion is rule 4 (min-kubelet-version): a node below the
+// admitMinKubeletVersion is min-kubelet-version: a node below the
 // minimum may not register. The version is self-reported: this keeps
 // kubelets that cannot honour the configurations out, it does not stop a
 // node that lies.

@@ -22,7 +22,7 @@ import (
 // allowNodeSelfAssignment off. The selector must therefore hold at least one
 // requirement no node can satisfy on its own: a matchLabels entry, or a
 // matchExpressions In or Exists, on a label contract.NodeMayWriteLabel
-// refuses to nodes (rule 2). NotIn and DoesNotExist do not count: a node
+// refuses to nodes (node-restriction). NotIn and DoesNotExist do not count: a node
 // satisfies them by not carrying the label, and joins through the other
 // keys. An update that leaves the selector as it is is not judged, so an
 // existing rollout can always be paused or retargeted, whatever it selects.
