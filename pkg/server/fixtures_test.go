@@ -177,7 +177,7 @@ func (panicky) CanReadConfigMap(string, string, string) bool          { panic("b
 func (panicky) Node(string) (*graph.NodeInfo, bool)                   { return nil, false }
 func (panicky) Lookup(string, string, string) (*graph.NodeInfo, bool) { panic("boom") }
 
-// decodeSAR decodes what ReviewFunc returned, as the apiserver would.
+// decodeSAR decodes what a reviewFunc returned, as the apiserver would.
 func decodeSAR(t testing.TB, resp any) *authorizationv1.SubjectAccessReview {
 	t.Helper()
 	raw, err := json.Marshal(resp)

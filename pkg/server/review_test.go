@@ -28,7 +28,7 @@ func echoReview(maxBodyBytes int64) http.Handler {
 	})
 }
 
-func TestReadReview(t *testing.T) {
+func TestReviewHandler(t *testing.T) {
 	h := echoReview(16)
 	tests := []struct {
 		name        string
