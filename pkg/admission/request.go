@@ -46,7 +46,7 @@ func DecodeRequest(req *admissionv1.AdmissionRequest) (*Request, error) {
 	if r.OldObj, err = decodeEmbedded(req.OldObject.Raw, "oldObject", kind); err != nil {
 		return nil, err
 	}
-	if _, err = decodeEmbedded(req.Options.Raw, "options", objectKind{}); err != nil {
+	if _, err = decodeEmbedded(req.Options.Raw, "options", anyJSON); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -54,12 +54,16 @@ func DecodeRequest(req *admissionv1.AdmissionRequest) (*Request, error) {
 
 // objectKind is the API type of a request's objects.
 type objectKind struct {
+	// name names the type in errors.
 	name string
 	// new returns a value to decode into; nil for a generic JSON value.
 	new func() any
 	// unknownFields refuses a field this build does not know.
 	unknownFields bool
 }
+
+// anyJSON is the kind of an object no rule reads.
+var anyJSON = objectKind{name: "JSON value"}
 
 func kindOf[T any](name string) objectKind {
 	return objectKind{name: name, new: func() any { return new(T) }}
@@ -110,7 +114,7 @@ func objectKindOf(req *admissionv1.AdmissionRequest) objectKind {
 	case podCertificateRequestsResource:
 		return kindOf[certificatesv1.PodCertificateRequest]("PodCertificateRequest")
 	}
-	return objectKind{}
+	return anyJSON
 }
 
 // decodeEmbedded decodes one embedded object of the review as kind says,
@@ -132,20 +136,13 @@ func decodeEmbedded(raw []byte, which string, kind objectKind) (any, error) {
 	strict, err := json.UnmarshalStrict(raw, obj, opts...)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("decoding the %s as a %s: %w", which, kindName(kind), err)
+		return nil, fmt.Errorf("decoding the %s as a %s: %w", which, kind.name, err)
 	case len(strict) > 0 && kind.unknownFields:
-		return nil, fmt.Errorf("decoding the %s as a %s: %w", which, kindName(kind), errors.Join(strict...))
+		return nil, fmt.Errorf("decoding the %s as a %s: %w", which, kind.name, errors.Join(strict...))
 	case len(strict) > 0:
 		return nil, fmt.Errorf("the review repeats a key: request.%s: %w", which, errors.Join(strict...))
 	}
 	return obj, nil
-}
-
-func kindName(kind objectKind) string {
-	if kind.name == "" {
-		return "JSON value"
-	}
-	return kind.name
 }
 
 // required is the decoded object of a rule that cannot judge without it.

@@ -60,6 +60,9 @@ func (h *authorizeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("endpoint", "authorize"))
 	sar, repeated, err := decodeSubjectAccessReview(body)
+	if err == nil {
+		err = checkKind(sar.TypeMeta, subjectAccessReviewGVK)
+	}
 	if err != nil {
 		badReview(ctx, w, err)
 		return
@@ -108,16 +111,12 @@ func (h *authorizeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// decodeSubjectAccessReview decodes a SubjectAccessReview that /authorize
-// can answer (of its kind) as decodeStrict does; a repeated key anywhere in
-// it is repeated, answered with a Deny.
+// decodeSubjectAccessReview decodes a SubjectAccessReview as decodeStrict
+// does; a repeated key anywhere in it is repeated, answered with a Deny.
 func decodeSubjectAccessReview(body []byte) (sar *authorizationv1.SubjectAccessReview, repeated error, err error) {
 	sar = &authorizationv1.SubjectAccessReview{}
 	if repeated, err = decodeStrict(body, sar); err != nil {
 		return nil, nil, fmt.Errorf("decoding SubjectAccessReview: %w", err)
-	}
-	if err := checkKind(sar.TypeMeta, subjectAccessReviewGVK); err != nil {
-		return nil, nil, err
 	}
 	return sar, repeated, nil
 }

@@ -47,6 +47,9 @@ func (v *validateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("endpoint", "validate"))
 	review, repeated, err := decodeAdmissionReview(body)
+	if err == nil {
+		err = answerable(review)
+	}
 	if err != nil {
 		badReview(ctx, w, err)
 		return
@@ -91,23 +94,29 @@ func (v *validateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// decodeAdmissionReview decodes an AdmissionReview that /validate can
-// answer, as decodeStrict does: of its kind, with a request and a UID to
-// answer under. Its objects stay raw for admission.DecodeRequest.
+// decodeAdmissionReview decodes an AdmissionReview as decodeStrict does;
+// its objects stay raw for admission.DecodeRequest.
 func decodeAdmissionReview(body []byte) (review *admissionv1.AdmissionReview, repeated error, err error) {
 	review = &admissionv1.AdmissionReview{}
 	if repeated, err = decodeStrict(body, review); err != nil {
 		return nil, nil, fmt.Errorf("decoding AdmissionReview: %w", err)
 	}
-	switch {
-	case checkKind(review.TypeMeta, admissionReviewGVK) != nil:
-		return nil, nil, checkKind(review.TypeMeta, admissionReviewGVK)
-	case review.Request == nil:
-		return nil, nil, errors.New("AdmissionReview has no request")
-	case review.Request.UID == "":
-		return nil, nil, errors.New("AdmissionReview request has no uid")
-	}
 	return review, repeated, nil
+}
+
+// answerable refuses an AdmissionReview /validate cannot answer: of another
+// kind, or without a request and a UID to answer under.
+func answerable(review *admissionv1.AdmissionReview) error {
+	if err := checkKind(review.TypeMeta, admissionReviewGVK); err != nil {
+		return err
+	}
+	if review.Request == nil {
+		return errors.New("AdmissionReview has no request")
+	}
+	if review.Request.UID == "" {
+		return errors.New("AdmissionReview request has no uid")
+	}
+	return nil
 }
 
 // admissionResponse is the AdmissionReview answering review with result.
