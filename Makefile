@@ -46,7 +46,7 @@ FUZZ_TARGETS := \
 	./pkg/server:FuzzValidate \
 	./pkg/server:FuzzDecodeSubjectAccessReview \
 	./pkg/kubeletconfig:FuzzDecode \
-	./pkg/config:FuzzParse \
+	./pkg/settings:FuzzParse \
 	./pkg/nodeagent/checkpoint:FuzzDecodeEnvelope \
 	./pkg/server:FuzzPeekAdmissionUID
 

@@ -17,10 +17,10 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/admission"
 	"github.com/nodeguard/nodeguard/pkg/authz"
-	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/graph"
 	"github.com/nodeguard/nodeguard/pkg/program"
 	"github.com/nodeguard/nodeguard/pkg/server"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 const usage = "nodeguard webhook: authorization (/authorize) and admission (/validate) for Dynamic Kubelet Config.\n"
@@ -71,19 +71,19 @@ func run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	settings, err := config.NewWatcher(opts.PolicyConfig, opts.fallbackSettings(), opts.PolicyReloadInterval, registry)
+	settingsFile, err := settings.NewWatcher(opts.Settings, opts.fallbackSettings(), opts.PolicyReloadInterval, registry)
 	if err != nil {
 		return err
 	}
 	authorizer := authz.New(g, nil)
-	settings.OnChange(func(s *config.Settings) { authorizer.SetMinKubeletVersion(s.MinKubeletVersion) })
+	settingsFile.OnChange(func(s *settings.Settings) { authorizer.SetMinKubeletVersion(s.MinKubeletVersion) })
 
 	configMaps := admission.NewConfigMapInformer(client, opts.Resync)
-	admitter := admission.New(settings.Current, corelisters.NewConfigMapLister(configMaps.GetIndexer()), g)
+	admitter := admission.New(settingsFile.Current, corelisters.NewConfigMapLister(configMaps.GetIndexer()), g)
 	// NodeRestriction's rules (standalone manifests only) look up what a
 	// node's write points at, live: the RBAC for it ships with them.
 	admitter.SetCluster(admission.NewAPICluster(client, opts.APIAudiences))
-	// Rule 5 trusts a node's reported kubelet version only if it has not
+	// Feature-gates trusts a node's reported kubelet version only if it has not
 	// gone down: the record follows every Node the graph's informer sees.
 	if _, err := informers.Nodes.AddEventHandler(admitter.KubeletVersions().EventHandler()); err != nil {
 		return fmt.Errorf("following reported kubelet versions: %w", err)
@@ -127,8 +127,8 @@ func run(ctx context.Context, opts *Options) error {
 			policies.engine.HealthChecker(),
 		},
 		// freshness adds the stale graph's detail, which /readyz withholds.
-		Degraded:        []server.Degradable{settings, policyLoadStatus{policies.engine}, freshness},
-		DrainDuration:   opts.DrainDuration,
+		Degraded:        []server.Degradable{settingsFile, policyLoadStatus{policies.engine}, freshness},
+		QuiesceDuration: opts.QuiesceDuration,
 		ShutdownTimeout: opts.ShutdownTimeout,
 	})
 	if err != nil {
@@ -136,14 +136,12 @@ func run(ctx context.Context, opts *Options) error {
 	}
 	decisionLog := opts.decisionLog()
 	authorize, err := srv.LimitInFlight("/authorize", opts.inFlightLimit(opts.MaxAuthorizeInFlight, server.ShedSubjectAccessReview),
-		server.ReviewHandler("authorize", opts.MaxAuthorizeBodyBytes,
-			server.Authorize(authorizer, policies.authz, server.WithMetrics(decisionMetrics), server.WithDecisionLog(decisionLog))))
+		server.Authorize(authorizer, policies.authz, opts.MaxAuthorizeBodyBytes, server.WithMetrics(decisionMetrics), server.WithDecisionLog(decisionLog)))
 	if err != nil {
 		return err
 	}
 	validate, err := srv.LimitInFlight("/validate", opts.inFlightLimit(opts.MaxValidateInFlight, server.ShedAdmissionReview),
-		server.ReviewHandler("validate", opts.MaxValidateBodyBytes,
-			server.Validate(admitter, policies.admission, server.WithMetrics(decisionMetrics), server.WithDecisionLog(decisionLog))))
+		server.Validate(admitter, policies.admission, opts.MaxValidateBodyBytes, server.WithMetrics(decisionMetrics), server.WithDecisionLog(decisionLog)))
 	if err != nil {
 		return err
 	}
@@ -151,7 +149,7 @@ func run(ctx context.Context, opts *Options) error {
 	srv.HandleReview("/validate", validate)
 
 	dynamicTLS.Run(ctx)
-	go settings.Run(ctx)
+	go settingsFile.Run(ctx)
 	go func() { _ = policies.engine.Run(ctx) }()
 	go configMaps.RunWithContext(ctx)
 	go populator.Run(ctx)

@@ -8,9 +8,9 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/version"
 
-	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/policy"
 	"github.com/nodeguard/nodeguard/pkg/server"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 // Options are the webhook's command-line settings.
@@ -30,9 +30,8 @@ type Options struct {
 	GraphStaleAfter time.Duration
 
 	MinKubeletVersion string
-	// PolicyConfig is the settings file (a NodeguardPolicy); the field
-	// keeps the name of its flag, --policy-config.
-	PolicyConfig string
+	// Settings is the settings file (a NodeguardPolicy), --settings.
+	Settings string
 	// PolicyReloadInterval is how often the settings file and the Rego
 	// policy directory are checked for changes.
 	PolicyReloadInterval time.Duration
@@ -60,8 +59,10 @@ type Options struct {
 	MaxValidateInFlight   int
 	MaxQueuedReviews      int
 	MaxQueueWait          time.Duration
-	DrainDuration         time.Duration
-	ShutdownTimeout       time.Duration
+	// QuiesceDuration is --shutdown-drain-duration: how long the server
+	// keeps serving, unready, on SIGTERM (an HTTP matter, not a node drain).
+	QuiesceDuration time.Duration
+	ShutdownTimeout time.Duration
 }
 
 const (
@@ -101,7 +102,7 @@ func NewOptions() *Options {
 		MaxValidateInFlight:  16,
 		MaxQueuedReviews:     256,
 		MaxQueueWait:         time.Second,
-		DrainDuration:        5 * time.Second,
+		QuiesceDuration:      5 * time.Second,
 		ShutdownTimeout:      30 * time.Second,
 	}
 }
@@ -118,9 +119,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst towards the kube-apiserver.")
 	fs.DurationVar(&o.Resync, "resync-period", o.Resync, "Informer resync period; 0 disables resyncs (the graph does not need them).")
 	fs.DurationVar(&o.GraphStaleAfter, "graph-stale-after", o.GraphStaleAfter, "How long the graph may go without a working list or watch on the kube-apiserver (for any of Nodes, Pods, eligible ConfigMaps) before it is stale. While stale, node ConfigMap reads get no opinion instead of an allow (denials still apply), /readyz fails its graph-fresh check and nodeguard_graph_stale is 1; a relist or a resumed watch makes it fresh again. At least 1s; 0 disables the check and trusts the graph however long it has been cut off.")
-	fs.StringVar(&o.MinKubeletVersion, "min-kubelet-version", o.MinKubeletVersion, "Minimum kubelet version (e.g. 1.35.0) when no --policy-config is given. A node reporting an older or unparseable version may not register, and is denied everything except reading and updating its own Node. The version is self-reported: this is a compatibility gate, not a security boundary. Empty disables the check.")
-	fs.StringVar(&o.PolicyConfig, "policy-config", o.PolicyConfig, "NodeguardPolicy file (config.nodeguard.dev/v1alpha1): minimum kubelet version, node self-assignment, fields that may not change dynamically, exempt users. Reloaded when it changes; a file that does not parse keeps the last good policy. Empty means the built-in defaults.")
-	fs.DurationVar(&o.PolicyReloadInterval, "policy-reload-interval", o.PolicyReloadInterval, "How often --policy-config and --policy-dir are checked for changes.")
+	fs.StringVar(&o.MinKubeletVersion, "min-kubelet-version", o.MinKubeletVersion, "Minimum kubelet version (e.g. 1.35.0) when no --settings is given. A node reporting an older or unparseable version may not register, and is denied everything except reading and updating its own Node. The version is self-reported: this is a compatibility gate, not a security boundary. Empty disables the check.")
+	fs.StringVar(&o.Settings, "settings", o.Settings, "Settings file, a NodeguardPolicy (config.nodeguard.dev/v1alpha1): minimum kubelet version, node self-assignment, fields that may not change dynamically, exempt users. Reloaded when it changes; a file that does not parse keeps the last good policy. Empty means the built-in defaults.")
+	// The flag's name before the settings file was called settings, kept
+	// so that existing manifests go on working.
+	fs.StringVar(&o.Settings, "policy-config", o.Settings, "Deprecated name of --settings.")
+	_ = fs.MarkDeprecated("policy-config", "use --settings")
+	fs.DurationVar(&o.PolicyReloadInterval, "policy-reload-interval", o.PolicyReloadInterval, "How often --settings and --policy-dir are checked for changes.")
 	fs.StringVar(&o.PolicyDir, "policy-dir", o.PolicyDir, "Directory of Rego policies (every *.rego under it except *_test.rego and hidden entries), evaluated after the built-in rules on /validate and /authorize; a deny from either side wins. Empty means the policies shipped in the binary (policies/). A changed set is recompiled without a restart; one that does not compile keeps the last good set serving and shows in /readyz?verbose and nodeguard_policy_last_load_success. See policies/README.md.")
 	fs.StringVar(&o.PolicyData, "policy-data", o.PolicyData, "JSON or YAML file with an object that policies read as data.nodeguard.config, e.g. 'allowed_namespaces: [kubelet-configs, infra]' for the shipped config_namespaces policy (a namespace of --exempt-namespaces there is refused: the webhook never judges it). Read once at start. Empty means none (the policies' own defaults); a package nodeguard.config in --policy-dir may not define the same keys.")
 	fs.StringSliceVar(&o.APIAudiences, "api-audiences", o.APIAudiences, "kube-apiserver's --api-audiences, when it sets them; empty reads its default (the service account issuer) from the apiserver's issuer discovery. Only the standalone manifests' service account token rule reads them: a token request that names no audience reaches the webhook with these.")
@@ -136,8 +141,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxValidateInFlight, "max-validate-in-flight", o.MaxValidateInFlight, "Most AdmissionReviews decided at once on /validate; it bounds memory too (at most this many bodies of --max-validate-body-bytes). Requests shed beyond it are refused with a 429 status the apiserver passes on to the client, or HTTP 429 with Retry-After when the request's UID cannot be read.")
 	fs.IntVar(&o.MaxQueuedReviews, "max-queued-reviews", o.MaxQueuedReviews, "Per endpoint, how many requests beyond the in-flight limit may wait for a free slot, their bodies unread; more are shed at once. 0 sheds every request beyond the limit.")
 	fs.DurationVar(&o.MaxQueueWait, "max-queue-wait", o.MaxQueueWait, "Longest a request waits for a free slot before it is shed. A request never waits more than half the timeout the apiserver sends (?timeout=), so that its answer still arrives in time.")
-	fs.DurationVar(&o.DrainDuration, "shutdown-drain-duration", o.DrainDuration, "On SIGTERM, keep serving this long with /readyz failing, so that traffic moves away before the listener closes.")
-	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "After the drain, how long to wait for in-flight requests.")
+	fs.DurationVar(&o.QuiesceDuration, "shutdown-drain-duration", o.QuiesceDuration, "On SIGTERM, keep serving this long with /readyz failing, so that traffic moves away before the listener closes.")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "After --shutdown-drain-duration, how long to wait for in-flight requests.")
 }
 
 // Validate reports every problem with the options at once.
@@ -154,8 +159,8 @@ func (o *Options) Validate() []error {
 			errs = append(errs, fmt.Errorf("--min-kubelet-version %q: %w", o.MinKubeletVersion, err))
 		}
 	}
-	if o.MinKubeletVersion != "" && o.PolicyConfig != "" {
-		errs = append(errs, errors.New("--min-kubelet-version and --policy-config are exclusive: set minKubeletVersion in the policy file, where it can change without a restart"))
+	if o.MinKubeletVersion != "" && o.Settings != "" {
+		errs = append(errs, errors.New("--min-kubelet-version and --settings are exclusive: set minKubeletVersion in the settings file, where it can change without a restart"))
 	}
 	if o.PolicyReloadInterval < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("--policy-reload-interval %v: must be at least 100ms", o.PolicyReloadInterval))
@@ -190,7 +195,7 @@ func (o *Options) Validate() []error {
 	if o.GraphStaleAfter != 0 && o.GraphStaleAfter < minGraphStaleAfter {
 		errs = append(errs, fmt.Errorf("--graph-stale-after %v: must be 0 (off) or at least %v, above the blink of a watch being re-established", o.GraphStaleAfter, minGraphStaleAfter))
 	}
-	if o.Resync < 0 || o.DrainDuration < 0 || o.ShutdownTimeout < 0 {
+	if o.Resync < 0 || o.QuiesceDuration < 0 || o.ShutdownTimeout < 0 {
 		errs = append(errs, errors.New("durations must not be negative"))
 	}
 	return errs
@@ -202,9 +207,9 @@ func (o *Options) inFlightLimit(maxInFlight int, shed server.ShedFunc) server.In
 	return server.InFlightLimit{MaxInFlight: maxInFlight, MaxQueued: o.MaxQueuedReviews, MaxWait: o.MaxQueueWait, Shed: shed}
 }
 
-// fallbackSettings are the settings when no --policy-config is given.
-func (o *Options) fallbackSettings() *config.Settings {
-	s := config.Default()
+// fallbackSettings are the settings when no --settings is given.
+func (o *Options) fallbackSettings() *settings.Settings {
+	s := settings.Default()
 	if o.MinKubeletVersion != "" {
 		s.MinKubeletVersion = version.MustParseGeneric(o.MinKubeletVersion)
 		s.Source = "--min-kubelet-version"

@@ -184,3 +184,22 @@ func TestLoadPolicyData(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyConfigIsSettings: the flag's old name still sets the settings
+// file, and help shows only --settings.
+func TestPolicyConfigIsSettings(t *testing.T) {
+	for _, arg := range []string{"--settings=/etc/s.yaml", "--policy-config=/etc/s.yaml"} {
+		o := validOptions()
+		fs := pflag.NewFlagSet("webhook", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse([]string{arg}); err != nil {
+			t.Fatal(err)
+		}
+		if o.Settings != "/etc/s.yaml" {
+			t.Errorf("%s: Settings = %q", arg, o.Settings)
+		}
+		if usage := fs.FlagUsages(); strings.Contains(usage, "policy-config") || !strings.Contains(usage, "--settings") {
+			t.Errorf("help shows --policy-config, or not --settings:\n%s", usage)
+		}
+	}
+}

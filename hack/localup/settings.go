@@ -5,13 +5,13 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 // rewriteSettings sets the minimum kubelet version of a NodeguardPolicy
 // (the settings file), and checks the result as the webhook will.
 func rewriteSettings(shipped []byte, minKubeletVersion string) (string, error) {
-	var f config.File
+	var f settings.File
 	if err := yaml.UnmarshalStrict(shipped, &f); err != nil {
 		return "", fmt.Errorf("the shipped policy: %w", err)
 	}
@@ -20,7 +20,7 @@ func rewriteSettings(shipped []byte, minKubeletVersion string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("encoding the policy: %w", err)
 	}
-	if _, err := config.Parse(data, "the demonstration's policy"); err != nil {
+	if _, err := settings.Parse(data, "the demonstration's policy"); err != nil {
 		return "", err
 	}
 	return string(data), nil

@@ -9,7 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/test/controlplane"
 )
 
@@ -22,7 +22,7 @@ func TestRewriteSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var original config.File
+	var original settings.File
 	if err := yaml.UnmarshalStrict(shipped, &original); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestRewriteSettings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var f config.File
+			var f settings.File
 			if err := yaml.UnmarshalStrict([]byte(got), &f); err != nil {
 				t.Fatal(err)
 			}

@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nodeguard/nodeguard/pkg/admission"
-	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/graph"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 // nodeWrite is one generated write, in the terms both deciders share.
@@ -56,7 +56,7 @@ func newNodeguard(w *world) *admission.Admitter {
 		return true, out, nil
 	})
 	configMaps := corelisters.NewConfigMapLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
-	a := admission.New(func() *config.Settings { return config.Default() }, configMaps, noGraph{})
+	a := admission.New(func() *settings.Settings { return settings.Default() }, configMaps, noGraph{})
 	a.SetCluster(admission.NewAPICluster(client, []string{apiAudience}))
 	return a
 }
@@ -153,5 +153,9 @@ func nodeguardAdmits(ctx context.Context, a *admission.Admitter, wr *nodeWrite) 
 	if err != nil {
 		return admission.Result{}, err
 	}
-	return a.Admit(ctx, req), nil
+	decoded, err := admission.DecodeRequest(req)
+	if err != nil {
+		return admission.Result{}, err
+	}
+	return a.Admit(ctx, decoded), nil
 }

@@ -2,22 +2,19 @@ package admission
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
-	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
-	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/graph"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/json"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 // The rules that are not the contract's numbered ones (contract.Rule).
@@ -42,7 +39,7 @@ type Result struct {
 	Message  string
 	Warnings []string
 	// NodeState marks a refusal that concerns the target Node's own
-	// reported state (rule 5 judging its kubelet version, a policy that
+	// reported state (feature-gates judging its kubelet version, a policy that
 	// declares its denial node-scoped) rather than what is assigned to it.
 	// The answer then carries a contract.CauseNodeState cause, so that
 	// the rollout controller skips that Node and goes on with the others:
@@ -73,13 +70,13 @@ type Graph interface {
 
 // Admitter decides AdmissionReviews. It is safe for concurrent use.
 type Admitter struct {
-	settings   func() *config.Settings
+	settings   func() *settings.Settings
 	configMaps corelisters.ConfigMapLister
 	graph      Graph
 	// configs remembers decoded configurations: the same pool's content
 	// comes back with every node assigned it and every re-apply.
 	configs *kubeletconfig.Checker
-	// versions says which nodes' reported kubelet versions rule 5 trusts.
+	// versions says which nodes' reported kubelet versions feature-gates trusts.
 	versions *KubeletVersions
 	// cluster is what NodeRestriction's rules look up beside the request
 	// (standalone manifests only); noCluster until SetCluster.
@@ -89,7 +86,7 @@ type Admitter struct {
 // New returns an Admitter. settings returns the settings (NodeguardPolicy)
 // in force at each call; configMaps lists eligible ConfigMaps with their
 // data.
-func New(settings func() *config.Settings, configMaps corelisters.ConfigMapLister, g Graph) *Admitter {
+func New(settings func() *settings.Settings, configMaps corelisters.ConfigMapLister, g Graph) *Admitter {
 	return &Admitter{settings: settings, configMaps: configMaps, graph: g,
 		configs: kubeletconfig.NewChecker(kubeletconfig.DefaultCheckerEntries), versions: NewKubeletVersions(),
 		cluster: noCluster{}}
@@ -105,14 +102,16 @@ func (a *Admitter) SetCluster(c Cluster) {
 	a.cluster = c
 }
 
-// KubeletVersions is the record of reported kubelet versions rule 5 reads.
+// KubeletVersions is the record of reported kubelet versions feature-gates reads.
 // Feed it every Node (its EventHandler on a Node informer); until then it
 // trusts every parseable report.
 func (a *Admitter) KubeletVersions() *KubeletVersions { return a.versions }
 
-// Admit decides one request.
-func (a *Admitter) Admit(ctx context.Context, req *admissionv1.AdmissionRequest) Result {
-	if req.Resource.Group == v1alpha1.GroupName && req.Resource.Resource == rolloutsResource {
+// Admit decides one request, its objects decoded (DecodeRequest): each
+// resource has its one function, where its rules read in place.
+func (a *Admitter) Admit(ctx context.Context, req *Request) Result {
+	resource := schema.GroupResource{Group: req.Resource.Group, Resource: req.Resource.Resource}
+	if resource == rolloutsResource {
 		// Everyone, exempt users too: the rule guards against a slip.
 		if req.SubResource != "" {
 			return allow()
@@ -122,27 +121,47 @@ func (a *Admitter) Admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	settings := a.settings()
 	nodeName, isNode := contract.NodeIdentity(req.UserInfo.Username, req.UserInfo.Groups)
 	checkContent := isNode || !settings.IsExempt(req.UserInfo.Username)
-	if isNode {
+	if isNode && nodeRestrictedResources.Has(resource) {
 		// Only the standalone manifests send these, for clusters without
-		// the in-tree NodeRestriction plugin (noderestricted.go).
-		if r, ok := a.admitNodeRestricted(ctx, req, nodeName); ok {
-			return r
+		// the in-tree NodeRestriction plugin (noderestricted.go). Like
+		// NodeRestriction, judge CREATE, UPDATE and DELETE only, and refuse
+		// every such write of a system:nodes member whose name does not
+		// parse to a node.
+		switch req.Operation {
+		case admissionv1.Create, admissionv1.Update, admissionv1.Delete:
+		default:
+			return allow()
+		}
+		if nodeName == "" {
+			return refuse(RuleNodeUnidentifiedWrite, "user %q is in group system:nodes but does not name a node, so it may not write %s",
+				req.UserInfo.Username, resource)
 		}
 	}
-	if req.Resource.Group != "" {
+	switch {
+	case resource == nodesResource && (req.SubResource == "" || req.SubResource == "status"):
+		return a.admitNode(ctx, req, settings, nodeName, isNode, checkContent)
+	case resource == configMapsResource && req.SubResource == "" && checkContent:
+		return a.admitConfigMap(ctx, req, settings)
+	case !isNode:
 		return allow()
 	}
-	switch req.Resource.Resource {
-	case "nodes":
-		if req.SubResource != "" && req.SubResource != "status" {
-			return allow()
-		}
-		return a.admitNode(ctx, req, settings, nodeName, isNode, checkContent)
-	case "configmaps":
-		if req.SubResource != "" || !checkContent {
-			return allow()
-		}
-		return a.admitConfigMap(ctx, req, settings)
+	switch resource {
+	case podsResource:
+		return a.admitPod(ctx, req, nodeName)
+	case pvcsResource:
+		return admitPVC(req, nodeName)
+	case serviceAccountsResource:
+		return a.admitServiceAccountToken(ctx, req, nodeName)
+	case leasesResource:
+		return admitLease(req, nodeName)
+	case csiNodesResource:
+		return admitCSINode(req, nodeName)
+	case resourceSlicesResource:
+		return admitResourceSlice(req, nodeName)
+	case csrsResource:
+		return admitCSR(req, nodeName)
+	case podCertificateRequestsResource:
+		return a.admitPodCertificateRequest(ctx, req, nodeName)
 	}
 	return allow()
 }
@@ -162,65 +181,17 @@ func (a *Admitter) eligibleConfigMap(ref contract.ConfigMapRef) (*corev1.ConfigM
 	return cm, nil
 }
 
-// KubeletConfigsOf decodes the configurations of an eligible ConfigMap
-// being created or updated, for the policies' input.nodeguard.kubeletConfig
-// and .oldKubeletConfig. Anything that does not decode is left nil (null to
-// policies): the built-in rules have already refused invalid content, except
-// from exempt users.
-func (a *Admitter) KubeletConfigsOf(req *admissionv1.AdmissionRequest) (cfg, old *kubeletconfigv1beta1.KubeletConfiguration) {
-	if req.Resource.Group != "" || req.Resource.Resource != "configmaps" || req.SubResource != "" {
-		return nil, nil
-	}
+// KubeletConfigsOf is the configurations of an eligible ConfigMap being
+// created or updated, for the policies' input.nodeguard.kubeletConfig and
+// .oldKubeletConfig: the decoded content the rules judged (the checker
+// remembers it). Anything that does not decode is left nil (null to
+// policies): the rules have already refused invalid content, except from
+// exempt users.
+func (a *Admitter) KubeletConfigsOf(req *Request) (cfg, old *kubeletconfigv1beta1.KubeletConfiguration) {
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return nil, nil
 	}
-	if cm, err := decodeConfigMap(req.Object, "object"); err == nil {
-		cfg = a.eligibleConfig(cm)
-	}
-	if req.Operation == admissionv1.Update {
-		old, _ = a.storedConfig(req.OldObject)
-	}
-	return cfg, old
-}
-
-// decodeObject decodes an object of the review into its API type
-// case-sensitively, refusing repeated keys, with any stricter options on
-// top; nil raw gives nil.
-func decodeObject[T any](raw runtime.RawExtension, which, kind string, stricter ...json.StrictOption) (*T, error) {
-	if len(raw.Raw) == 0 {
-		return nil, nil
-	}
-	obj := new(T)
-	strict, err := json.UnmarshalStrict(raw.Raw, obj, append([]json.StrictOption{json.DisallowDuplicateFields}, stricter...)...)
-	if err == nil {
-		err = errors.Join(strict...)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("decoding the %s as a %s: %w", which, kind, err)
-	}
-	return obj, nil
-}
-
-func decodeNode(raw runtime.RawExtension, which string) (*corev1.Node, error) {
-	return decodeObject[corev1.Node](raw, which, "Node")
-}
-
-func decodeConfigMap(raw runtime.RawExtension, which string) (*corev1.ConfigMap, error) {
-	return decodeObject[corev1.ConfigMap](raw, which, "ConfigMap")
-}
-
-// decodePod decodes a pod of the review; a missing one is an error, since
-// every pod rule reads one.
-func decodePod(raw runtime.RawExtension, which string) (*corev1.Pod, error) {
-	return decodeRequired[corev1.Pod](raw, which, "Pod")
-}
-
-// decodeRequired is decodeObject for an object the rule cannot judge
-// without: a missing one is an error.
-func decodeRequired[T any](raw runtime.RawExtension, which, kind string) (*T, error) {
-	obj, err := decodeObject[T](raw, which, kind)
-	if err == nil && obj == nil {
-		err = fmt.Errorf("the review carries no %s", which)
-	}
-	return obj, err
+	cm, _ := req.Obj.(*corev1.ConfigMap)
+	oldCM, _ := req.OldObj.(*corev1.ConfigMap)
+	return a.eligibleConfig(cm), a.eligibleConfig(oldCM)
 }

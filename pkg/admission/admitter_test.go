@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
 
-	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 // The configurations only the admitter's own tests write.
@@ -28,9 +28,9 @@ const (
 
 // newAdmitter is an Admitter with settings over the shared fixtures: the
 // ConfigMaps of reviewtest.ConfigMapLister and reviewtest.AdmitterGraph.
-func newAdmitter(t *testing.T, settings *config.Settings) *Admitter {
+func newAdmitter(t *testing.T, s *settings.Settings) *Admitter {
 	t.Helper()
-	return New(func() *config.Settings { return settings }, reviewtest.ConfigMapLister(t), reviewtest.AdmitterGraph())
+	return New(func() *settings.Settings { return s }, reviewtest.ConfigMapLister(t), reviewtest.AdmitterGraph())
 }
 
 func withoutLabel(k string) reviewtest.NodeOption {
@@ -75,14 +75,14 @@ var (
 
 func TestAdmit(t *testing.T) {
 	const C, U, D = admissionv1.Create, admissionv1.Update, admissionv1.Delete
-	base := config.Default()
-	selfAssign := &config.Settings{AllowNodeSelfAssignment: true}
-	minVersion := &config.Settings{MinKubeletVersion: version.MustParseGeneric("1.36.0")}
-	forbidStatic := &config.Settings{ForbiddenDynamicFields: []string{"staticPodPath"}, ExemptUsers: []string{"break-glass"}}
+	base := settings.Default()
+	selfAssign := &settings.Settings{AllowNodeSelfAssignment: true}
+	minVersion := &settings.Settings{MinKubeletVersion: version.MustParseGeneric("1.36.0")}
+	forbidStatic := &settings.Settings{ForbiddenDynamicFields: []string{"staticPodPath"}, ExemptUsers: []string{"break-glass"}}
 
 	tests := []struct {
 		name     string
-		settings *config.Settings
+		settings *settings.Settings
 		req      reviewtest.Request
 		wantRule contract.Rule // empty: allowed
 		wantText string        // in the message when refused, in a warning when allowed
@@ -171,7 +171,7 @@ func TestAdmit(t *testing.T) {
 			"cfg/reserved leaves node n2 less than 50% of its capacity allocatable (allocatableFloorPercent), as the Node reports its capacity: cpu: 50m of 2 allocatable (2%)"},
 		{"the same reservations on a Node large enough", base, reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2",
 			reviewtest.Node("n2", reviewtest.WithAssignment("cfg/reserved"), withCapacity("64", "256Gi")), reviewtest.Node("n2", withCapacity("64", "256Gi"))), "", ""},
-		{"the floor turned off", &config.Settings{}, reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2",
+		{"the floor turned off", &settings.Settings{}, reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2",
 			reviewtest.Node("n2", reviewtest.WithAssignment("cfg/reserved"), withCapacity("2", "8Gi")), reviewtest.Node("n2", withCapacity("2", "8Gi"))), "", ""},
 		{"admin assigns a gate the kubelet does not know", base, reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2", reviewtest.Node("n2", reviewtest.WithKubelet("v1.35.1"), reviewtest.WithAssignment("cfg/newgate")), reviewtest.Node("n2", reviewtest.WithKubelet("v1.35.1"))), contract.RuleFeatureGates, "APIServerWebhookAuthenticationToken"},
 		{"admin assigns the same gate to a kubelet that knows it", base, reviewtest.NodeRequest(reviewtest.AdminUser, U, "", "n2", reviewtest.Node("n2", reviewtest.WithAssignment("cfg/newgate")), reviewtest.Node("n2")), "", ""},
@@ -205,7 +205,7 @@ func TestAdmit(t *testing.T) {
 		{"change a forbidden field", forbidStatic, reviewtest.ConfigMapRequest(reviewtest.AdminUser, U, reviewtest.EligibleConfigMap("staticpods", staticPodsMove), reviewtest.EligibleConfigMap("staticpods", staticPodsSet)), contract.RuleConfigContent, "staticPodPath"},
 		{"change another field beside a forbidden one", forbidStatic, reviewtest.ConfigMapRequest(reviewtest.AdminUser, U, reviewtest.EligibleConfigMap("staticpods", staticPodsMore), reviewtest.EligibleConfigMap("staticpods", staticPodsSet)), "", ""},
 		{"exempt user sets a forbidden field", forbidStatic, reviewtest.ConfigMapRequest(reviewtest.Exempt, C, reviewtest.EligibleConfigMap("staticpods", staticPodsSet), nil), "", ""},
-		{"nodes are never exempt", &config.Settings{ExemptUsers: []string{"system:node:n1"}}, reviewtest.ConfigMapRequest(reviewtest.N1User, C, reviewtest.EligibleConfigMap("new", reviewtest.UnknownField), nil), contract.RuleConfigContent, "maxPodz"},
+		{"nodes are never exempt", &settings.Settings{ExemptUsers: []string{"system:node:n1"}}, reviewtest.ConfigMapRequest(reviewtest.N1User, C, reviewtest.EligibleConfigMap("new", reviewtest.UnknownField), nil), contract.RuleConfigContent, "maxPodz"},
 		{"edit breaks rule 5 for an assigned node", base, reviewtest.ConfigMapRequest(reviewtest.AdminUser, U, reviewtest.EligibleConfigMap("good", reviewtest.NewGateConfig), reviewtest.EligibleConfigMap("good", reviewtest.GoodConfig)), contract.RuleConfigContent, "n2 (kubelet v1.35.1)"},
 		{"edit fine for all assigned nodes warns about unknown versions", base, reviewtest.ConfigMapRequest(reviewtest.AdminUser, U, reviewtest.EligibleConfigMap("good", reviewtest.GoodConfig+"maxOpenFiles: 1000\n"), reviewtest.EligibleConfigMap("good", reviewtest.GoodConfig)), "", "unknown-version (reports no parseable kubelet version \"garbage\")"},
 		{"delete an assigned ConfigMap warns", base, reviewtest.ConfigMapRequest(reviewtest.AdminUser, D, nil, reviewtest.EligibleConfigMap("good", reviewtest.GoodConfig)), "", "assigned to n1, n2, unknown-version"},
@@ -218,7 +218,7 @@ func TestAdmit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := newAdmitter(t, tt.settings).Admit(context.Background(), tt.req.Build(t))
+			got := admitReview(context.Background(), newAdmitter(t, tt.settings), tt.req.Build(t))
 			if tt.wantRule == "" {
 				if !got.Allowed {
 					t.Fatalf("refused: %s: %s", got.Rule, got.Message)
@@ -239,7 +239,7 @@ func TestAdmit(t *testing.T) {
 }
 
 func TestMalformedObjects(t *testing.T) {
-	a := newAdmitter(t, config.Default())
+	a := newAdmitter(t, settings.Default())
 	for _, req := range []*admissionv1.AdmissionRequest{
 		{UID: "u", Operation: admissionv1.Update, Resource: metav1.GroupVersionResource{Version: "v1", Resource: "nodes"}, Name: "n1", UserInfo: reviewtest.N1User,
 			Object: runtime.RawExtension{Raw: []byte(`{"metadata":{"name":1}}`)}, OldObject: runtime.RawExtension{Raw: []byte(`{}`)}},
@@ -252,7 +252,7 @@ func TestMalformedObjects(t *testing.T) {
 		{UID: "u", Operation: admissionv1.Create, Resource: metav1.GroupVersionResource{Version: "v1", Resource: "nodes"}, UserInfo: reviewtest.N1User,
 			Object: runtime.RawExtension{Raw: []byte(`{"metadata":{"name":"n1","labels":"a"}}`)}},
 	} {
-		if got := a.Admit(context.Background(), req); got.Allowed || got.Rule != RuleMalformed {
+		if got := admitReview(context.Background(), a, req); got.Allowed || got.Rule != RuleMalformed {
 			t.Errorf("Admit(%s) = %+v, want refused as malformed", req.Object.Raw, got)
 		}
 	}
@@ -265,8 +265,18 @@ func TestLongErrorListsAreSummarised(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		content += "  bogus" + strings.Repeat("x", i) + ": 1Gi\n"
 	}
-	r := newAdmitter(t, config.Default()).Admit(context.Background(), reviewtest.ConfigMapRequest(reviewtest.AdminUser, admissionv1.Create, reviewtest.EligibleConfigMap("many", content), nil).Build(t))
+	r := admitReview(context.Background(), newAdmitter(t, settings.Default()), reviewtest.ConfigMapRequest(reviewtest.AdminUser, admissionv1.Create, reviewtest.EligibleConfigMap("many", content), nil).Build(t))
 	if r.Allowed || !strings.Contains(r.Message, "and 45 more errors") || len(r.Message) > 2000 {
 		t.Fatalf("message (%d bytes): %s", len(r.Message), r.Message)
 	}
+}
+
+// admitReview decides req as the /validate handler does: its objects
+// decoded once, a review that does not decode refused as malformed.
+func admitReview(ctx context.Context, a *Admitter, req *admissionv1.AdmissionRequest) Result {
+	decoded, err := DecodeRequest(req)
+	if err != nil {
+		return refuse(RuleMalformed, "%v", err)
+	}
+	return a.Admit(ctx, decoded)
 }

@@ -8,9 +8,9 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 // BenchmarkConfigMapUpdate is an update of an eligible ConfigMap holding a
@@ -28,13 +28,13 @@ func BenchmarkConfigMapUpdate(b *testing.B) {
 	cm := reviewtest.EligibleConfigMap("x", string(data))
 	old := reviewtest.EligibleConfigMap("x", string(data))
 	req := reviewtest.ConfigMapRequest(reviewtest.AdminUser, admissionv1.Update, cm, old).Build(t)
-	settings := config.Default()
+	settings := settings.Default()
 	settings.ForbiddenDynamicFields = []string{"staticPodPath"}
 	a := newAdmitter(t, settings)
 	b.Run("remembered", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if r := a.Admit(context.Background(), req); !r.Allowed {
+			if r := admitReview(context.Background(), a, req); !r.Allowed {
 				b.Fatal(r.Message)
 			}
 		}
@@ -43,7 +43,7 @@ func BenchmarkConfigMapUpdate(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			a.configs = kubeletconfig.NewChecker(1)
-			if r := a.Admit(context.Background(), req); !r.Allowed {
+			if r := admitReview(context.Background(), a, req); !r.Allowed {
 				b.Fatal(r.Message)
 			}
 		}
@@ -55,7 +55,7 @@ func BenchmarkConfigMapUpdate(b *testing.B) {
 // decoded AdmissionRequest (objects still raw JSON) to the answer.
 func BenchmarkAdmitNodeStatusUpdate(b *testing.B) {
 
-	a := newAdmitter(&testing.T{}, &config.Settings{MinKubeletVersion: version137})
+	a := newAdmitter(&testing.T{}, &settings.Settings{MinKubeletVersion: version137})
 	node := reviewtest.Node("n1", reviewtest.WithAssignment("cfg/good"))
 	for i := 0; i < 40; i++ {
 		node.Status.Images = append(node.Status.Images, reviewtest.Image(i))
@@ -70,7 +70,7 @@ func BenchmarkAdmitNodeStatusUpdate(b *testing.B) {
 	req := reviewtest.NodeRequest(reviewtest.N1User, admissionv1.Update, "status", "n1", node, node).Build(&testing.T{})
 	b.ReportAllocs()
 	for b.Loop() {
-		if r := a.Admit(context.Background(), req); !r.Allowed {
+		if r := admitReview(context.Background(), a, req); !r.Allowed {
 			b.Fatal(r.Message)
 		}
 	}

@@ -8,21 +8,22 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
-	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig/hardening"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 // maxNodesInMessage keeps a refusal readable when a pool is large.
 const maxNodesInMessage = 10
 
-// admitConfigMap is rule 6.
-func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionRequest, settings *config.Settings) Result {
+// admitConfigMap is the config-content rule: an eligible ConfigMap must hold
+// a valid KubeletConfiguration that sets no field the settings forbid to
+// change dynamically and breaks feature-gates for no node it is assigned to.
+func (a *Admitter) admitConfigMap(_ context.Context, req *Request, settings *settings.Settings) Result {
 	switch req.Operation {
 	case admissionv1.Create, admissionv1.Update:
 	case admissionv1.Delete:
@@ -30,17 +31,15 @@ func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionR
 	default:
 		return allow()
 	}
-	cm, err := decodeConfigMap(req.Object, "object")
-	if err != nil {
-		return refuse(RuleMalformed, "%v", err)
-	}
+	cm, _ := req.Obj.(*corev1.ConfigMap)
 	if cm == nil {
 		return refuse(RuleMalformed, "%s of a ConfigMap without the object", req.Operation)
 	}
 	if !contract.IsEligible(cm.Labels) {
 		return allow()
 	}
-	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) == 0 {
+	oldCM, _ := req.OldObj.(*corev1.ConfigMap)
+	if req.Operation == admissionv1.Update && oldCM == nil {
 		return refuse(RuleMalformed, "UPDATE of a ConfigMap without the old object")
 	}
 	if cm.Namespace == "" {
@@ -60,11 +59,9 @@ func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionR
 	}
 	cfg := checked.Config
 	if len(settings.ForbiddenDynamicFields) > 0 {
-		old, err := a.storedConfig(req.OldObject)
-		if err != nil {
-			return refuse(RuleMalformed, "%v", err)
-		}
-		if changed := forbiddenChanges(settings, old, cfg); len(changed) > 0 {
+		// An old configuration that does not decode (it may predate the
+		// webhook) is judged as none.
+		if changed := forbiddenChanges(settings, a.eligibleConfig(oldCM), cfg); len(changed) > 0 {
 			return refuse(contract.RuleConfigContent, "eligible ConfigMap %s may not set or change %s: the policy forbids changing them dynamically (forbiddenDynamicFields)",
 				ref, strings.Join(changed, ", "))
 		}
@@ -72,7 +69,7 @@ func (a *Admitter) admitConfigMap(_ context.Context, req *admissionv1.AdmissionR
 	return a.checkAssignedNodes(ref, cfg)
 }
 
-// checkAssignedNodes is rule 6's last check: the edit must not break rule 5
+// checkAssignedNodes is config-content's last check: the edit must not break feature-gates
 // for any node the ConfigMap is assigned to, a node already running it. A node
 // whose reported version is not trusted (see KubeletVersions) does not get
 // a say: it is named in a warning, and the configuration must only be one
@@ -127,18 +124,6 @@ func (a *Admitter) checkAssignedNodes(ref contract.ConfigMapRef, cfg *kubeletcon
 	return allow(warnings...)
 }
 
-// storedConfig is the configuration of an update's old object: nil when
-// there is none, when it is not eligible, or when its configuration does
-// not decode (it may predate the webhook). The error is for an object that
-// is not a ConfigMap.
-func (a *Admitter) storedConfig(raw runtime.RawExtension) (*kubeletconfigv1beta1.KubeletConfiguration, error) {
-	cm, err := decodeConfigMap(raw, "oldObject")
-	if err != nil {
-		return nil, err
-	}
-	return a.eligibleConfig(cm), nil
-}
-
 // eligibleConfig is the configuration of an eligible ConfigMap, or nil
 // when it is not eligible or does not decode.
 func (a *Admitter) eligibleConfig(cm *corev1.ConfigMap) *kubeletconfigv1beta1.KubeletConfiguration {
@@ -157,11 +142,11 @@ func (a *Admitter) eligibleConfig(cm *corev1.ConfigMap) *kubeletconfigv1beta1.Ku
 // does not decode (it may predate the webhook), has no previous and is
 // judged like a new one. The node agent applies the same function, to each
 // configuration as a new one.
-func forbiddenChanges(settings *config.Settings, previous, cfg *kubeletconfigv1beta1.KubeletConfiguration) []string {
+func forbiddenChanges(settings *settings.Settings, previous, cfg *kubeletconfigv1beta1.KubeletConfiguration) []string {
 	return hardening.Forbidden(settings.ForbiddenDynamicFields, previous, cfg)
 }
 
-func (a *Admitter) warnDeletingAssigned(req *admissionv1.AdmissionRequest) Result {
+func (a *Admitter) warnDeletingAssigned(req *Request) Result {
 	nodes := a.graph.NodesAssignedTo(req.Namespace, req.Name)
 	if len(nodes) == 0 {
 		return allow()

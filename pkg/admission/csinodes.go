@@ -12,10 +12,10 @@ import (
 // exists for the alpha CSIVolumeHealth feature, off by default, where
 // NodeRestriction refuses every node write to it; nodeguard does the same
 // whatever the apiserver's gates (docs/security.md).
-func admitCSINode(req *admissionv1.AdmissionRequest, nodeName string) Result {
+func admitCSINode(req *Request, nodeName string) Result {
 	name := req.Name
 	if req.Operation == admissionv1.Create {
-		csiNode, err := decodeRequired[storagev1.CSINode](req.Object, "object", "CSINode")
+		csiNode, err := required[storagev1.CSINode](req.Obj, "object")
 		if err != nil {
 			return refuse(RuleMalformed, "%v", err)
 		}

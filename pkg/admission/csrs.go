@@ -23,11 +23,11 @@ const (
 // serve as that node to the apiserver's exec and logs requests, or act as
 // that node toward the apiserver. Other signers check their own requests;
 // NodeRestriction judges only creation.
-func admitCSR(req *admissionv1.AdmissionRequest, nodeName string) Result {
+func admitCSR(req *Request, nodeName string) Result {
 	if req.Operation != admissionv1.Create || req.SubResource != "" {
 		return allow()
 	}
-	csr, err := decodeRequired[certificatesv1.CertificateSigningRequest](req.Object, "object", "CertificateSigningRequest")
+	csr, err := required[certificatesv1.CertificateSigningRequest](req.Obj, "object")
 	if err != nil {
 		return refuse(RuleMalformed, "%v", err)
 	}

@@ -7,18 +7,19 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig/disruption"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
-// admitAssignment is rules 5 and 6 for a Node write by anyone: a new
+// admitFeatureGates is feature-gates (and config-content, for the content
+// it names) for a Node write by anyone: a new
 // assignment must decode, and be one the node's kubelet can run, as
 // kubeletconfig.JudgeAssignment judges it (`kubectl nodeguard` judges with
 // it too). Only a change of assignment is judged, so that a node's routine
 // status updates never fail on a config that was accepted before.
-func (a *Admitter) admitAssignment(_ context.Context, settings *config.Settings, node, old *corev1.Node) Result {
+func (a *Admitter) admitFeatureGates(_ context.Context, settings *settings.Settings, node, old *corev1.Node) Result {
 	assigned, err := assignmentOf(node)
 	if err != nil {
 		return allow("the " + contract.ConfigSourceAnnotation + " annotation is malformed and assigns nothing: " + err.Error())
@@ -61,7 +62,7 @@ func (a *Admitter) admitAssignment(_ context.Context, settings *config.Settings,
 	// the ConfigMaps the node shares (checkAssignedNodes).
 	if parsed := judged.KubeletVersion; parsed != nil {
 		if why := a.versions.distrust(node.Name, reported, parsed); why != "" {
-			warnings = append(warnings, fmt.Sprintf("node %s %s; this assignment was judged by the version it reports now, but it no longer counts when rule 6 checks edits of the ConfigMaps it shares with other nodes against rule 5", node.Name, why))
+			warnings = append(warnings, fmt.Sprintf("node %s %s; this assignment was judged by the version it reports now, but it no longer counts when config-content checks edits of the ConfigMaps it shares with other nodes against feature-gates", node.Name, why))
 		}
 	}
 	if w := floorWarning(candidate, node, settings.AllocatableFloorPercent); w != "" {

@@ -13,7 +13,7 @@ import (
 )
 
 // NewConfigMapInformer watches eligible ConfigMaps with their data, which
-// rule 5 decodes when an assignment is made. Only labelled ConfigMaps are
+// the feature-gates rule decodes when an assignment is made. Only labelled ConfigMaps are
 // ever held.
 func NewConfigMapInformer(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 	return coreinformers.NewFilteredConfigMapInformer(client, metav1.NamespaceAll, resync,

@@ -13,13 +13,13 @@ const nodeLeaseNamespace = "kube-node-lease"
 // renewed another's would keep that node looking alive to the node
 // lifecycle controller after it died, so that its pods are never evicted
 // and rescheduled.
-func admitLease(req *admissionv1.AdmissionRequest, nodeName string) Result {
+func admitLease(req *Request, nodeName string) Result {
 	if req.Namespace != nodeLeaseNamespace {
 		return refuse(RuleNodeLeases, "node %q may write Leases only in namespace %s, not %q", nodeName, nodeLeaseNamespace, req.Namespace)
 	}
 	name := req.Name
 	if req.Operation == admissionv1.Create {
-		lease, err := decodeRequired[coordinationv1.Lease](req.Object, "object", "Lease")
+		lease, err := required[coordinationv1.Lease](req.Obj, "object")
 		if err != nil {
 			return refuse(RuleMalformed, "%v", err)
 		}

@@ -1,11 +1,12 @@
 package admission
 
 import (
-	"context"
-
-	"github.com/nodeguard/nodeguard/pkg/contract"
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
 // The rules of the in-tree NodeRestriction admission plugin (v1.37) for the
@@ -26,8 +27,14 @@ const (
 	RuleNodeUnidentifiedWrite contract.Rule = "node without a name"
 )
 
-// The resources NodeRestriction confines beside Nodes.
+// The resources the rules judge, by the file their rules are in.
 var (
+	nodesResource      = schema.GroupResource{Resource: "nodes"}
+	configMapsResource = schema.GroupResource{Resource: "configmaps"}
+	// rolloutsResource is the KubeletConfigRollout's (rollouts.go).
+	rolloutsResource = schema.GroupResource{Group: v1alpha1.GroupName, Resource: "kubeletconfigrollouts"}
+
+	// NodeRestriction's, beside Nodes.
 	podsResource                   = schema.GroupResource{Resource: "pods"}
 	pvcsResource                   = schema.GroupResource{Resource: "persistentvolumeclaims"}
 	serviceAccountsResource        = schema.GroupResource{Resource: "serviceaccounts"}
@@ -38,50 +45,14 @@ var (
 	podCertificateRequestsResource = schema.GroupResource{Group: "certificates.k8s.io", Resource: "podcertificaterequests"}
 )
 
-// admitNodeRestricted judges a node's write to one of the resources above;
-// ok is false for any other resource. Like NodeRestriction it judges
-// CREATE, UPDATE and DELETE only, and refuses every such write of a
-// system:nodes member whose name does not parse to a node.
-func (a *Admitter) admitNodeRestricted(ctx context.Context, req *admissionv1.AdmissionRequest, nodeName string) (r Result, ok bool) {
-	resource := schema.GroupResource{Group: req.Resource.Group, Resource: req.Resource.Resource}
-	switch resource {
-	case podsResource, pvcsResource, serviceAccountsResource, leasesResource, csiNodesResource,
-		resourceSlicesResource, csrsResource, podCertificateRequestsResource:
-	default:
-		return Result{}, false
-	}
-	switch req.Operation {
-	case admissionv1.Create, admissionv1.Update, admissionv1.Delete:
-	default:
-		return allow(), true
-	}
-	if nodeName == "" {
-		return refuse(RuleNodeUnidentifiedWrite, "user %q is in group system:nodes but does not name a node, so it may not write %s",
-			req.UserInfo.Username, resource), true
-	}
-	switch resource {
-	case podsResource:
-		return a.admitPod(ctx, req, nodeName), true
-	case pvcsResource:
-		return admitPVC(req, nodeName), true
-	case serviceAccountsResource:
-		return a.admitServiceAccountToken(ctx, req, nodeName), true
-	case leasesResource:
-		return admitLease(req, nodeName), true
-	case csiNodesResource:
-		return admitCSINode(req, nodeName), true
-	case resourceSlicesResource:
-		return admitResourceSlice(req, nodeName), true
-	case csrsResource:
-		return admitCSR(req, nodeName), true
-	default:
-		return a.admitPodCertificateRequest(ctx, req, nodeName), true
-	}
-}
+// nodeRestrictedResources are the resources beside Nodes whose node writes
+// Admit judges by NodeRestriction's rules.
+var nodeRestrictedResources = sets.New(podsResource, pvcsResource, serviceAccountsResource, leasesResource, csiNodesResource,
+	resourceSlicesResource, csrsResource, podCertificateRequestsResource)
 
 // objectName is the name a write is about: on CREATE the object's own,
 // since the request may carry none.
-func objectName(req *admissionv1.AdmissionRequest, objectMetaName string) string {
+func objectName(req *Request, objectMetaName string) string {
 	if req.Operation == admissionv1.Create {
 		return objectMetaName
 	}

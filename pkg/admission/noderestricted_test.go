@@ -14,9 +14,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 // The identities the tests write as.
@@ -72,7 +72,7 @@ func clusterAdmitter(t *testing.T, allow func(authorizationv1.SubjectAccessRevie
 		out.Status.Allowed = allow != nil && allow(sar.Spec)
 		return true, out, nil
 	})
-	a := New(func() *config.Settings { return &config.Settings{} }, nil, nil)
+	a := New(func() *settings.Settings { return &settings.Settings{} }, nil, nil)
 	a.SetCluster(NewAPICluster(client, []string{testAPIAudience}))
 	return a
 }
@@ -82,7 +82,7 @@ func run(t *testing.T, a *Admitter, writes map[string]write) {
 	t.Helper()
 	for name, w := range writes {
 		t.Run(name, func(t *testing.T) {
-			got := a.Admit(t.Context(), w.request(t))
+			got := admitReview(t.Context(), a, w.request(t))
 			if w.wantRefusal == "" {
 				if !got.Allowed {
 					t.Fatalf("refused: %s: %s", got.Rule, got.Message)
@@ -122,8 +122,8 @@ func TestNodeRestrictedResourcesOnlyForNodes(t *testing.T) {
 }
 
 func TestAdmitWithoutClusterRefuses(t *testing.T) {
-	a := New(func() *config.Settings { return &config.Settings{} }, nil, nil)
-	got := a.Admit(t.Context(), write{user: nodeN1, op: admissionv1.Create, res: "pods", namespace: "kube-system", object: mirrorPod("n1")}.request(t))
+	a := New(func() *settings.Settings { return &settings.Settings{} }, nil, nil)
+	got := admitReview(t.Context(), a, write{user: nodeN1, op: admissionv1.Create, res: "pods", namespace: "kube-system", object: mirrorPod("n1")}.request(t))
 	if got.Allowed || !strings.Contains(got.Message, "without access to the cluster") {
 		t.Fatalf("got %+v", got)
 	}

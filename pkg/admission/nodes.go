@@ -10,36 +10,31 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/version"
 
-	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
-// admitNode judges a write of a Node (nodes or nodes/status): rules 1 to 4
-// of docs/reference.md for nodes, in order, then rule 5 for everyone the
+// admitNode judges a write of a Node (nodes or nodes/status): own-node,
+// node-restriction, config-source and min-kubelet-version for nodes, in
+// order, then feature-gates for everyone the
 // content rules apply to.
-func (a *Admitter) admitNode(ctx context.Context, req *admissionv1.AdmissionRequest, settings *config.Settings, nodeName string, isNode, checkContent bool) Result {
+func (a *Admitter) admitNode(ctx context.Context, req *Request, settings *settings.Settings, nodeName string, isNode, checkContent bool) Result {
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update && req.Operation != admissionv1.Delete {
 		return allow()
 	}
-	var node, old *corev1.Node
-	var err error
-	if req.Operation != admissionv1.Delete {
-		if node, err = decodeNode(req.Object, "object"); err != nil {
-			return refuse(RuleMalformed, "%v", err)
-		}
-		if node == nil {
-			return refuse(RuleMalformed, "%s of a Node without the object", req.Operation)
-		}
+	node, _ := req.Obj.(*corev1.Node)
+	old, _ := req.OldObj.(*corev1.Node)
+	if req.Operation == admissionv1.Delete {
+		node, old = nil, nil
+	} else if node == nil {
+		return refuse(RuleMalformed, "%s of a Node without the object", req.Operation)
 	}
-	if req.Operation == admissionv1.Update {
+	if req.Operation != admissionv1.Update {
+		old = nil
+	} else if old == nil {
 		// Judging an update needs what it changes; without the old
 		// object there is no safe answer.
-		if old, err = decodeNode(req.OldObject, "oldObject"); err != nil {
-			return refuse(RuleMalformed, "%v", err)
-		}
-		if old == nil {
-			return refuse(RuleMalformed, "UPDATE of a Node without the old object")
-		}
+		return refuse(RuleMalformed, "UPDATE of a Node without the old object")
 	}
 	if isNode {
 		if r := admitOwnNode(req, nodeName, node); !r.Allowed {
@@ -63,14 +58,14 @@ func (a *Admitter) admitNode(ctx context.Context, req *admissionv1.AdmissionRequ
 	if req.Operation == admissionv1.Delete || !checkContent {
 		return allow()
 	}
-	// Rule 5 (feature-gates), in featuregates.go: it judges everyone's
+	// The feature-gates rule (featuregates.go) judges everyone's
 	// assignments, not only a node's.
-	return a.admitAssignment(ctx, settings, node, old)
+	return a.admitFeatureGates(ctx, settings, node, old)
 }
 
-// admitOwnNode is rule 1 (own-node): a node writes only its own Node. On
+// admitOwnNode is own-node: a node writes only its own Node. On
 // CREATE the name comes from the object, since the request may carry none.
-func admitOwnNode(req *admissionv1.AdmissionRequest, nodeName string, node *corev1.Node) Result {
+func admitOwnNode(req *Request, nodeName string, node *corev1.Node) Result {
 	if nodeName == "" {
 		return refuse(contract.RuleOwnNode, "user %q is in group %s but does not name a node, so it may not write any Node",
 			req.UserInfo.Username, contract.NodesGroup)
@@ -86,7 +81,7 @@ func admitOwnNode(req *admissionv1.AdmissionRequest, nodeName string, node *core
 	return allow()
 }
 
-// admitNodeRestriction is rule 2 (node-restriction), as the in-tree
+// admitNodeRestriction is node-restriction, as the in-tree
 // NodeRestriction plugin has it, and stricter on two points: a node may not
 // set ownerReferences at registration either (CVE-2025-5187 showed what a
 // node can do with them), and no nodeguard.dev label is a node's to write,
@@ -151,14 +146,14 @@ func forbiddenLabels(keys []string) []string {
 	return forbidden
 }
 
-// admitConfigSource is rule 3 (config-source): a node sets its
+// admitConfigSource is config-source: a node sets its
 // config-source annotation only where the settings allow self-assignment,
 // and only to an eligible ConfigMap; clearing it is always allowed. Nor may
 // a node add, change or remove a rollout's bookkeeping on its own Node: one
 // that could write previous-config-source would have the next revert assign
 // it whatever eligible ConfigMap it chose, which is self-assignment by
 // another name.
-func (a *Admitter) admitConfigSource(settings *config.Settings, nodeName string, node, old *corev1.Node) Result {
+func (a *Admitter) admitConfigSource(settings *settings.Settings, nodeName string, node, old *corev1.Node) Result {
 	if value := node.Annotations[contract.ConfigSourceAnnotation]; value != "" &&
 		(old == nil || old.Annotations[contract.ConfigSourceAnnotation] != value) {
 		if !settings.AllowNodeSelfAssignment {
@@ -193,7 +188,7 @@ func (a *Admitter) admitConfigSource(settings *config.Settings, nodeName string,
 	return allow()
 }
 
-// admitMinKubeletVersion is rule 4 (min-kubelet-version): a node below the
+// admitMinKubeletVersion is min-kubelet-version: a node below the
 // minimum may not register. The version is self-reported: this keeps
 // kubelets that cannot honour the configurations out, it does not stop a
 // node that lies.

@@ -20,11 +20,11 @@ const podCertificateSignerVerb = "request-serviceaccounts-podcertificate-signer"
 // never for a mirror pod, and only from a signer the pod's volumes name or
 // RBAC grants it. Otherwise a node could get certificates in the name of
 // any service account of any namespace.
-func (a *Admitter) admitPodCertificateRequest(ctx context.Context, req *admissionv1.AdmissionRequest, nodeName string) Result {
+func (a *Admitter) admitPodCertificateRequest(ctx context.Context, req *Request, nodeName string) Result {
 	if req.Operation != admissionv1.Create || req.SubResource != "" {
 		return refuse(RuleNodePodCertificates, "node %q may only create podcertificaterequests", nodeName)
 	}
-	pcr, err := decodeRequired[certificatesv1.PodCertificateRequest](req.Object, "object", "PodCertificateRequest")
+	pcr, err := required[certificatesv1.PodCertificateRequest](req.Obj, "object")
 	if err != nil {
 		return refuse(RuleMalformed, "%v", err)
 	}

@@ -29,12 +29,12 @@ const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 // reference no other API object; deletes and evicts only pods bound to
 // itself; updates only the status of those, never their labels nor their
 // resource claims; and writes no other subresource.
-func (a *Admitter) admitPod(ctx context.Context, req *admissionv1.AdmissionRequest, nodeName string) Result {
+func (a *Admitter) admitPod(ctx context.Context, req *Request, nodeName string) Result {
 	switch req.SubResource {
 	case "":
 		switch req.Operation {
 		case admissionv1.Create:
-			pod, err := decodePod(req.Object, "object")
+			pod, err := required[corev1.Pod](req.Obj, "object")
 			if err != nil {
 				return refuse(RuleMalformed, "%v", err)
 			}
@@ -42,7 +42,7 @@ func (a *Admitter) admitPod(ctx context.Context, req *admissionv1.AdmissionReque
 		case admissionv1.Delete:
 			// The pod as stored says where it is bound (NodeRestriction
 			// reads it from its informer).
-			old, err := decodePod(req.OldObject, "oldObject")
+			old, err := required[corev1.Pod](req.OldObj, "oldObject")
 			if err != nil {
 				return refuse(RuleMalformed, "%v", err)
 			}
@@ -119,8 +119,8 @@ func (a *Admitter) admitMirrorPod(ctx context.Context, nodeName string, pod *cor
 // a status write may not change what others select the pod by (its labels:
 // a node relabelling its pod could join another Service's endpoints or
 // another NetworkPolicy's selection) nor the resource claims it was given.
-func admitPodStatus(req *admissionv1.AdmissionRequest, nodeName string) Result {
-	old, err := decodePod(req.OldObject, "oldObject")
+func admitPodStatus(req *Request, nodeName string) Result {
+	old, err := required[corev1.Pod](req.OldObj, "oldObject")
 	if err != nil {
 		return refuse(RuleMalformed, "%v", err)
 	}
@@ -128,7 +128,7 @@ func admitPodStatus(req *admissionv1.AdmissionRequest, nodeName string) Result {
 		return refuse(RuleNodePods, "node %q may not update the status of pod %s/%s: it is bound to %q, and a node writes only its own pods",
 			nodeName, req.Namespace, req.Name, old.Spec.NodeName)
 	}
-	pod, err := decodePod(req.Object, "object")
+	pod, err := required[corev1.Pod](req.Obj, "object")
 	if err != nil {
 		return refuse(RuleMalformed, "%v", err)
 	}
@@ -156,8 +156,8 @@ func admitPodStatus(req *admissionv1.AdmissionRequest, nodeName string) Result {
 
 // admitPodEviction lets a node evict only pods bound to itself. The review
 // carries the Eviction, not the pod: the pod is looked up.
-func (a *Admitter) admitPodEviction(ctx context.Context, req *admissionv1.AdmissionRequest, nodeName string) Result {
-	eviction, err := decodeRequired[policyv1.Eviction](req.Object, "object", "Eviction")
+func (a *Admitter) admitPodEviction(ctx context.Context, req *Request, nodeName string) Result {
+	eviction, err := required[policyv1.Eviction](req.Obj, "object")
 	if err != nil {
 		return refuse(RuleMalformed, "%v", err)
 	}

@@ -134,11 +134,12 @@ func TestPodStatusAllowsClaimStatusesUnchanged(t *testing.T) {
 }
 
 func TestDecodePodRefusesDuplicateFields(t *testing.T) {
-	raw := runtime.RawExtension{Raw: []byte(`{"spec":{"nodeName":"n1","nodeName":"n2"}}`)}
-	if _, err := decodePod(raw, "object"); err == nil || !strings.Contains(err.Error(), "duplicate") {
+	req := &admissionv1.AdmissionRequest{Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		Object: runtime.RawExtension{Raw: []byte(`{"spec":{"nodeName":"n1","nodeName":"n2"}}`)}}
+	if _, err := DecodeRequest(req); err == nil || !strings.Contains(err.Error(), "duplicate") {
 		t.Fatalf("duplicate nodeName: %v", err)
 	}
-	if _, err := decodePod(runtime.RawExtension{}, "object"); err == nil {
+	if _, err := required[corev1.Pod](nil, "object"); err == nil {
 		t.Fatal("no object: no error")
 	}
 }

@@ -14,7 +14,7 @@ import (
 // finalizers, owners, the rest of the status) is the control plane's: a
 // node that could relabel or finalize claims could steer or pin other
 // workloads' storage.
-func admitPVC(req *admissionv1.AdmissionRequest, nodeName string) Result {
+func admitPVC(req *Request, nodeName string) Result {
 	if req.SubResource != "status" {
 		return refuse(RuleNodePVCs, "node %q may not %s persistentvolumeclaims%s: a node may only update a claim's status",
 			nodeName, strings.ToLower(string(req.Operation)), subresourceSuffix(req.SubResource))
@@ -22,11 +22,11 @@ func admitPVC(req *admissionv1.AdmissionRequest, nodeName string) Result {
 	if req.Operation != admissionv1.Update {
 		return refuse(RuleNodePVCs, "node %q may not %s persistentvolumeclaims/status", nodeName, strings.ToLower(string(req.Operation)))
 	}
-	old, err := decodeRequired[corev1.PersistentVolumeClaim](req.OldObject, "oldObject", "PersistentVolumeClaim")
+	old, err := required[corev1.PersistentVolumeClaim](req.OldObj, "oldObject")
 	if err != nil {
 		return refuse(RuleMalformed, "%v", err)
 	}
-	claim, err := decodeRequired[corev1.PersistentVolumeClaim](req.Object, "object", "PersistentVolumeClaim")
+	claim, err := required[corev1.PersistentVolumeClaim](req.Obj, "object")
 	if err != nil {
 		return refuse(RuleMalformed, "%v", err)
 	}

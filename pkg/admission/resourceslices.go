@@ -11,18 +11,16 @@ import (
 // node would offer the scheduler devices that node does not have, or take
 // away those it has. Updates are left to the Node authorizer, which knows
 // the stored slice, as NodeRestriction leaves them.
-func admitResourceSlice(req *admissionv1.AdmissionRequest, nodeName string) Result {
-	var which string
-	var raw = req.Object
+func admitResourceSlice(req *Request, nodeName string) Result {
+	which, obj := "object", req.Obj
 	switch req.Operation {
 	case admissionv1.Create:
-		which = "object"
 	case admissionv1.Delete:
-		which, raw = "oldObject", req.OldObject
+		which, obj = "oldObject", req.OldObj
 	default:
 		return allow()
 	}
-	slice, err := decodeRequired[resourcev1.ResourceSlice](raw, which, "ResourceSlice")
+	slice, err := required[resourcev1.ResourceSlice](obj, which)
 	if err != nil {
 		return refuse(RuleMalformed, "%v", err)
 	}

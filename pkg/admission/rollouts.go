@@ -7,16 +7,11 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"sigs.k8s.io/json"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 )
-
-// rolloutsResource is the KubeletConfigRollout's resource in its group.
-const rolloutsResource = "kubeletconfigrollouts"
 
 // admitRollout is the rollout selector rule, for everyone who creates a
 // KubeletConfigRollout or changes its selector, administrators included:
@@ -27,26 +22,20 @@ const rolloutsResource = "kubeletconfigrollouts"
 // allowNodeSelfAssignment off. The selector must therefore hold at least one
 // requirement no node can satisfy on its own: a matchLabels entry, or a
 // matchExpressions In or Exists, on a label contract.NodeMayWriteLabel
-// refuses to nodes (rule 2). NotIn and DoesNotExist do not count: a node
+// refuses to nodes (node-restriction). NotIn and DoesNotExist do not count: a node
 // satisfies them by not carrying the label, and joins through the other
 // keys. An update that leaves the selector as it is is not judged, so an
 // existing rollout can always be paused or retargeted, whatever it selects.
-func admitRollout(req *admissionv1.AdmissionRequest) Result {
+func admitRollout(req *Request) Result {
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return allow()
 	}
-	rollout, err := decodeRollout(req.Object, "object")
-	if err != nil {
-		return refuse(RuleMalformed, "%v", err)
-	}
+	rollout, _ := req.Obj.(*v1alpha1.KubeletConfigRollout)
 	if rollout == nil {
 		return refuse(RuleMalformed, "%s of a KubeletConfigRollout without the object", req.Operation)
 	}
 	if req.Operation == admissionv1.Update {
-		old, err := decodeRollout(req.OldObject, "oldObject")
-		if err != nil {
-			return refuse(RuleMalformed, "%v", err)
-		}
+		old, _ := req.OldObj.(*v1alpha1.KubeletConfigRollout)
 		if old == nil {
 			return refuse(RuleMalformed, "UPDATE of a KubeletConfigRollout without the old object")
 		}
@@ -98,12 +87,4 @@ func quoteKeys(keys sets.Set[string]) string {
 		list[i] = fmt.Sprintf("%q", k)
 	}
 	return strings.Join(list, ", ")
-}
-
-// decodeRollout decodes a rollout of the review as decodeObject does, and
-// refuses unknown fields too: the webhook and the CRD ship together, so a
-// field this build does not know is a typo (or a rollout it would misjudge),
-// never a newer apiserver's addition.
-func decodeRollout(raw runtime.RawExtension, which string) (*v1alpha1.KubeletConfigRollout, error) {
-	return decodeObject[v1alpha1.KubeletConfigRollout](raw, which, "KubeletConfigRollout", json.DisallowUnknownFields)
 }

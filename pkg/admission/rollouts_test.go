@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
-	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 func mkRollout(selector metav1.LabelSelector) *v1alpha1.KubeletConfigRollout {
@@ -100,7 +100,7 @@ func TestAdmitRolloutSelector(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := newAdmitter(t, &config.Settings{ExemptUsers: []string{reviewtest.Exempt.Username}}).Admit(context.Background(), rolloutReq(t, tt.user, tt.op, tt.object, tt.old))
+			got := admitReview(context.Background(), newAdmitter(t, &settings.Settings{ExemptUsers: []string{reviewtest.Exempt.Username}}), rolloutReq(t, tt.user, tt.op, tt.object, tt.old))
 			if tt.wantRule == "" {
 				if !got.Allowed {
 					t.Fatalf("refused: %s: %s", got.Rule, got.Message)
@@ -125,7 +125,7 @@ func TestAdmitRolloutSelector(t *testing.T) {
 // TestAdmitRolloutDecodesStrictly: a rollout that does not decode into the
 // API type, field for field, is refused with the reason.
 func TestAdmitRolloutDecodesStrictly(t *testing.T) {
-	a := newAdmitter(t, config.Default())
+	a := newAdmitter(t, settings.Default())
 	for _, tc := range []struct{ name, object, want string }{
 		{"unknown field", `{"apiVersion":"nodeguard.dev/v1alpha1","kind":"KubeletConfigRollout","metadata":{"name":"r"},"spec":{"nodeSelectr":{"matchLabels":{"nodeguard.dev/pool":"a"}}}}`, "nodeSelectr"},
 		{"wrong type", `{"apiVersion":"nodeguard.dev/v1alpha1","kind":"KubeletConfigRollout","metadata":{"name":"r"},"spec":{"nodeSelector":{"matchLabels":["nodeguard.dev/pool"]}}}`, "matchLabels"},
@@ -134,7 +134,7 @@ func TestAdmitRolloutDecodesStrictly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			req := rolloutReq(t, reviewtest.AdminUser, admissionv1.Create, nil, nil)
 			req.Object = runtime.RawExtension{Raw: []byte(tc.object)}
-			got := a.Admit(context.Background(), req)
+			got := admitReview(context.Background(), a, req)
 			if got.Allowed || got.Rule != RuleMalformed || !strings.Contains(got.Message, tc.want) {
 				t.Fatalf("got allowed=%v %s: %q; want refused as malformed, naming %q", got.Allowed, got.Rule, got.Message, tc.want)
 			}
@@ -143,7 +143,7 @@ func TestAdmitRolloutDecodesStrictly(t *testing.T) {
 	// The status subresource cannot change the selector.
 	req := rolloutReq(t, reviewtest.AdminUser, admissionv1.Update, mkRollout(matchLabels("pool", "blue")), mkRollout(matchLabels(contract.PoolLabel, "blue")))
 	req.SubResource = "status"
-	if got := a.Admit(context.Background(), req); !got.Allowed {
+	if got := admitReview(context.Background(), a, req); !got.Allowed {
 		t.Errorf("a status write was judged: %s", got.Message)
 	}
 }

@@ -25,11 +25,11 @@ const tokenAudienceVerb = "request-serviceaccounts-token-audience"
 // wherever the service account is, so that a node could keep any service
 // account's rights for as long as the token lives; one for any audience
 // would let it impersonate the pod to every other service.
-func (a *Admitter) admitServiceAccountToken(ctx context.Context, req *admissionv1.AdmissionRequest, nodeName string) Result {
+func (a *Admitter) admitServiceAccountToken(ctx context.Context, req *Request, nodeName string) Result {
 	if req.Operation != admissionv1.Create || req.SubResource != "token" {
 		return allow()
 	}
-	tr, err := decodeRequired[authenticationv1.TokenRequest](req.Object, "object", "TokenRequest")
+	tr, err := required[authenticationv1.TokenRequest](req.Obj, "object")
 	if err != nil {
 		return refuse(RuleMalformed, "%v", err)
 	}
@@ -61,7 +61,7 @@ func (a *Admitter) admitServiceAccountToken(ctx context.Context, req *admissionv
 // name when the pod uses it, or else when the authorizers let the node
 // request it. Like NodeRestriction, a lookup that fails while looking for
 // it refuses, without asking the authorizers.
-func (a *Admitter) checkTokenAudience(ctx context.Context, req *admissionv1.AdmissionRequest, tr *authenticationv1.TokenRequest, pod *corev1.Pod) error {
+func (a *Admitter) checkTokenAudience(ctx context.Context, req *Request, tr *authenticationv1.TokenRequest, pod *corev1.Pod) error {
 	requested := tr.Spec.Audiences
 	// The apiserver filled in its own audiences where the request named
 	// none, before this webhook (not before NodeRestriction, which runs

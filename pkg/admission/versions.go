@@ -15,19 +15,19 @@ import (
 // that, so re-registering does not wash a lowered version clean. A Node
 // that comes back later also comes back without its assignment (only an
 // administrator, or self-assignment where the settings allow it, gives it
-// one), and only assigned Nodes count in rule 5.
+// one), and only assigned Nodes count in feature-gates.
 const forgetDeletedAfter = time.Hour
 
 // KubeletVersions remembers the highest kubelet version each Node has
-// reported, by name, since the webhook started, so that rule 5 can tell a
+// reported, by name, since the webhook started, so that feature-gates can tell a
 // report it may trust from one a node could use to steer it.
 //
-// The kubelet version is self-reported. Rule 5 uses it so that a
+// The kubelet version is self-reported. Feature-gates uses it so that a
 // configuration is never given to a kubelet that cannot run it; left alone,
 // that hands every node a veto over the configurations it shares with
 // others (report an old version, and every edit of the pool's ConfigMap is
 // refused "for" that node), and a node reporting an unparseable version
-// made rule 5 skip its checks. So a report is trusted for a shared
+// made feature-gates skip its checks. So a report is trusted for a shared
 // configuration only when it parses and is not below a version the same
 // Node reported before. A Node whose report is not trusted is marked: it no
 // longer refuses an edit for others, and the ConfigMaps assigned to it must
@@ -114,7 +114,7 @@ func (k *KubeletVersions) observeObject(obj any) {
 	}
 }
 
-// distrust says why a Node's reported version may not steer rule 5 for a
+// distrust says why a Node's reported version may not steer feature-gates for a
 // configuration it shares with others; "" when it may.
 func (k *KubeletVersions) distrust(name, reported string, parsed *version.Version) string {
 	if parsed == nil {

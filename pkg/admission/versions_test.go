@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 // A node that lowers its reported version, or reports one that does not
@@ -23,7 +23,7 @@ func TestRule5DoesNotTrustSelfReportedVersionsAgainstOthers(t *testing.T) {
 	const (
 		U = admissionv1.Update
 	)
-	base := config.Default()
+	base := settings.Default()
 	edit := func(content string) reviewtest.Request {
 		return reviewtest.ConfigMapRequest(reviewtest.AdminUser, U, reviewtest.EligibleConfigMap("good", content), reviewtest.EligibleConfigMap("good", reviewtest.GoodConfig))
 	}
@@ -52,7 +52,7 @@ func TestRule5DoesNotTrustSelfReportedVersionsAgainstOthers(t *testing.T) {
 			for name, v := range tt.seen {
 				a.KubeletVersions().Observe(reviewtest.Node(name, reviewtest.WithKubelet(v)))
 			}
-			got := a.Admit(context.Background(), tt.req.Build(t))
+			got := admitReview(context.Background(), a, tt.req.Build(t))
 			if tt.wantRule == "" {
 				if !got.Allowed {
 					t.Fatalf("refused: %s: %s", got.Rule, got.Message)

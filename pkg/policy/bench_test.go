@@ -261,7 +261,7 @@ func BenchmarkAuthz(b *testing.B) {
 		}
 	})
 	b.Run("node-configmap/baseline-review", func(b *testing.B) {
-		review := server.Authorize(a, nil)
+		review := reviewOf(server.Authorize(a, nil, 1<<20))
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := review(context.Background(), body); err != nil {
@@ -282,7 +282,7 @@ func BenchmarkAuthz(b *testing.B) {
 		Spec:     lease,
 	})
 	b.Run("node-lease/baseline-review", func(b *testing.B) {
-		review := server.Authorize(a, nil)
+		review := reviewOf(server.Authorize(a, nil, 1<<20))
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := review(context.Background(), leaseBody); err != nil {

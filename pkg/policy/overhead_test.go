@@ -3,6 +3,7 @@ package policy_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"runtime"
 	"testing"
 	"time"
@@ -17,14 +18,15 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/admission"
 	"github.com/nodeguard/nodeguard/pkg/authz"
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
 	"github.com/nodeguard/nodeguard/pkg/policy"
 	"github.com/nodeguard/nodeguard/pkg/server"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 // BenchmarkPolicyOverhead measures what the shipped policies add to the
 // in-process decision time of each endpoint, the target being at
-// most 50%: each iteration hands one review to the endpoint's review (server.Authorize,
+// most 50%: each iteration hands one review to the endpoint (server.Authorize,
 // server.Validate)
 // (decoding, built-in rules, encoding: what cmd/webhook runs per request)
 // without policies and then with them, as cmd/webhook wires them, and
@@ -38,18 +40,18 @@ func BenchmarkPolicyOverhead(b *testing.B) {
 	g := benchGraph()
 	engine := benchEngine(b, g)
 	authorizer := authz.New(g, nil)
-	authzWithout := server.Authorize(authorizer, nil)
-	authzWith := server.Authorize(authorizer, &policy.AuthzPolicies{Engine: engine, Graph: g, FailurePolicy: policy.AuthzFailurePolicy})
+	authzWithout := reviewOf(server.Authorize(authorizer, nil, 1<<20))
+	authzWith := reviewOf(server.Authorize(authorizer, &policy.AuthzPolicies{Engine: engine, Graph: g, FailurePolicy: policy.AuthzFailurePolicy}, 1<<20))
 
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	cmReq, cm := configMapUpdate(b)
 	if err := indexer.Add(cm); err != nil {
 		b.Fatal(err)
 	}
-	settings := config.Default()
-	admitter := admission.New(func() *config.Settings { return settings }, corelisters.NewConfigMapLister(indexer), g)
-	admitWithout := server.Validate(admitter, nil)
-	admitWith := server.Validate(admitter, &policy.AdmissionPolicies{Engine: engine, Graph: g, FailurePolicy: policy.AdmissionFailurePolicy})
+	s := settings.Default()
+	admitter := admission.New(func() *settings.Settings { return s }, corelisters.NewConfigMapLister(indexer), g)
+	admitWithout := reviewOf(server.Validate(admitter, nil, 8<<20))
+	admitWith := reviewOf(server.Validate(admitter, &policy.AdmissionPolicies{Engine: engine, Graph: g, FailurePolicy: policy.AdmissionFailurePolicy}, 8<<20))
 
 	nodeGroups := []string{"system:nodes", "system:authenticated"}
 	sar := func(attrs authorizationv1.ResourceAttributes) []byte {
@@ -132,6 +134,12 @@ func BenchmarkPolicyOverhead(b *testing.B) {
 			b.ReportMetric(100*float64(with-without)/float64(without), "overhead-%")
 		})
 	}
+}
+
+// reviewOf calls the review endpoint h as the apiserver would; its answer
+// is JSON (json.RawMessage).
+func reviewOf(h http.Handler) func(context.Context, []byte) (any, error) {
+	return func(ctx context.Context, body []byte) (any, error) { return reviewtest.Serve(ctx, h, body) }
 }
 
 func jsonOf(v any) string {

@@ -2,8 +2,9 @@ package server
 
 import (
 	"context"
-	"errors"
+
 	"fmt"
+	"net/http"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -29,97 +30,99 @@ type authzOutcome struct {
 	evalErr string
 }
 
-// Authorize is the /authorize review: it decodes an
-// authorization.k8s.io/v1 SubjectAccessReview, decides it with a's built-in
-// rules and then, unless they deny it, with the policies p (nil for none),
-// and answers. Only a body that is not such a review is an error; a panic
-// or a passed deadline becomes "no opinion" with an evaluation error,
-// since the apiserver turns anything but a well-formed review into a 500
-// for the node.
-func Authorize(a *authz.Authorizer, p *policy.AuthzPolicies, opts ...ReviewOption) ReviewFunc {
-	var o reviewOptions
+// Authorize is the /authorize endpoint: it reads an
+// authorization.k8s.io/v1 SubjectAccessReview of at most maxBodyBytes,
+// decides it with a's rules and then, unless they deny it, with the
+// policies p (nil for none), and answers. Only a body that is not such a
+// review gets an HTTP error; a panic or a passed deadline becomes "no
+// opinion" with an evaluation error, since the apiserver turns anything
+// but a well-formed review into a 500 for the node.
+func Authorize(a *authz.Authorizer, p *policy.AuthzPolicies, maxBodyBytes int64, opts ...ReviewOption) http.Handler {
+	h := &authorizeHandler{authorizer: a, policies: p, maxBodyBytes: maxBodyBytes}
 	for _, opt := range opts {
-		opt(&o)
+		opt(&h.reviewOptions)
 	}
-	return newAuthorizeReview(a, p, o).answer
+	return h
 }
 
-func newAuthorizeReview(a *authz.Authorizer, p *policy.AuthzPolicies, o reviewOptions) *review[*authorizationv1.SubjectAccessReview, authzOutcome] {
-	rv := &review[*authorizationv1.SubjectAccessReview, authzOutcome]{
-		kind:   "a SubjectAccessReview",
-		decode: decodeValidSubjectAccessReview,
-		malformed: func(_ *authorizationv1.SubjectAccessReview, repeated error) authzOutcome {
-			return authzOutcome{Result: authz.Result{Decision: authz.Deny, Reason: ReasonMalformedSubjectAccessReview}, evalErr: repeated.Error()}
-		},
-		failed: func(_ *authorizationv1.SubjectAccessReview, why failure) authzOutcome {
-			if why == deadlinePassed {
-				return authzOutcome{Result: authz.Result{Decision: authz.NoOpinion, Reason: authz.ReasonTimedOut}, evalErr: "request deadline passed before a decision"}
-			}
-			return authzOutcome{Result: authz.Result{Decision: authz.NoOpinion, Reason: authz.ReasonInternalError}, evalErr: "internal error in nodeguard authorizer"}
-		},
-		builtin: func(_ context.Context, sar *authorizationv1.SubjectAccessReview) authzOutcome {
-			return authzOutcome{Result: a.Authorize(&sar.Spec)}
-		},
-		observe: func(ctx context.Context, sar *authorizationv1.SubjectAccessReview, out authzOutcome, _ time.Duration) {
-			o.metrics.observeAuthorization(out.Decision)
-			if v := klog.FromContext(ctx).V(4); v.Enabled() {
-				v.Info("Authorization decision", "user", sar.Spec.User, "attributes", sar.Spec.ResourceAttributes,
-					"decision", out.Decision.String(), "reason", out.Reason)
-			}
-		},
-		denied:      func(out authzOutcome) bool { return out.Decision == authz.Deny },
-		logLine:     logAuthorizationDecision,
-		encode:      authorizationResponse,
-		who:         func(sar *authorizationv1.SubjectAccessReview) []any { return []any{"user", sar.Spec.User} },
-		decisionLog: o.decisionLog,
+type authorizeHandler struct {
+	authorizer   *authz.Authorizer
+	policies     *policy.AuthzPolicies
+	maxBodyBytes int64
+	reviewOptions
+}
+
+func (h *authorizeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel, body, ok := readReview(w, r, h.maxBodyBytes)
+	if !ok {
+		return
 	}
-	if p != nil {
-		rv.policies = func(ctx context.Context, sar *authorizationv1.SubjectAccessReview, builtin authzOutcome) authzOutcome {
-			if builtin.Decision == authz.Deny {
-				return builtin
-			}
-			v := p.Judge(ctx, &sar.Spec)
-			switch {
-			case v.Denied:
-				return authzOutcome{Result: authz.Result{Decision: authz.Deny, Reason: v.Reason}, byPolicy: true, evalErr: v.EvaluationError}
-			case v.Allowed && builtin.Decision == authz.NoOpinion && builtin.Reason == authz.ReasonNoPath:
-				// The one place a policy may grant: a named node's read of a
-				// named ConfigMap with no path in a synced, fresh graph.
-				return authzOutcome{Result: authz.Result{Decision: authz.Allow, Reason: v.Reason}, byPolicy: true}
-			}
-			builtin.evalErr = v.EvaluationError
-			return builtin
+	defer cancel()
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("endpoint", "authorize"))
+	sar, repeated, err := decodeSubjectAccessReview(body)
+	if err == nil {
+		err = checkKind(sar.TypeMeta, subjectAccessReviewGVK)
+	}
+	if err != nil {
+		badReview(ctx, w, err)
+		return
+	}
+	spec := &sar.Spec
+	start := time.Now()
+	var out authzOutcome
+	// Observed and answered when deciding ends, a panic included: the
+	// apiserver can act on a review, not on an HTTP error.
+	defer func() {
+		if p := recover(); p != nil {
+			klog.FromContext(ctx).Error(fmt.Errorf("panic: %v", p), "Recovered while deciding a SubjectAccessReview", "user", spec.User)
+			out = authzOutcome{Result: authz.Result{Decision: authz.NoOpinion, Reason: authz.ReasonInternalError}, evalErr: "internal error in nodeguard authorizer"}
+		}
+		h.metrics.observeAuthorization(out.Decision)
+		if v := klog.FromContext(ctx).V(4); v.Enabled() {
+			v.Info("Authorization decision", "user", spec.User, "attributes", spec.ResourceAttributes,
+				"decision", out.Decision.String(), "reason", out.Reason)
+		}
+		if h.decisionLog.Logs(out.Decision == authz.Deny) {
+			logAuthorizationDecision(ctx, spec, out, time.Since(start))
+		}
+		writeReview(ctx, w, authorizationResponse(out))
+	}()
+	switch {
+	case repeated != nil:
+		out = authzOutcome{Result: authz.Result{Decision: authz.Deny, Reason: ReasonMalformedSubjectAccessReview}, evalErr: repeated.Error()}
+	case ctx.Err() != nil:
+		out = authzOutcome{Result: authz.Result{Decision: authz.NoOpinion, Reason: authz.ReasonTimedOut}, evalErr: "request deadline passed before a decision"}
+	default:
+		out.Result = h.authorizer.Authorize(spec)
+		if h.policies == nil || out.Decision == authz.Deny {
+			return
+		}
+		v := h.policies.Judge(ctx, spec)
+		switch {
+		case v.Denied:
+			out = authzOutcome{Result: authz.Result{Decision: authz.Deny, Reason: v.Reason}, byPolicy: true, evalErr: v.EvaluationError}
+		case v.Allowed && out.Decision == authz.NoOpinion && out.Reason == authz.ReasonNoPath:
+			// The one place a policy may grant: a named node's read of a
+			// named ConfigMap with no path in a synced, fresh graph.
+			out = authzOutcome{Result: authz.Result{Decision: authz.Allow, Reason: v.Reason}, byPolicy: true}
+		default:
+			out.evalErr = v.EvaluationError
 		}
 	}
-	return rv
-}
-
-// decodeValidSubjectAccessReview decodes a SubjectAccessReview that
-// /authorize can answer: of its kind.
-func decodeValidSubjectAccessReview(body []byte) (*authorizationv1.SubjectAccessReview, error, error) {
-	sar, repeated, err := decodeSubjectAccessReview(body)
-	if err != nil {
-		return nil, nil, fmt.Errorf("decoding SubjectAccessReview: %w", err)
-	}
-	if err := checkKind(sar.TypeMeta, subjectAccessReviewGVK); err != nil {
-		return nil, nil, err
-	}
-	return sar, repeated, nil
 }
 
 // decodeSubjectAccessReview decodes a SubjectAccessReview as decodeStrict
 // does; a repeated key anywhere in it is repeated, answered with a Deny.
 func decodeSubjectAccessReview(body []byte) (sar *authorizationv1.SubjectAccessReview, repeated error, err error) {
 	sar = &authorizationv1.SubjectAccessReview{}
-	strict, err := decodeStrict(body, sar)
-	if err != nil {
-		return nil, nil, err
+	if repeated, err = decodeStrict(body, sar); err != nil {
+		return nil, nil, fmt.Errorf("decoding SubjectAccessReview: %w", err)
 	}
-	return sar, errors.Join(strict...), nil
+	return sar, repeated, nil
 }
 
 // authorizationResponse is the SubjectAccessReview answering out.
-func authorizationResponse(_ *authorizationv1.SubjectAccessReview, out authzOutcome) any {
+func authorizationResponse(out authzOutcome) *authorizationv1.SubjectAccessReview {
 	return &authorizationv1.SubjectAccessReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: subjectAccessReviewGVK.GroupVersion().String(), Kind: subjectAccessReviewGVK.Kind},
 		Status: authorizationv1.SubjectAccessReviewStatus{
@@ -134,8 +137,7 @@ func authorizationResponse(_ *authorizationv1.SubjectAccessReview, out authzOutc
 // logAuthorizationDecision is the decision log's line (--decision-log): who
 // asked for what, the decision, what decided it (the built-in rules or a
 // policy) with its reason, and how long deciding took.
-func logAuthorizationDecision(ctx context.Context, sar *authorizationv1.SubjectAccessReview, out authzOutcome, took time.Duration) {
-	spec := &sar.Spec
+func logAuthorizationDecision(ctx context.Context, spec *authorizationv1.SubjectAccessReviewSpec, out authzOutcome, took time.Duration) {
 	decidedBy := "built-in"
 	if out.byPolicy {
 		decidedBy = "policy"

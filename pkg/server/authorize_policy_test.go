@@ -91,11 +91,10 @@ func TestAuthzPoliciesCombineWithBuiltInRules(t *testing.T) {
 	engines := map[bool]*policy.Engine{true: newTestEngine(t, graphs[true], authzTestPolicies), false: newTestEngine(t, graphs[false], authzTestPolicies)}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, ctx := ktesting.NewTestContext(t)
 			engine := &countingEvaluator{next: engines[tt.synced]}
 			p := &policy.AuthzPolicies{Engine: engine, Graph: graphs[tt.synced], FailurePolicy: policy.NoOpinion}
 			a := authz.New(graphs[tt.synced], tt.min)
-			got := decideAuthorization(ctx, a, p, tt.spec)
+			got := decideAuthorization(t, a, p, tt.spec)
 			if got.Decision != tt.want || !reasonMatches(got.Reason, tt.reason) {
 				t.Errorf("decision = %v %q, want %v %q", got.Decision, got.Reason, tt.want, tt.reason)
 			}
@@ -124,7 +123,6 @@ func TestAuthzPoliciesOnAStaleGraph(t *testing.T) {
 	engine := newTestEngine(t, g, authzTestPolicies)
 	p := &policy.AuthzPolicies{Engine: engine, Graph: g, FailurePolicy: policy.NoOpinion}
 	a := authz.New(reviewtest.StaleGraph{Graph: g}, nil)
-	_, ctx := ktesting.NewTestContext(t)
 	for _, tt := range []struct {
 		name   string
 		spec   *authorizationv1.SubjectAccessReviewSpec
@@ -135,7 +133,7 @@ func TestAuthzPoliciesOnAStaleGraph(t *testing.T) {
 		{"policy deny still refuses", reviewtest.NodeSpec("n1", reviewtest.ConfigMapRead("get", "ns", "assigned")), authz.Deny, "nodeguard policy nodeguard.authz/frozen: ..."},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := decideAuthorization(ctx, a, p, tt.spec)
+			got := decideAuthorization(t, a, p, tt.spec)
 			if got.Decision != tt.want || !reasonMatches(got.Reason, tt.reason) {
 				t.Errorf("decision = %v %q, want %v %q", got.Decision, got.Reason, tt.want, tt.reason)
 			}
@@ -158,9 +156,8 @@ func TestAuthzPolicyEvaluationFailure(t *testing.T) {
 		{"fail closed denies even a built-in allow", policy.FailClosed, reviewtest.NodeSpec("n1", reviewtest.ConfigMapRead("get", "ns", "assigned")), authz.Deny, "nodeguard policy evaluation failed: ..."},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, ctx := ktesting.NewTestContext(t)
 			p := &policy.AuthzPolicies{Engine: failingAuthzEvaluator{}, Graph: g, FailurePolicy: tt.failure}
-			got := decideAuthorization(ctx, a, p, tt.spec)
+			got := decideAuthorization(t, a, p, tt.spec)
 			if got.Decision != tt.want || !reasonMatches(got.Reason, tt.reason) {
 				t.Errorf("decision = %v %q, want %v %q", got.Decision, got.Reason, tt.want, tt.reason)
 			}
@@ -189,8 +186,7 @@ func TestAuthorizeWithPolicies(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
 			ctx := klog.NewContext(context.Background(), logger)
-			review := Authorize(authz.New(g, nil), &policy.AuthzPolicies{Engine: tt.engine, Graph: g, FailurePolicy: policy.NoOpinion},
-				WithDecisionLog(DecisionLog{Mode: DecisionLogDenials}))
+			review := reviewOf(Authorize(authz.New(g, nil), &policy.AuthzPolicies{Engine: tt.engine, Graph: g, FailurePolicy: policy.NoOpinion}, testMaxBody, WithDecisionLog(DecisionLog{Mode: DecisionLogDenials})))
 			resp, err := review(ctx, sarBody(t, tt.spec))
 			if err != nil {
 				t.Fatal(err)
@@ -214,7 +210,7 @@ func TestAuthorizeWithPolicies(t *testing.T) {
 // internal error like one in the built-in rules.
 func TestAuthorizeRecoversPolicyPanics(t *testing.T) {
 	g := reviewtest.Graph(true)
-	review := Authorize(authz.New(g, nil), &policy.AuthzPolicies{Engine: panickyEvaluator{}, Graph: g})
+	review := reviewOf(Authorize(authz.New(g, nil), &policy.AuthzPolicies{Engine: panickyEvaluator{}, Graph: g}, testMaxBody))
 	_, ctx := ktesting.NewTestContext(t)
 	resp, err := review(ctx, sarBody(t, reviewtest.NodeSpec("n1", reviewtest.ConfigMapRead("get", "ns", "assigned"))))
 	if err != nil {
@@ -252,7 +248,7 @@ func BenchmarkAuthorizeWithShippedPolicies(b *testing.B) {
 		{"built-in+shipped-policies", &policy.AuthzPolicies{Engine: engine, Graph: g, FailurePolicy: policy.NoOpinion}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			review := Authorize(authz.New(g, nil), bc.policies)
+			review := reviewOf(Authorize(authz.New(g, nil), bc.policies, testMaxBody))
 			b.ReportAllocs()
 			for b.Loop() {
 				resp, err := review(context.Background(), body)

@@ -13,7 +13,7 @@ import (
 )
 
 func TestAuthorize(t *testing.T) {
-	review := Authorize(authz.New(reviewtest.Graph(true), nil), nil)
+	review := reviewOf(Authorize(authz.New(reviewtest.Graph(true), nil), nil, testMaxBody))
 	sar := func(apiVersion, kind string, spec *authorizationv1.SubjectAccessReviewSpec) []byte {
 		body, _ := json.Marshal(authorizationv1.SubjectAccessReview{
 			TypeMeta: metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}, Spec: *spec})
@@ -52,7 +52,7 @@ func TestAuthorize(t *testing.T) {
 }
 
 func TestAuthorizeRecoversPanics(t *testing.T) {
-	review := Authorize(authz.New(panicky{}, nil), nil)
+	review := reviewOf(Authorize(authz.New(panicky{}, nil), nil, testMaxBody))
 	body, _ := json.Marshal(authorizationv1.SubjectAccessReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview"},
 		Spec:     *reviewtest.NodeSpec("n1", reviewtest.ConfigMapRead("get", "ns", "assigned"))})
@@ -67,7 +67,7 @@ func TestAuthorizeRecoversPanics(t *testing.T) {
 }
 
 func TestAuthorizeHonoursDeadline(t *testing.T) {
-	review := Authorize(authz.New(reviewtest.Graph(true), nil), nil)
+	review := reviewOf(Authorize(authz.New(reviewtest.Graph(true), nil), nil, testMaxBody))
 	body, _ := json.Marshal(authorizationv1.SubjectAccessReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview"},
 		Spec:     *reviewtest.NodeSpec("n1", reviewtest.ConfigMapRead("get", "ns", "assigned"))})

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,10 +20,11 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/admission"
 	"github.com/nodeguard/nodeguard/pkg/authz"
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/graph"
 	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
 	"github.com/nodeguard/nodeguard/pkg/policy"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 // The fixtures only the tests of the reviews use; those they share with the
@@ -29,9 +32,9 @@ import (
 
 // newAdmitter is an Admitter with settings over the shared fixtures: the
 // ConfigMaps of reviewtest.ConfigMapLister and reviewtest.AdmitterGraph.
-func newAdmitter(t *testing.T, settings *config.Settings) *admission.Admitter {
+func newAdmitter(t *testing.T, s *settings.Settings) *admission.Admitter {
 	t.Helper()
-	return admission.New(func() *config.Settings { return settings }, reviewtest.ConfigMapLister(t), reviewtest.AdmitterGraph())
+	return admission.New(func() *settings.Settings { return s }, reviewtest.ConfigMapLister(t), reviewtest.AdmitterGraph())
 }
 
 // newTestEngine is a policy engine over g with the policies rego, loaded.
@@ -69,10 +72,40 @@ func (c *countingEvaluator) EvalAuthz(ctx context.Context, in *policy.AuthzInput
 	return c.next.EvalAuthz(ctx, in)
 }
 
+// testMaxBody is the body limit of the endpoints under test.
+const testMaxBody = 8 << 20
+
+// reviewFunc calls a review endpoint as the apiserver would.
+type reviewFunc func(ctx context.Context, body []byte) (any, error)
+
+// reviewOf calls the review endpoint h with body, as the apiserver would:
+// an HTTP error is an error, and an answer is the review it decodes to
+// (*admissionv1.AdmissionReview or *authorizationv1.SubjectAccessReview).
+func reviewOf(h http.Handler) reviewFunc {
+	return func(ctx context.Context, body []byte) (any, error) {
+		answer, err := reviewtest.Serve(ctx, h, body)
+		if err != nil {
+			return nil, err
+		}
+		var tm metav1.TypeMeta
+		if err := json.Unmarshal(answer, &tm); err != nil {
+			return nil, fmt.Errorf("answer %s: %w", answer, err)
+		}
+		var out any = &authorizationv1.SubjectAccessReview{}
+		if tm.Kind == "AdmissionReview" {
+			out = &admissionv1.AdmissionReview{}
+		}
+		if err := json.Unmarshal(answer, out); err != nil {
+			return nil, fmt.Errorf("answer %s: %w", answer, err)
+		}
+		return out, nil
+	}
+}
+
 // runReview runs review on body. When wantErr is set, the review must fail
 // with an error that mentions it, and runReview reports no answer; otherwise it
 // must not fail.
-func runReview(t *testing.T, review ReviewFunc, body []byte, wantErr string) (resp any, answered bool) {
+func runReview(t *testing.T, review reviewFunc, body []byte, wantErr string) (resp any, answered bool) {
 	t.Helper()
 	resp, err := review(context.Background(), body)
 	if wantErr != "" {
@@ -144,7 +177,7 @@ func (panicky) CanReadConfigMap(string, string, string) bool          { panic("b
 func (panicky) Node(string) (*graph.NodeInfo, bool)                   { return nil, false }
 func (panicky) Lookup(string, string, string) (*graph.NodeInfo, bool) { panic("boom") }
 
-// decodeSAR decodes what ReviewFunc returned, as the apiserver would.
+// decodeSAR decodes what a reviewFunc returned, as the apiserver would.
 func decodeSAR(t testing.TB, resp any) *authorizationv1.SubjectAccessReview {
 	t.Helper()
 	raw, err := json.Marshal(resp)
@@ -158,14 +191,49 @@ func decodeSAR(t testing.TB, resp any) *authorizationv1.SubjectAccessReview {
 	return &sar
 }
 
-// decideAdmission decides req as /validate does, after decoding.
-func decideAdmission(ctx context.Context, a *admission.Admitter, p *policy.AdmissionPolicies, req *admissionv1.AdmissionRequest) admission.Result {
-	return newValidateReview(a, p, reviewOptions{}).decideSafely(ctx, &admissionv1.AdmissionReview{Request: req})
+// decideAdmission decides req through /validate and reads the Result
+// back from the answer.
+func decideAdmission(ctx context.Context, t *testing.T, a *admission.Admitter, p *policy.AdmissionPolicies, req *admissionv1.AdmissionRequest) admission.Result {
+	t.Helper()
+	if req.UID == "" {
+		req.UID = "uid"
+	}
+	out, err := reviewOf(Validate(a, p, testMaxBody))(ctx, admissionReviewBody(t, "admission.k8s.io/v1", req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := out.(*admissionv1.AdmissionReview).Response
+	result := admission.Result{Allowed: resp.Allowed, Warnings: resp.Warnings}
+	if st := resp.Result; st != nil && !resp.Allowed {
+		rule, message, _ := strings.Cut(strings.TrimPrefix(st.Message, "nodeguard "), ": ")
+		result.Rule, result.Message = contract.Rule(rule), message
+		result.NodeState = st.Details != nil && len(st.Details.Causes) > 0 && st.Details.Causes[0].Type == contract.CauseNodeState
+	}
+	return result
 }
 
-// decideAuthorization decides spec as /authorize does, after decoding.
-func decideAuthorization(ctx context.Context, a *authz.Authorizer, p *policy.AuthzPolicies, spec *authorizationv1.SubjectAccessReviewSpec) authzOutcome {
-	return newAuthorizeReview(a, p, reviewOptions{}).decideSafely(ctx, &authorizationv1.SubjectAccessReview{Spec: *spec})
+// decideAuthorization decides spec through /authorize and reads the
+// outcome back from the answer and its decision log line.
+func decideAuthorization(t *testing.T, a *authz.Authorizer, p *policy.AuthzPolicies, spec *authorizationv1.SubjectAccessReviewSpec) authzOutcome {
+	t.Helper()
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	ctx := klog.NewContext(context.Background(), logger)
+	h := Authorize(a, p, testMaxBody, WithDecisionLog(DecisionLog{Mode: DecisionLogAll, Sample: 1}))
+	out, err := reviewOf(h)(ctx, sarBody(t, spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := out.(*authorizationv1.SubjectAccessReview).Status
+	o := authzOutcome{Result: authz.Result{Decision: authz.NoOpinion, Reason: st.Reason}, evalErr: st.EvaluationError}
+	switch {
+	case st.Allowed:
+		o.Decision = authz.Allow
+	case st.Denied:
+		o.Decision = authz.Deny
+	}
+	logs := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
+	o.byPolicy = strings.Contains(logs, `decidedBy="policy"`)
+	return o
 }
 
 func admissionReviewBody(t *testing.T, apiVersion string, req *admissionv1.AdmissionRequest) []byte {

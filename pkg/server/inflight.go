@@ -57,16 +57,16 @@ const (
 	shedCanceled  = "canceled"
 )
 
-// shedDrainLimit is the most of a shed request's body read to keep its
+// shedDiscardLimit is the most of a shed request's body read to keep its
 // connection usable; it is above every body cap cmd/webhook allows, and a
 // larger body costs the connection instead.
-const shedDrainLimit = 8 << 20
+const shedDiscardLimit = 8 << 20
 
-// shedDrainTimeout bounds reading a shed request's body when it carries no
+// shedDiscardTimeout bounds reading a shed request's body when it carries no
 // ?timeout=, so that a client sending slowly cannot hold a shed request
 // open; with one, the client's own timeout bounds it, since cutting a body
 // short makes the client see a broken connection instead of the answer.
-const shedDrainTimeout = 5 * time.Second
+const shedDiscardTimeout = 5 * time.Second
 
 // LimitInFlight wraps an endpoint's handler in limit, counting under
 // endpoint what it sheds. Mount the result with HandleReview, so that a
@@ -170,7 +170,7 @@ func (g *inFlightGate) shedRequest(w http.ResponseWriter, r *http.Request, reaso
 	// answer echoes come first, and reading more would buffer the very
 	// load being shed.
 	response, ok := g.limit.Shed(io.LimitReader(r.Body, ShedPeekBytes), message)
-	drainBody(w, r, requestTimeout(r, shedDrainTimeout))
+	discardBody(w, r, requestTimeout(r, shedDiscardTimeout))
 	klog.FromContext(r.Context()).V(4).Info("Shed a review request", "path", r.URL.Path, "reason", reason)
 	if !ok {
 		w.Header().Set("Retry-After", "1")
@@ -192,13 +192,13 @@ func shedMessage(reason string, maxInFlight int) string {
 	}
 }
 
-// drainBody reads what is left of a shed request's body, bounded in size
+// discardBody reads what is left of a shed request's body, bounded in size
 // and time, into no buffer: an HTTP/1.1 connection whose body was not read
 // is closed, and a client still sending would see a reset instead of the
 // answer.
-func drainBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) {
+func discardBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) {
 	// Not every ResponseWriter supports deadlines (tests' recorders); the
 	// size bound still holds there.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
-	_, _ = io.CopyN(io.Discard, r.Body, shedDrainLimit)
+	_, _ = io.CopyN(io.Discard, r.Body, shedDiscardLimit)
 }

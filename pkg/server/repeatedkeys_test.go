@@ -22,9 +22,9 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/admission"
 	"github.com/nodeguard/nodeguard/pkg/authz"
-	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/graph"
 	"github.com/nodeguard/nodeguard/pkg/server"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 // TestRepeatedKeysAreRefused sends both endpoints a review the apiserver
@@ -35,10 +35,10 @@ func TestRepeatedKeysAreRefused(t *testing.T) {
 	g := graph.New(nil)
 	g.MarkSynced()
 	configMaps := corelisters.NewConfigMapLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
-	settings := config.Default()
-	admitter := admission.New(func() *config.Settings { return settings }, configMaps, g)
-	validate := server.ReviewHandler("validate", 1<<20, server.Validate(admitter, nil))
-	authorize := server.ReviewHandler("authorize", 1<<20, server.Authorize(authz.New(g, nil), nil))
+	s := settings.Default()
+	admitter := admission.New(func() *settings.Settings { return s }, configMaps, g)
+	validate := server.Validate(admitter, nil, 1<<20)
+	authorize := server.Authorize(authz.New(g, nil), nil, 1<<20)
 
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"kubernetes.io/hostname": "n1"}},

@@ -5,88 +5,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"time"
 
-	"io"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 	sigsjson "sigs.k8s.io/json"
 )
 
-// ReviewFunc turns a review request body into a response. It returns an
-// error only when the body is not a review it can answer at all (malformed,
-// wrong API version or kind); anything decided about a well-formed review,
-// refusals and internal failures included, belongs in the response, because
-// the apiserver can act on a review but not on an HTTP error.
-type ReviewFunc func(ctx context.Context, body []byte) (response any, err error)
+// What the two review endpoints (validate.go, authorize.go) share: reading
+// the request, decoding strictly, and writing the answer.
 
-// ReviewHandler serves one review endpoint: POST with a JSON body of at
-// most maxBodyBytes, answered with JSON. The apiserver's ?timeout= becomes
-// the context deadline.
-func ReviewHandler(name string, maxBodyBytes int64, review ReviewFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		logger := klog.FromContext(r.Context()).WithValues("endpoint", name)
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			httpError(w, http.StatusMethodNotAllowed, "%s accepts only POST", r.URL.Path)
-			return
-		}
-		if mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mediaType != "application/json" {
-			httpError(w, http.StatusBadRequest, "%s expects Content-Type application/json, got %q", r.URL.Path, r.Header.Get("Content-Type"))
-			return
-		}
-		body, err := readBody(r, maxBodyBytes)
-		if err != nil {
-			if errors.Is(err, errBodyTooLarge) {
-				httpError(w, http.StatusRequestEntityTooLarge, "request body exceeds the limit of %d bytes", maxBodyBytes)
-				return
-			}
-			httpError(w, http.StatusBadRequest, "%v", err)
-			return
-		}
-		ctx := r.Context()
-		if t := r.URL.Query().Get("timeout"); t != "" {
-			d, err := time.ParseDuration(t)
-			if err != nil || d <= 0 {
-				httpError(w, http.StatusBadRequest, "invalid timeout %q: want a positive duration such as 10s", t)
-				return
-			}
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, d)
-			defer cancel()
-		}
-		response, err := review(klog.NewContext(ctx, logger), body)
-		if err != nil {
-			logger.V(2).Info("Rejected malformed review", "err", err)
-			httpError(w, http.StatusBadRequest, "%v", err)
-			return
-		}
-		answer, err := json.Marshal(response)
-		if err != nil {
-			// The server's fault, not the request's.
-			logger.Error(err, "Answering a review")
-			httpError(w, http.StatusInternalServerError, "encoding the review response: %v", err)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		if _, err := w.Write(append(answer, '\n')); err != nil {
-			logger.Error(err, "Writing review response")
-		}
-	})
-}
-
-func httpError(w http.ResponseWriter, code int, format string, args ...any) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(code)
-	fmt.Fprintf(w, format+"\n", args...)
-}
-
-// ReviewOption adds to what a review (AdmissionReview, SubjectAccessReview)
-// does beside deciding.
+// ReviewOption adds to what a review endpoint does beside deciding.
 type ReviewOption func(*reviewOptions)
 
 type reviewOptions struct {
@@ -104,95 +37,83 @@ func WithDecisionLog(l DecisionLog) ReviewOption {
 	return func(o *reviewOptions) { o.decisionLog = l }
 }
 
-// failure is why deciding a review did not finish.
-type failure int
-
-const (
-	panicked failure = iota
-	deadlinePassed
-)
-
-// review is what every review endpoint does with a body, in one order:
-// decode it strictly, decide it safely (the built-in rules, then the
-// policies), observe the decision (metrics, logs), and encode the answer.
-// R is the decoded review and O the decision; an endpoint supplies the
-// typed steps (validate.go, authorize.go).
-type review[R, O any] struct {
-	// kind names the review for logs, with its article.
-	kind string
-	// decode returns an error for a body that is not a review this
-	// endpoint answers at all; a repeated key is not such an error but
-	// repeated, which is answered by malformed and never decided.
-	decode    func(body []byte) (r R, repeated error, err error)
-	malformed func(r R, repeated error) O
-	// failed answers a review whose decision panicked or whose deadline
-	// passed first.
-	failed  func(r R, why failure) O
-	builtin func(ctx context.Context, r R) O
-	// policies judge what the built-in rules decided; nil when there are
-	// none.
-	policies func(ctx context.Context, r R, builtin O) O
-	// observe records the decision in metrics and debug logs; logLine is
-	// the decision log's line for it, when denied or sampled.
-	observe func(ctx context.Context, r R, out O, took time.Duration)
-	denied  func(out O) bool
-	logLine func(ctx context.Context, r R, out O, took time.Duration)
-	encode  func(r R, out O) any
-	// who names the review in the log of a recovered panic.
-	who func(r R) []any
-
-	decisionLog DecisionLog
-}
-
-// answer is the ReviewFunc of r.
-func (rv *review[R, O]) answer(ctx context.Context, body []byte) (any, error) {
-	r, repeated, err := rv.decode(body)
+// readReview reads a review request: POST with a JSON body of at most
+// maxBodyBytes. The apiserver's ?timeout= becomes the deadline of ctx;
+// call cancel when done. When ok is false the request has been answered
+// with an HTTP error.
+func readReview(w http.ResponseWriter, r *http.Request, maxBodyBytes int64) (ctx context.Context, cancel context.CancelFunc, body []byte, ok bool) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		httpError(w, http.StatusMethodNotAllowed, "%s accepts only POST", r.URL.Path)
+		return nil, nil, nil, false
+	}
+	if mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mediaType != "application/json" {
+		httpError(w, http.StatusBadRequest, "%s expects Content-Type application/json, got %q", r.URL.Path, r.Header.Get("Content-Type"))
+		return nil, nil, nil, false
+	}
+	body, err := readBody(r, maxBodyBytes)
+	if errors.Is(err, errBodyTooLarge) {
+		httpError(w, http.StatusRequestEntityTooLarge, "request body exceeds the limit of %d bytes", maxBodyBytes)
+		return nil, nil, nil, false
+	}
 	if err != nil {
-		return nil, err
+		httpError(w, http.StatusBadRequest, "%v", err)
+		return nil, nil, nil, false
 	}
-	start := time.Now()
-	var out O
-	if repeated == nil {
-		out = rv.decideSafely(ctx, r)
-	} else {
-		// The apiserver never repeats a key.
-		out = rv.malformed(r, repeated)
+	ctx, cancel = context.WithCancel(r.Context())
+	if t := r.URL.Query().Get("timeout"); t != "" {
+		d, err := time.ParseDuration(t)
+		if err != nil || d <= 0 {
+			cancel()
+			httpError(w, http.StatusBadRequest, "invalid timeout %q: want a positive duration such as 10s", t)
+			return nil, nil, nil, false
+		}
+		cancel()
+		ctx, cancel = context.WithTimeout(r.Context(), d)
 	}
-	took := time.Since(start)
-	rv.observe(ctx, r, out, took)
-	if rv.decisionLog.Logs(rv.denied(out)) {
-		rv.logLine(ctx, r, out, took)
-	}
-	return rv.encode(r, out), nil
+	return ctx, cancel, body, true
 }
 
-// decideSafely decides with the built-in rules, then with the policies; a
-// panic in either, or a deadline passed before deciding, is answered by
-// failed, since the apiserver can act on a review but not on an HTTP error.
-func (rv *review[R, O]) decideSafely(ctx context.Context, r R) (out O) {
-	defer func() {
-		if p := recover(); p != nil {
-			klog.FromContext(ctx).Error(fmt.Errorf("panic: %v", p), "Recovered while deciding "+rv.kind, rv.who(r)...)
-			out = rv.failed(r, panicked)
-		}
-	}()
-	if ctx.Err() != nil {
-		return rv.failed(r, deadlinePassed)
+// badReview answers a body that is not a review the endpoint can answer at
+// all (malformed, wrong API version or kind): anything decided about a
+// well-formed review, refusals and internal failures included, is an
+// answer instead, because the apiserver can act on a review but not on an
+// HTTP error.
+func badReview(ctx context.Context, w http.ResponseWriter, err error) {
+	klog.FromContext(ctx).V(2).Info("Rejected malformed review", "err", err)
+	httpError(w, http.StatusBadRequest, "%v", err)
+}
+
+// writeReview answers with the review as JSON.
+func writeReview(ctx context.Context, w http.ResponseWriter, review any) {
+	answer, err := json.Marshal(review)
+	if err != nil {
+		// The server's fault, not the request's.
+		klog.FromContext(ctx).Error(err, "Answering a review")
+		httpError(w, http.StatusInternalServerError, "encoding the review response: %v", err)
+		return
 	}
-	out = rv.builtin(ctx, r)
-	if rv.policies != nil {
-		out = rv.policies(ctx, r, out)
+	w.Header().Set("Content-Type", "application/json")
+	if _, err := w.Write(append(answer, '\n')); err != nil {
+		klog.FromContext(ctx).Error(err, "Writing review response")
 	}
-	return out
+}
+
+func httpError(w http.ResponseWriter, code int, format string, args ...any) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	fmt.Fprintf(w, format+"\n", args...)
 }
 
 // decodeStrict decodes body into v case-sensitively, as the apiserver's own
 // decoder does. Fields this build does not know are let through, since a
-// newer apiserver may send them. A repeated key is not an error but one of
-// strict: a reader that kept the first value would see another request
-// than one that kept the last.
-func decodeStrict(body []byte, v any) (strict []error, err error) {
-	return sigsjson.UnmarshalStrict(body, v, sigsjson.DisallowDuplicateFields)
+// newer apiserver may send them. A repeated key is not an error but
+// repeated: a reader that kept the first value would see another request
+// than one that kept the last, so the review is answered but never decided.
+func decodeStrict(body []byte, v any) (repeated error, err error) {
+	strict, err := sigsjson.UnmarshalStrict(body, v, sigsjson.DisallowDuplicateFields)
+	return errors.Join(strict...), err
 }
 
 // checkKind refuses a review that is not of kind gvk.

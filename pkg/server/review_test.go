@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -11,16 +10,26 @@ import (
 	"time"
 )
 
-func echoReview(ctx context.Context, body []byte) (any, error) {
-	if string(body) == "bad" {
-		return nil, errors.New("not a review")
-	}
-	deadline, ok := ctx.Deadline()
-	return map[string]any{"body": string(body), "hasDeadline": ok, "deadlineSoon": ok && time.Until(deadline) < time.Minute}, nil
+// echoReview is a review endpoint that answers what it read: the body,
+// and whether the request has a deadline.
+func echoReview(maxBodyBytes int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel, body, ok := readReview(w, r, maxBodyBytes)
+		if !ok {
+			return
+		}
+		defer cancel()
+		if string(body) == "bad" {
+			badReview(ctx, w, errors.New("not a review"))
+			return
+		}
+		deadline, ok := ctx.Deadline()
+		writeReview(ctx, w, map[string]any{"body": string(body), "hasDeadline": ok, "deadlineSoon": ok && time.Until(deadline) < time.Minute})
+	})
 }
 
 func TestReviewHandler(t *testing.T) {
-	h := ReviewHandler("test", 16, echoReview)
+	h := echoReview(16)
 	tests := []struct {
 		name        string
 		method      string

@@ -29,10 +29,10 @@ type Config struct {
 	// Degraded reporters show in the verbose output of /readyz and
 	// /healthz without failing them.
 	Degraded []Degradable
-	// DrainDuration is how long the server keeps serving, unready, after
+	// QuiesceDuration is how long the server keeps serving, unready, after
 	// it is told to stop, so that load balancers move traffic away first.
-	DrainDuration time.Duration
-	// ShutdownTimeout bounds waiting for in-flight requests after the drain.
+	QuiesceDuration time.Duration
+	// ShutdownTimeout bounds waiting for in-flight requests after that.
 	ShutdownTimeout time.Duration
 }
 
@@ -111,7 +111,8 @@ func (s *Server) checkNotStopping(*http.Request) error {
 	return nil
 }
 
-// Run serves until ctx ends, then drains and shuts down gracefully.
+// Run serves until ctx ends, then quiesces (serves, unready) and shuts
+// down gracefully.
 func (s *Server) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	srv := &http.Server{
@@ -133,8 +134,8 @@ func (s *Server) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	s.stopping.Store(true)
-	logger.Info("Draining: readiness now fails, requests are still served", "duration", s.cfg.DrainDuration)
-	time.Sleep(s.cfg.DrainDuration)
+	logger.Info("Quiescing: readiness now fails, requests are still served", "duration", s.cfg.QuiesceDuration)
+	time.Sleep(s.cfg.QuiesceDuration)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {

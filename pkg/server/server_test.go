@@ -60,7 +60,7 @@ func startServer(t *testing.T, files TLSFiles, ready func(*http.Request) error) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.HandleReview("/echo", ReviewHandler("echo", 1024, echoReview))
+	srv.HandleReview("/echo", echoReview(1024))
 	ctx, cancel := context.WithCancel(context.Background())
 	dt.Run(ctx)
 	done := make(chan error, 1)

@@ -18,117 +18,109 @@ import (
 
 var admissionReviewGVK = admissionv1.SchemeGroupVersion.WithKind("AdmissionReview")
 
-// Validate is the /validate review: it decodes an admission.k8s.io/v1
-// AdmissionReview, decides it with a's built-in rules and then, when they
-// allow it, with the policies p (nil for none), and answers under the
-// request's UID. Only a body that is not such a review with a request and
-// a UID is an error; every decision, a panic or a passed deadline
-// included, is a refusal or an admission.
-func Validate(a *admission.Admitter, p *policy.AdmissionPolicies, opts ...ReviewOption) ReviewFunc {
-	var o reviewOptions
+// Validate is the /validate endpoint: it reads an admission.k8s.io/v1
+// AdmissionReview of at most maxBodyBytes, decides it with a's rules and
+// then, when they allow it, with the policies p (nil for none), and answers
+// under the request's UID. Only a body that is not such a review with a
+// request and a UID gets an HTTP error; every decision, a panic or a passed
+// deadline included, is a refusal or an admission over HTTP 200.
+func Validate(a *admission.Admitter, p *policy.AdmissionPolicies, maxBodyBytes int64, opts ...ReviewOption) http.Handler {
+	v := &validateHandler{admitter: a, policies: p, maxBodyBytes: maxBodyBytes}
 	for _, opt := range opts {
-		opt(&o)
+		opt(&v.reviewOptions)
 	}
-	return newValidateReview(a, p, o).answer
+	return v
 }
 
-func newValidateReview(a *admission.Admitter, p *policy.AdmissionPolicies, o reviewOptions) *review[*admissionv1.AdmissionReview, admission.Result] {
-	rv := &review[*admissionv1.AdmissionReview, admission.Result]{
-		kind:   "an AdmissionReview",
-		decode: decodeValidAdmissionReview,
-		malformed: func(_ *admissionv1.AdmissionReview, repeated error) admission.Result {
-			return admission.Result{Rule: admission.RuleMalformed, Message: fmt.Sprintf("the review repeats a key: %v", repeated)}
-		},
-		failed: func(_ *admissionv1.AdmissionReview, why failure) admission.Result {
-			if why == deadlinePassed {
-				return admission.Result{Rule: admission.RuleInternal, Message: "the request's deadline passed before a decision"}
-			}
-			return admission.Result{Rule: admission.RuleInternal, Message: "internal error while deciding; the request was refused to stay safe"}
-		},
-		builtin: func(ctx context.Context, r *admissionv1.AdmissionReview) admission.Result {
-			return a.Admit(ctx, r.Request)
-		},
-		observe: func(ctx context.Context, r *admissionv1.AdmissionReview, result admission.Result, took time.Duration) {
-			o.metrics.observeAdmission(r.Request, result, took)
-			logAdmission(ctx, r.Request, result)
-		},
-		denied:      func(result admission.Result) bool { return !result.Allowed },
-		logLine:     logAdmissionDecision,
-		encode:      admissionResponse,
-		who:         func(r *admissionv1.AdmissionReview) []any { return []any{"uid", r.Request.UID} },
-		decisionLog: o.decisionLog,
+type validateHandler struct {
+	admitter     *admission.Admitter
+	policies     *policy.AdmissionPolicies
+	maxBodyBytes int64
+	reviewOptions
+}
+
+func (v *validateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel, body, ok := readReview(w, r, v.maxBodyBytes)
+	if !ok {
+		return
 	}
-	if p != nil {
-		rv.policies = func(ctx context.Context, r *admissionv1.AdmissionReview, builtin admission.Result) admission.Result {
-			if !builtin.Allowed {
-				return builtin
-			}
-			cfg, old := a.KubeletConfigsOf(r.Request)
-			v := p.Judge(ctx, r.Request, cfg, old)
-			warnings := append(builtin.Warnings, v.Warnings...)
-			if !v.Denied {
-				builtin.Warnings = warnings
-				return builtin
-			}
-			return admission.Result{Rule: contract.Rule(v.Rule), Message: v.Message, Warnings: warnings, NodeState: v.NodeScoped}
+	defer cancel()
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("endpoint", "validate"))
+	review, repeated, err := decodeAdmissionReview(body)
+	if err == nil {
+		err = answerable(review)
+	}
+	if err != nil {
+		badReview(ctx, w, err)
+		return
+	}
+	req := review.Request
+	start := time.Now()
+	var result admission.Result
+	// Observed and answered when deciding ends, a panic included: the
+	// apiserver can act on a review, not on an HTTP error.
+	defer func() {
+		if p := recover(); p != nil {
+			klog.FromContext(ctx).Error(fmt.Errorf("panic: %v", p), "Recovered while deciding an AdmissionReview", "uid", req.UID)
+			result = admission.Result{Rule: admission.RuleInternal, Message: "internal error while deciding; the request was refused to stay safe"}
+		}
+		took := time.Since(start)
+		v.metrics.observeAdmission(req, result, took)
+		logAdmission(ctx, req, result)
+		if v.decisionLog.Logs(!result.Allowed) {
+			logAdmissionDecision(ctx, req, result, took)
+		}
+		writeReview(ctx, w, admissionResponse(review, result))
+	}()
+	decoded, err := admission.DecodeRequest(req)
+	switch {
+	case repeated != nil:
+		result = admission.Result{Rule: admission.RuleMalformed, Message: fmt.Sprintf("the review repeats a key: %v", repeated)}
+	case err != nil:
+		result = admission.Result{Rule: admission.RuleMalformed, Message: err.Error()}
+	case ctx.Err() != nil:
+		result = admission.Result{Rule: admission.RuleInternal, Message: "the request's deadline passed before a decision"}
+	default:
+		result = v.admitter.Admit(ctx, decoded)
+		if v.policies == nil || !result.Allowed {
+			return
+		}
+		cfg, old := v.admitter.KubeletConfigsOf(decoded)
+		verdict := v.policies.Judge(ctx, req, cfg, old)
+		result.Warnings = append(result.Warnings, verdict.Warnings...)
+		if verdict.Denied {
+			result = admission.Result{Rule: contract.Rule(verdict.Rule), Message: verdict.Message, Warnings: result.Warnings, NodeState: verdict.NodeScoped}
 		}
 	}
-	return rv
 }
 
-// decodeValidAdmissionReview decodes an AdmissionReview that /validate can
-// answer: of its kind, with a request and a UID to answer under.
-func decodeValidAdmissionReview(body []byte) (*admissionv1.AdmissionReview, error, error) {
-	review, repeated, err := decodeAdmissionReview(body)
-	if err != nil {
+// decodeAdmissionReview decodes an AdmissionReview as decodeStrict does;
+// its objects stay raw for admission.DecodeRequest.
+func decodeAdmissionReview(body []byte) (review *admissionv1.AdmissionReview, repeated error, err error) {
+	review = &admissionv1.AdmissionReview{}
+	if repeated, err = decodeStrict(body, review); err != nil {
 		return nil, nil, fmt.Errorf("decoding AdmissionReview: %w", err)
-	}
-	if err := checkKind(review.TypeMeta, admissionReviewGVK); err != nil {
-		return nil, nil, err
-	}
-	if review.Request == nil {
-		return nil, nil, errors.New("AdmissionReview has no request")
-	}
-	if review.Request.UID == "" {
-		return nil, nil, errors.New("AdmissionReview request has no uid")
 	}
 	return review, repeated, nil
 }
 
-// decodeAdmissionReview decodes an AdmissionReview as decodeStrict does. A
-// repeated key anywhere in it, the objects it carries included, is
-// repeated: the review is still answered, under its UID, but never decided.
-func decodeAdmissionReview(body []byte) (review *admissionv1.AdmissionReview, repeated error, err error) {
-	review = &admissionv1.AdmissionReview{}
-	strict, err := decodeStrict(body, review)
-	if err != nil {
-		return nil, nil, err
+// answerable refuses an AdmissionReview /validate cannot answer: of another
+// kind, or without a request and a UID to answer under.
+func answerable(review *admissionv1.AdmissionReview) error {
+	if err := checkKind(review.TypeMeta, admissionReviewGVK); err != nil {
+		return err
 	}
-	if req := review.Request; req != nil {
-		// The objects are raw JSON to the review's type; they are held to
-		// the same rule, at any depth.
-		for _, embedded := range []struct {
-			name string
-			raw  []byte
-		}{{"request.object", req.Object.Raw}, {"request.oldObject", req.OldObject.Raw}, {"request.options", req.Options.Raw}} {
-			if len(embedded.raw) == 0 {
-				continue
-			}
-			var v any
-			inner, err := decodeStrict(embedded.raw, &v)
-			if err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", embedded.name, err)
-			}
-			for _, e := range inner {
-				strict = append(strict, fmt.Errorf("%s: %w", embedded.name, e))
-			}
-		}
+	if review.Request == nil {
+		return errors.New("AdmissionReview has no request")
 	}
-	return review, errors.Join(strict...), nil
+	if review.Request.UID == "" {
+		return errors.New("AdmissionReview request has no uid")
+	}
+	return nil
 }
 
 // admissionResponse is the AdmissionReview answering review with result.
-func admissionResponse(review *admissionv1.AdmissionReview, result admission.Result) any {
+func admissionResponse(review *admissionv1.AdmissionReview, result admission.Result) *admissionv1.AdmissionReview {
 	req := review.Request
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: result.Allowed, Warnings: result.Warnings}
 	if !result.Allowed {
@@ -175,8 +167,7 @@ func logAdmission(ctx context.Context, req *admissionv1.AdmissionRequest, result
 // asked for what, the outcome, the rule that decided (built-in "rule N
 // (...)" or "rollout selector", or "policy <package>/<rule>"; empty when
 // allowed), and how long deciding took.
-func logAdmissionDecision(ctx context.Context, review *admissionv1.AdmissionReview, result admission.Result, took time.Duration) {
-	req := review.Request
+func logAdmissionDecision(ctx context.Context, req *admissionv1.AdmissionRequest, result admission.Result, took time.Duration) {
 	outcome := "allowed"
 	if !result.Allowed {
 		outcome = "refused"

@@ -9,10 +9,10 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
 	"github.com/nodeguard/nodeguard/pkg/policy"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 // testPolicies judge what the review passes them: the decoded
@@ -80,7 +80,7 @@ func testGraph() policyGraph {
 
 func TestAdmissionPoliciesCombineWithBuiltInRules(t *testing.T) {
 	const C, U = admissionv1.Create, admissionv1.Update
-	forbidStatic := &config.Settings{ForbiddenDynamicFields: []string{"staticPodPath"}, ExemptUsers: []string{"break-glass"}}
+	forbidStatic := &settings.Settings{ForbiddenDynamicFields: []string{"staticPodPath"}, ExemptUsers: []string{"break-glass"}}
 	engine := newTestEngine(t, testGraph(), admissionTestPolicies)
 	tests := []struct {
 		name      string
@@ -111,7 +111,7 @@ func TestAdmissionPoliciesCombineWithBuiltInRules(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			counting := &countingEvaluator{next: engine}
 			policies := &policy.AdmissionPolicies{Engine: counting, Graph: testGraph()}
-			got := decideAdmission(ctx, newAdmitter(t, forbidStatic), policies, tt.req.Build(t))
+			got := decideAdmission(ctx, t, newAdmitter(t, forbidStatic), policies, tt.req.Build(t))
 			if tt.wantRule == "" && !got.Allowed {
 				t.Fatalf("refused: %s: %s", got.Rule, got.Message)
 			}
@@ -142,7 +142,7 @@ func TestAdmissionPolicyEvaluationFailure(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
-			got := decideAdmission(ctx, newAdmitter(t, config.Default()), &policy.AdmissionPolicies{Engine: failingAdmissionEvaluator{}, FailurePolicy: tt.failure}, req.Build(t))
+			got := decideAdmission(ctx, t, newAdmitter(t, settings.Default()), &policy.AdmissionPolicies{Engine: failingAdmissionEvaluator{}, FailurePolicy: tt.failure}, req.Build(t))
 			if got.Allowed != tt.allowed {
 				t.Fatalf("allowed = %v, want %v: %+v", got.Allowed, tt.allowed, got)
 			}
@@ -181,8 +181,7 @@ func TestValidateWithPolicies(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
-			review := Validate(newAdmitter(t, config.Default()), &policy.AdmissionPolicies{Engine: engine, Graph: testGraph()},
-				WithDecisionLog(DecisionLog{Mode: tt.mode, Sample: 1}))
+			review := reviewOf(Validate(newAdmitter(t, settings.Default()), &policy.AdmissionPolicies{Engine: engine, Graph: testGraph()}, testMaxBody, WithDecisionLog(DecisionLog{Mode: tt.mode, Sample: 1})))
 			resp, err := review(klog.NewContext(context.Background(), logger), admissionReviewBody(t, "admission.k8s.io/v1", tt.req.Build(t)))
 			if err != nil {
 				t.Fatal(err)
@@ -226,7 +225,7 @@ func BenchmarkValidateWithShippedPolicies(b *testing.B) {
 		{"built-in+shipped-policies", &policy.AdmissionPolicies{Engine: engine, Graph: testGraph()}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			review := Validate(newAdmitter(t, config.Default()), bc.policies)
+			review := reviewOf(Validate(newAdmitter(t, settings.Default()), bc.policies, testMaxBody))
 			b.ReportAllocs()
 			for b.Loop() {
 				resp, err := review(context.Background(), body)

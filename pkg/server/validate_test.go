@@ -12,14 +12,14 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/nodeguard/nodeguard/pkg/admission"
-	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/internal/reviewtest"
 	"github.com/nodeguard/nodeguard/pkg/policy"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 func TestValidate(t *testing.T) {
-	review := Validate(newAdmitter(t, config.Default()), nil)
+	review := reviewOf(Validate(newAdmitter(t, settings.Default()), nil, testMaxBody))
 	refused := reviewtest.NodeRequest(reviewtest.N1User, admissionv1.Update, "", "n2", reviewtest.Node("n2"), reviewtest.Node("n2")).Build(t)
 	refused.UID = "refused-uid"
 	allowed := reviewtest.NodeRequest(reviewtest.N1User, admissionv1.Update, "status", "n1", reviewtest.Node("n1"), reviewtest.Node("n1")).Build(t)
@@ -76,8 +76,8 @@ func TestValidate(t *testing.T) {
 
 func TestValidateRecoversAndHonoursDeadline(t *testing.T) {
 	// A nil lister makes rule 5 panic when it looks a ConfigMap up.
-	a := admission.New(config.Default, nil, reviewtest.FakeGraph{})
-	review := Validate(a, nil)
+	a := admission.New(settings.Default, nil, reviewtest.FakeGraph{})
+	review := reviewOf(Validate(a, nil, testMaxBody))
 	req := reviewtest.NodeRequest(reviewtest.AdminUser, admissionv1.Update, "", "n2", reviewtest.Node("n2", reviewtest.WithAssignment("cfg/good")), reviewtest.Node("n2")).Build(t)
 	resp, err := review(context.Background(), admissionReviewBody(t, "admission.k8s.io/v1", req))
 	if err != nil {
@@ -101,7 +101,7 @@ func TestValidateRecoversAndHonoursDeadline(t *testing.T) {
 // must answer or return an error, never panic.
 func FuzzValidate(f *testing.F) {
 	t := &testing.T{}
-	review := Validate(newAdmitter(t, config.Default()), nil)
+	review := reviewOf(Validate(newAdmitter(t, settings.Default()), nil, testMaxBody))
 	valid := admissionReviewBody(t, "admission.k8s.io/v1", reviewtest.NodeRequest(reviewtest.N1User, admissionv1.Update, "status", "n1", reviewtest.Node("n1"), reviewtest.Node("n1")).Build(t))
 	f.Add(valid)
 	f.Add(admissionReviewBody(t, "admission.k8s.io/v1", reviewtest.ConfigMapRequest(reviewtest.AdminUser, admissionv1.Create, reviewtest.EligibleConfigMap("x", reviewtest.GoodConfig), nil).Build(t)))
@@ -162,7 +162,7 @@ func compact(t *testing.T, review *admissionv1.AdmissionReview) *admissionv1.Adm
 // still fails the pool.
 func TestNodeStateRefusals(t *testing.T) {
 	const C, U = admissionv1.Create, admissionv1.Update
-	base := config.Default()
+	base := settings.Default()
 	for _, tt := range []struct {
 		name      string
 		req       reviewtest.Request
@@ -185,7 +185,7 @@ func TestNodeStateRefusals(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			req := tt.req.Build(t)
-			got := newAdmitter(t, base).Admit(context.Background(), req)
+			got := decideAdmission(context.Background(), t, newAdmitter(t, base), nil, req)
 			if got.Allowed || got.Rule != tt.wantRule {
 				t.Fatalf("got allowed=%v %s: %s; want refused by %s", got.Allowed, got.Rule, got.Message, tt.wantRule)
 			}
@@ -202,7 +202,7 @@ func TestNodeStateRefusals(t *testing.T) {
 // the apiserver makes of the response.
 func checkNodeStateCause(t *testing.T, req *admissionv1.AdmissionRequest, result admission.Result, want bool) {
 	t.Helper()
-	resp := admissionResponse(&admissionv1.AdmissionReview{Request: req}, result).(*admissionv1.AdmissionReview).Response
+	resp := admissionResponse(&admissionv1.AdmissionReview{Request: req}, result).Response
 	err := webhookerrors.ToStatusErr("nodes.nodeguard.dev", resp.Result)
 	if got := contract.IsNodeStateRefusal(err); got != want {
 		t.Errorf("the client reads a node-state refusal: %v, want %v (status %+v)", got, want, resp.Result)
@@ -239,7 +239,7 @@ func TestNodeScopedPolicyDenials(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			req := tt.req.Build(t)
 			p := &policy.AdmissionPolicies{Engine: cannedEvaluator{policy.AdmissionResult{Deny: tt.deny}}}
-			got := decideAdmission(ctx, newAdmitter(t, config.Default()), p, req)
+			got := decideAdmission(ctx, t, newAdmitter(t, settings.Default()), p, req)
 			if got.Allowed {
 				t.Fatal("allowed")
 			}
@@ -256,7 +256,7 @@ func TestNodeScopedPolicyDenials(t *testing.T) {
 func TestShippedPoolNamingIsNodeScoped(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	engine := shippedEngine(ctx, t, testGraph())
-	review := Validate(newAdmitter(t, config.Default()), &policy.AdmissionPolicies{Engine: engine, Graph: testGraph()})
+	review := reviewOf(Validate(newAdmitter(t, settings.Default()), &policy.AdmissionPolicies{Engine: engine, Graph: testGraph()}, testMaxBody))
 	// An administrator moves an assigned Node to another pool: the
 	// assignment is unchanged (config_namespaces does not judge it), the
 	// pool is not in its name.

@@ -298,11 +298,10 @@ func BenchmarkAuthorizeHandler(b *testing.B) {
 		handler http.Handler
 	}{
 		{"floor", FloorHandler(FloorResponse)},
-		{"nodeguard", server.ReviewHandler("authorize", maxReviewBytes, server.Authorize(a, nil))},
+		{"nodeguard", server.Authorize(a, nil, maxReviewBytes)},
 		// What cmd/webhook serves: the same, judged by the shipped policies
 		// too. Shown for information; the targets are for nodeguard alone.
-		{"nodeguard-with-shipped-policies", server.ReviewHandler("authorize", maxReviewBytes,
-			server.Authorize(a, shippedPolicies(b, g)))},
+		{"nodeguard-with-shipped-policies", server.Authorize(a, shippedPolicies(b, g), maxReviewBytes)},
 	}
 	for _, h := range handlers {
 		b.Run(h.name, func(b *testing.B) { serveOnFreshGoroutines(b, h.handler, "/authorize?timeout=30s", bodies) })

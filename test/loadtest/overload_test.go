@@ -1,10 +1,12 @@
 package loadtest
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -64,18 +66,25 @@ func (s *stall) off() {
 	}
 }
 
-// wrap stalls review, counting in entered the reviews that reach it.
-func (s *stall) wrap(review server.ReviewFunc, entered *atomic.Int64) server.ReviewFunc {
-	return func(ctx context.Context, body []byte) (any, error) {
+// wrap stalls review once it has read the request's body, counting in
+// entered the reviews that reach it.
+func (s *stall) wrap(review http.Handler, entered *atomic.Int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		entered.Add(1)
 		if ch := s.gate.Load(); ch != nil {
 			select {
 			case <-*ch:
-			case <-ctx.Done():
+			case <-r.Context().Done():
 			}
 		}
-		return review(ctx, body)
-	}
+		review.ServeHTTP(w, r)
+	})
 }
 
 type overloadEnv struct {
@@ -123,15 +132,15 @@ func startOverload(t *testing.T) *overloadEnv {
 	shape := cluster.Shape{Nodes: 200, PodsPerNode: 5, Namespaces: 10, EligibleConfigMaps: 100}
 	authorizer, _ := newGraphAuthorizer(t, shape)
 	var authorizeEntered atomic.Int64
-	mount := func(path string, limit server.InFlightLimit, maxBody int64, review server.ReviewFunc, entered *atomic.Int64) {
-		h, err := srv.LimitInFlight(path, limit, server.ReviewHandler(strings.TrimPrefix(path, "/"), maxBody, e.stall.wrap(review, entered)))
+	mount := func(path string, limit server.InFlightLimit, review http.Handler, entered *atomic.Int64) {
+		h, err := srv.LimitInFlight(path, limit, e.stall.wrap(review, entered))
 		if err != nil {
 			t.Fatal(err)
 		}
 		srv.HandleReview(path, h)
 	}
-	mount("/authorize", overloadAuthorize, maxReviewBytes, server.Authorize(authorizer, nil), &authorizeEntered)
-	mount("/validate", overloadValidate, validateMaxBody, server.Validate(newValidateAdmitter(t, shape), nil), &e.validateEntered)
+	mount("/authorize", overloadAuthorize, server.Authorize(authorizer, nil, maxReviewBytes), &authorizeEntered)
+	mount("/validate", overloadValidate, server.Validate(newValidateAdmitter(t, shape), nil, validateMaxBody), &e.validateEntered)
 
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().V(100)))
 	done := make(chan error, 1)

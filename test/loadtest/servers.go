@@ -104,9 +104,9 @@ func Start(ctx context.Context, certDir string, a *authz.Authorizer, p *policy.A
 	}
 	// Only errors are worth seeing from servers under load.
 	ctx, cancel := context.WithCancel(klog.NewContext(ctx, klog.FromContext(ctx).V(100)))
-	ours.HandleReview("/authorize", server.ReviewHandler("authorize", maxReviewBytes, server.Authorize(a, nil)))
+	ours.HandleReview("/authorize", server.Authorize(a, nil, maxReviewBytes))
 	if p != nil {
-		ours.HandleReview(policiesPath, server.ReviewHandler("authorize", maxReviewBytes, server.Authorize(a, p)))
+		ours.HandleReview(policiesPath, server.Authorize(a, p, maxReviewBytes))
 	}
 	floor := &http.Server{
 		Handler:           FloorHandler(FloorResponse),

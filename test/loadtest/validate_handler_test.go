@@ -21,7 +21,7 @@ func BenchmarkValidateHandler(b *testing.B) {
 	}
 	bodies["ConfigMap update (new content each time)"] = uniqueConfigMapUpdates(b, 4*kubeletconfig.DefaultCheckerEntries)
 	floor := FloorHandler(AdmissionFloorResponse)
-	ours := server.ReviewHandler("validate", validateMaxBody, server.Validate(newValidateAdmitter(b, benchShape), nil))
+	ours := server.Validate(newValidateAdmitter(b, benchShape), nil, validateMaxBody)
 	for _, name := range slices.Sorted(func(yield func(string) bool) {
 		for k := range bodies {
 			if !yield(k) {

@@ -27,10 +27,10 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodeguard/nodeguard/pkg/admission"
-	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 	"github.com/nodeguard/nodeguard/pkg/server"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/test/loadtest/cluster"
 )
 
@@ -140,7 +140,7 @@ func startValidate(tb testing.TB, shape cluster.Shape) (ours, floor string, cert
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().V(100)))
-	srv.HandleReview("/validate", server.ReviewHandler("validate", validateMaxBody, server.Validate(admitter, nil)))
+	srv.HandleReview("/validate", server.Validate(admitter, nil, validateMaxBody))
 	floorSrv := &http.Server{TLSConfig: tlsConfig.Config(), ReadHeaderTimeout: 10 * time.Second, Handler: FloorHandler(AdmissionFloorResponse)}
 	done := make(chan struct{}, 2)
 	go func() { _ = srv.Run(ctx); done <- struct{}{} }()
@@ -179,8 +179,8 @@ func newValidateAdmitter(tb testing.TB, shape cluster.Shape) *admission.Admitter
 	}
 	g.UpsertConfigMap(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: poolNamespace, Name: poolName,
 		Labels: map[string]string{contract.EligibleLabel: contract.EligibleLabelValue}}})
-	settings := config.Default()
-	return admission.New(func() *config.Settings { return settings }, corelisters.NewConfigMapLister(indexer), g)
+	s := settings.Default()
+	return admission.New(func() *settings.Settings { return s }, corelisters.NewConfigMapLister(indexer), g)
 }
 
 // checkAllowed fails a response that is not an allowed AdmissionReview.

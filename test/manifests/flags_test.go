@@ -119,7 +119,7 @@ func checkArgsAreFlags(t *testing.T, command string, args []string) (map[string]
 
 func TestParseFlagNames(t *testing.T) {
 	for command, want := range map[string][]string{
-		"webhook": {"secure-port", "tls-cert-file", "tls-private-key-file", "client-ca-file", "policy-config", "shutdown-drain-duration", "shutdown-timeout"},
+		"webhook": {"secure-port", "tls-cert-file", "tls-private-key-file", "client-ca-file", "settings", "shutdown-drain-duration", "shutdown-timeout"},
 		"agent":   {"node-name", "kubeconfig", "state-dir", "kubelet-config-file", "kubelet-restart-command"},
 	} {
 		got := commandFlags(t, command)

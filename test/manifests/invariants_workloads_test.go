@@ -148,9 +148,9 @@ func workloadInvariants() []invariant {
 				{name: "another port", apply: func(t *testing.T, o objects) {
 					editDeployment(t, o, func(_ *appsv1.Deployment, c *corev1.Container) { setArg(c, "secure-port", "9443") })
 				}},
-				{name: "policy outside its mount", apply: func(t *testing.T, o objects) {
+				{name: "settings outside their mount", apply: func(t *testing.T, o objects) {
 					editDeployment(t, o, func(_ *appsv1.Deployment, c *corev1.Container) {
-						setArg(c, "policy-config", "/etc/nodeguard/policy.yaml")
+						setArg(c, "settings", "/etc/nodeguard/policy.yaml")
 					})
 				}},
 				{name: "serving cert through a subPath", apply: func(t *testing.T, o objects) {

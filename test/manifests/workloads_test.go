@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/nodeguard/nodeguard/pkg/config"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 const (
@@ -267,7 +267,7 @@ var webhookFiles = []fileSource{
 	{flag: "tls-cert-file", secret: "nodeguard-webhook-tls"},
 	{flag: "tls-private-key-file", secret: "nodeguard-webhook-tls"},
 	{flag: "client-ca-file", secret: "nodeguard-apiserver-client-ca"},
-	{flag: "policy-config", configMap: "nodeguard-policy"},
+	{flag: "settings", configMap: "nodeguard-policy"},
 }
 
 // checkWebhookArgs: every argument is a flag of cmd/webhook; --secure-port is
@@ -387,12 +387,12 @@ func checkPolicyConfigMap(t *testing.T, o objects) error {
 	if err != nil {
 		return err
 	}
-	key := path.Base(args["policy-config"])
+	key := path.Base(args["settings"])
 	data, ok := cm.Data[key]
 	if !ok {
-		return fmt.Errorf("ConfigMap %s has no key %s, the file --policy-config names", cm.Name, key)
+		return fmt.Errorf("ConfigMap %s has no key %s, the file --settings names", cm.Name, key)
 	}
-	if _, err := config.Parse([]byte(data), "ConfigMap "+cm.Name); err != nil {
+	if _, err := settings.Parse([]byte(data), "ConfigMap "+cm.Name); err != nil {
 		return err
 	}
 	return nil

@@ -132,7 +132,7 @@ func writeChainWithoutNodeguard(dir string) (string, error) {
 // deploymentArgsLeftOut are the webhook Deployment's flags that name files,
 // ports or shutdown timing inside the pod; test/e2e/framework sets its own.
 var deploymentArgsLeftOut = []string{
-	"--secure-port", "--bind-address", "--tls-", "--client-ca-file", "--policy-config",
+	"--secure-port", "--bind-address", "--tls-", "--client-ca-file", "--settings",
 	"--kubeconfig", "--shutdown-", "-v", "--v",
 }
 

@@ -83,8 +83,8 @@ func TestPlanReusesOnlyShippedThenDown(t *testing.T) {
 func TestDeploymentArgsKeptAreTuning(t *testing.T) {
 	for arg, out := range map[string]bool{
 		"--secure-port=8443": true, "--tls-cert-file=/x": true, "--client-ca-file=/y": true,
-		"--policy-config=/z": true, "--shutdown-drain-duration=5s": true, "-v=2": true,
-		"--max-validate-in-flight=16": false, "--graph-stale-after=30s": false, "--policy-configs=x": false,
+		"--settings=/z": true, "--shutdown-drain-duration=5s": true, "-v=2": true,
+		"--max-validate-in-flight=16": false, "--graph-stale-after=30s": false, "--settingsx=x": false,
 	} {
 		if leftOut(arg) != out {
 			t.Errorf("leftOut(%q) = %v, want %v", arg, !out, out)

@@ -21,10 +21,10 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/admission"
 	"github.com/nodeguard/nodeguard/pkg/authz"
-	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/graph"
 	"github.com/nodeguard/nodeguard/pkg/policy"
 	"github.com/nodeguard/nodeguard/pkg/server"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 	"github.com/nodeguard/nodeguard/test/loadtest"
 	"github.com/nodeguard/nodeguard/test/loadtest/cluster"
 )
@@ -117,8 +117,8 @@ func Serve(ctx context.Context, shape cluster.Shape, dir string, out io.Writer) 
 	if err := indexer.Add(cluster.PoolConfigMap(validateNamespace, validateName, "maxPods: 110\n")); err != nil {
 		return fmt.Errorf("filling the ConfigMap lister: %w", err)
 	}
-	settings := config.Default()
-	admitter := admission.New(func() *config.Settings { return settings }, corelisters.NewConfigMapLister(indexer), w.graph)
+	s := settings.Default()
+	admitter := admission.New(func() *settings.Settings { return s }, corelisters.NewConfigMapLister(indexer), w.graph)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("listening on loopback: %w", err)
@@ -129,8 +129,8 @@ func Serve(ctx context.Context, shape cluster.Shape, dir string, out io.Writer) 
 		return fmt.Errorf("building the /validate server: %w", err)
 	}
 	// Wired as cmd/webhook wires it.
-	srv.HandleReview("/validate", server.ReviewHandler("validate", 7<<20, server.Validate(admitter,
-		&policy.AdmissionPolicies{Engine: w.engine, Graph: w.graph, FailurePolicy: policy.AdmissionFailurePolicy})))
+	srv.HandleReview("/validate", server.Validate(admitter,
+		&policy.AdmissionPolicies{Engine: w.engine, Graph: w.graph, FailurePolicy: policy.AdmissionFailurePolicy}, 7<<20))
 	srv.Handle(opaAuthzPath, policyAuthzHandler(w.engine))
 	srv.Handle(opaAdmissionPath, policyAdmissionHandler(w.engine))
 	srv.Handle(floorAuthorizePath, loadtest.FloorHandler(loadtest.FloorResponse))

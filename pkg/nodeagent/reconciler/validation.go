@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 
-	"github.com/nodeguard/nodeguard/pkg/config"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig/hardening"
+	"github.com/nodeguard/nodeguard/pkg/settings"
 )
 
 // ErrUnknownKubeletVersion is returned when the feature gates cannot be
@@ -136,7 +136,7 @@ func LoadRules(policyFile string, runtimeEndpoints []string) (Rules, error) {
 	if err != nil {
 		return Rules{}, fmt.Errorf("reading the policy file: %w", err)
 	}
-	settings, err := config.Parse(data, policyFile)
+	settings, err := settings.Parse(data, policyFile)
 	if err != nil {
 		return Rules{}, fmt.Errorf("the policy file: %w", err)
 	}

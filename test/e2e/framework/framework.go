@@ -38,7 +38,7 @@ type Options struct {
 	// node writes, pods included.
 	WithoutNodeRestriction bool
 	// Settings, when set, is a NodeguardPolicy written to Env.SettingsFile
-	// and passed as --policy-config; tests may rewrite the file with
+	// and passed as --settings; tests may rewrite the file with
 	// WriteSettings to change the settings.
 	Settings string
 	// PolicyFiles are the webhook's Rego policies (file name -> content),
@@ -97,7 +97,7 @@ type Env struct {
 	// ProbeClient reaches the webhook's health endpoints as the apiserver
 	// would, with a client certificate.
 	ProbeClient *http.Client
-	// SettingsFile is the webhook's --policy-config, when Options.Settings
+	// SettingsFile is the webhook's --settings, when Options.Settings
 	// is set.
 	SettingsFile string
 	// PolicyDir is the webhook's --policy-dir.
@@ -217,7 +217,7 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		if err := e.WriteSettings(opts.Settings); err != nil {
 			return nil, err
 		}
-		e.args = append(e.args, "--policy-config="+e.SettingsFile)
+		e.args = append(e.args, "--settings="+e.SettingsFile)
 	}
 	policyArgs, err := e.policyArgs(opts)
 	if err != nil {

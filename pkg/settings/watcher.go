@@ -1,4 +1,4 @@
-package config
+package settings
 
 import (
 	"bytes"
@@ -49,7 +49,7 @@ func NewWatcher(path string, fallback *Settings, interval time.Duration, reg pro
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading policy file: %w", err)
+		return nil, fmt.Errorf("reading settings file: %w", err)
 	}
 	s, err := Parse(data, path)
 	if err != nil {
@@ -85,11 +85,11 @@ func (w *Watcher) Degraded() string {
 	if w.lastError == nil {
 		return ""
 	}
-	return fmt.Sprintf("last reload failed, still enforcing the policy loaded before: %v", w.lastError)
+	return fmt.Sprintf("last reload failed, still enforcing the settings loaded before: %v", w.lastError)
 }
 
 // Name names the watcher in health output.
-func (w *Watcher) Name() string { return "policy-file" }
+func (w *Watcher) Name() string { return "settings-file" }
 
 // Run polls the file until ctx ends.
 func (w *Watcher) Run(ctx context.Context) {
@@ -132,7 +132,7 @@ func (w *Watcher) Reload(ctx context.Context) {
 		w.mu.Unlock()
 		w.metrics.loaded(false)
 		if changed {
-			logger.Error(err, "Policy reload failed; keeping the last good policy", "path", w.path)
+			logger.Error(err, "Settings reload failed; keeping the last good settings", "path", w.path)
 		}
 		return
 	}
@@ -140,7 +140,7 @@ func (w *Watcher) Reload(ctx context.Context) {
 	listeners := append([]func(*Settings){}, w.listeners...)
 	w.mu.Unlock()
 	w.metrics.loaded(true)
-	logger.Info("Policy reloaded", "path", w.path)
+	logger.Info("Settings reloaded", "path", w.path)
 	for _, f := range listeners {
 		f(s)
 	}
@@ -154,17 +154,18 @@ type watcherMetrics struct {
 func newWatcherMetrics(reg prometheus.Registerer) (*watcherMetrics, error) {
 	m := &watcherMetrics{
 		lastLoadSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			// The metric names predate the word settings; alerts use them.
 			Namespace: "nodeguard", Subsystem: "policy_file", Name: "last_load_success",
-			Help: "1 if the last load of the policy file succeeded; 0 if it failed and the previous policy is still enforced.",
+			Help: "1 if the last load of the settings file (--settings) succeeded; 0 if it failed and the previous settings are still enforced.",
 		}),
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "nodeguard", Subsystem: "policy_file", Name: "loads_total",
-			Help: "Loads of the policy file by result (success, error).",
+			Help: "Loads of the settings file (--settings) by result (success, error).",
 		}, []string{"result"}),
 	}
 	for _, c := range []prometheus.Collector{m.lastLoadSuccess, m.loads} {
 		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("registering policy file metrics: %w", err)
+			return nil, fmt.Errorf("registering settings file metrics: %w", err)
 		}
 	}
 	return m, nil

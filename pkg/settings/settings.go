@@ -1,4 +1,4 @@
-package config
+package settings
 
 import (
 	"errors"
@@ -36,7 +36,7 @@ type File struct {
 	// set on creation nor change on update.
 	ForbiddenDynamicFields []string `json:"forbiddenDynamicFields,omitempty"`
 	// ExemptUsers are users whose requests skip the content and
-	// feature-gate checks (rules 5 and 6), e.g. a break-glass account.
+	// feature-gate checks (feature-gates and config-content), e.g. a break-glass account.
 	// Nodes are never exempt.
 	ExemptUsers []string `json:"exemptUsers,omitempty"`
 	// AllocatableFloorPercent is the share of a Node's capacity (cpu,
