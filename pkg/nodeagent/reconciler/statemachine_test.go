@@ -385,7 +385,7 @@ func TestKubeletVersionIsRecorded(t *testing.T) {
 	}
 	e.startAgent()
 	e.sync(offline)
-	if got := e.c.kubeletVersion(); got == nil || got.String() != kubeletVersion.String() {
+	if got := e.c.kubeletVersion; got == nil || got.String() != kubeletVersion.String() {
 		t.Fatalf("a restarted agent offline knows version %v, want %s", got, kubeletVersion)
 	}
 }
