@@ -10,8 +10,8 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
 )
 
-// syncAssignment brings the assigned pointer in line with the apiserver. The
-// checkpoint is durable before the pointer moves; a ConfigMap that cannot be
+// syncAssignment brings the assigned record in line with the apiserver. The
+// checkpoint is durable before the record moves; a ConfigMap that cannot be
 // read moves nothing.
 func (c *Reconciler) syncAssignment(obs Observation, p *pass) error {
 	p.shownAssigned = c.records.assigned
@@ -53,7 +53,7 @@ func (c *Reconciler) syncAssignment(obs Observation, p *pass) error {
 	}
 	if !sameRef(c.records.assigned, &ref) {
 		if err := c.deps.Store.SetAssigned(&ref); err != nil {
-			return fmt.Errorf("moving the assigned pointer: %w", err)
+			return fmt.Errorf("moving the assigned record: %w", err)
 		}
 		c.records.assigned = &ref
 	}
@@ -68,7 +68,7 @@ func (c *Reconciler) assignLocal(p *pass) error {
 	p.shownAssigned = nil
 	if c.records.assigned != nil {
 		if err := c.deps.Store.SetAssigned(nil); err != nil {
-			return fmt.Errorf("moving the assigned pointer to the local configuration: %w", err)
+			return fmt.Errorf("moving the assigned record to the local configuration: %w", err)
 		}
 		c.records.assigned = nil
 	}

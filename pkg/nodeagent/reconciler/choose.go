@@ -12,9 +12,9 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
 )
 
-// target is the configuration the kubelet should run, chosen from the
+// choice is the configuration the kubelet should run, chosen from the
 // records, and its rendering.
-type target struct {
+type choice struct {
 	// ref is nil for the local configuration.
 	ref     *contract.ObjectRef
 	config  string
@@ -22,21 +22,21 @@ type target struct {
 	out     kubelet.Rendered
 }
 
-// target chooses and renders the configuration the kubelet should run;
+// choice chooses and renders the configuration the kubelet should run;
 // nil when nothing renders.
-func (c *Reconciler) target(p *pass) *target {
+func (c *Reconciler) choice(p *pass) *choice {
 	return c.render(c.choose(p), p)
 }
 
 // choose picks the assigned configuration when it can be used, else falls
 // back.
-func (c *Reconciler) choose(p *pass) target {
+func (c *Reconciler) choose(p *pass) choice {
 	if p.fallback != nil {
 		return c.fallBack(p, p.fallback)
 	}
 	assigned := c.records.assigned
 	if assigned == nil {
-		return target{}
+		return choice{}
 	}
 	if bad := c.badEntry(*assigned); bad != nil && !c.unblocked(bad, p) {
 		what, until := "failed its trial", "the ConfigMap changes"
@@ -60,7 +60,7 @@ func (c *Reconciler) choose(p *pass) target {
 			"the checkpoint of %s is unusable (%v); it is downloaded again when the apiserver can be reached", describe(assigned), err)})
 	}
 	if sameRef(assigned, c.records.lastKnownGood) {
-		return target{ref: assigned, config: cp.Config}
+		return choice{ref: assigned, config: cp.Config}
 	}
 	if !cp.HasKey {
 		return c.fallBack(p, &problem{reason: contract.ReasonValidationFailed, message: fmt.Sprintf(
@@ -76,16 +76,16 @@ func (c *Reconciler) choose(p *pass) target {
 				"%s is invalid and was not applied: %v", describe(assigned), err)})
 		}
 	}
-	return target{ref: assigned, config: cp.Config, onTrial: true}
+	return choice{ref: assigned, config: cp.Config, onTrial: true}
 }
 
 // fallBack records why the assigned configuration is not used and returns
 // last-known-good, or the local configuration.
-func (c *Reconciler) fallBack(p *pass, why *problem) target {
+func (c *Reconciler) fallBack(p *pass, why *problem) choice {
 	p.addProblem(why)
 	lkg := c.records.lastKnownGood
 	if lkg == nil {
-		return target{}
+		return choice{}
 	}
 	cp, err := c.deps.Store.LoadCheckpoint(*lkg)
 	if err != nil {
@@ -94,9 +94,9 @@ func (c *Reconciler) fallBack(p *pass, why *problem) target {
 		if setErr := c.deps.Store.SetLastKnownGood(nil); setErr == nil {
 			c.records.lastKnownGood = nil
 		}
-		return target{}
+		return choice{}
 	}
-	return target{ref: lkg, config: cp.Config}
+	return choice{ref: lkg, config: cp.Config}
 }
 
 // unblocked reports whether a drain that pods blocked may be tried again:
@@ -146,7 +146,7 @@ func (c *Reconciler) validate(ref contract.ObjectRef, config string) error {
 
 // render produces the kubelet file for a choice, falling back when the
 // choice does not render into a valid file with this node's local fields.
-func (c *Reconciler) render(ch target, p *pass) *target {
+func (c *Reconciler) render(ch choice, p *pass) *choice {
 	for {
 		var err error
 		if ch.ref == nil {
@@ -171,7 +171,7 @@ func (c *Reconciler) render(ch target, p *pass) *target {
 			// changed since.
 			p.addProblem(&problem{reason: contract.ReasonApplyFailed, message: fmt.Sprintf(
 				"last-known-good %s no longer renders on this node (%v); using the local configuration", describe(ch.ref), err)})
-			ch = target{}
+			ch = choice{}
 		}
 	}
 }

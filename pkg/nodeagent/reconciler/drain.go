@@ -45,12 +45,12 @@ type changePlan struct {
 // file it was last started with against out. A drain in progress for
 // exactly this change keeps its plan: once the file is written, comparing
 // it with itself would find nothing to drain for.
-func (c *Reconciler) planChange(ctx context.Context, t target, mode string) (changePlan, error) {
-	if c.records.drainFor(t) {
+func (c *Reconciler) planChange(ctx context.Context, ch choice, mode string) (changePlan, error) {
+	if c.records.drainFor(ch) {
 		d := c.records.drain
 		return changePlan{drain: true, stateFiles: d.StateFiles, reasons: d.Reasons}, nil
 	}
-	out := t.out
+	out := ch.out
 	if mode == contract.DrainNever {
 		return changePlan{}, nil
 	}
@@ -127,56 +127,56 @@ func (c *Reconciler) drainMode(p *pass) string {
 	return c.cfg.DrainMode
 }
 
-// startDrain records the drain a change to t needs (the start of
+// startDrain records the drain a change to ch needs (the start of
 // Draining): before it cordons, so that a killed agent finds the cordon it
 // holds. A drain started again for the same change (a new boot) keeps what
 // the Node held before it first began: those evicted since are no longer
 // there to be seen. The pods are looked at afresh, and the timeout starts
 // over.
-func (c *Reconciler) startDrain(ctx context.Context, t target, plan changePlan, p *pass) error {
+func (c *Reconciler) startDrain(ctx context.Context, ch choice, plan changePlan, p *pass) error {
 	clock := c.deps.Clock
-	started := checkpoint.Drain{Ref: t.ref, FileSHA256: t.out.SHA256(), StateFiles: plan.stateFiles, Reasons: plan.reasons,
+	started := checkpoint.Drain{Ref: ch.ref, FileSHA256: ch.out.SHA256(), StateFiles: plan.stateFiles, Reasons: plan.reasons,
 		BootID: clock.BootID(), StartedSinceBoot: clock.SinceBoot(), StartedAt: c.deps.Now()}
-	if c.records.drainFor(t) {
+	if c.records.drainFor(ch) {
 		started.Held = c.records.drain.Held
 	}
 	if err := c.deps.Store.SetDrain(started); err != nil {
 		return fmt.Errorf("recording the drain: %w", err)
 	}
 	c.records.drain = &started
-	p.event(corev1.EventTypeNormal, contract.ReasonDraining, "Draining the Node to apply %s: %s", describe(t.ref), strings.Join(plan.reasons, "; "))
-	klog.FromContext(ctx).Info("A change needs the Node drained", "config", describe(t.ref), "reasons", plan.reasons, "stateFiles", plan.stateFiles)
+	p.event(corev1.EventTypeNormal, contract.ReasonDraining, "Draining the Node to apply %s: %s", describe(ch.ref), strings.Join(plan.reasons, "; "))
+	klog.FromContext(ctx).Info("A change needs the Node drained", "config", describe(ch.ref), "reasons", plan.reasons, "stateFiles", plan.stateFiles)
 	return nil
 }
 
-// drainStep takes one step of the drain recorded for t (Draining): it
+// drainStep takes one step of the drain recorded for ch (Draining): it
 // cordons before it evicts, so that evicted pods are not scheduled
 // straight back. Once the Node is drained the restart is the next pass's,
 // so that the status says Restarting while it happens. A drain that times
-// out, or that pods it may not delete block, gives up: t is recorded as
-// not applied and the next step falls back. Going back (t needs no trial)
+// out, or that pods it may not delete block, gives up: ch is recorded as
+// not applied and the next step falls back. Going back (ch needs no trial)
 // is never held up by its drain: the configuration it leaves failed.
-func (c *Reconciler) drainStep(ctx context.Context, t target, p *pass) (again bool, err error) {
+func (c *Reconciler) drainStep(ctx context.Context, ch choice, p *pass) (again bool, err error) {
 	rec := c.records.drain
 	plan := changePlan{drain: true, stateFiles: rec.StateFiles, reasons: rec.Reasons}
 	if rec.BootID != c.deps.Clock.BootID() {
-		if err := c.startDrain(ctx, t, plan, p); err != nil {
+		if err := c.startDrain(ctx, ch, plan, p); err != nil {
 			return false, err
 		}
 		rec = c.records.drain
 	}
-	goBack := func() (bool, error) { return c.restartKubelet(ctx, t, plan, p) }
+	goBack := func() (bool, error) { return c.restartKubelet(ctx, ch, plan, p) }
 	d, node := p.obs.Drainer, p.obs.Node
 	if !p.obs.Online || d == nil || node == nil {
-		if !t.onTrial {
+		if !ch.onTrial {
 			// Nor by an unreachable apiserver: the Node was drained for
 			// the configuration it leaves anyway.
 			return goBack()
 		}
-		p.wait(contract.PhaseDraining, fmt.Sprintf("%s needs the Node drained (%s); waiting for the apiserver", describe(t.ref), strings.Join(rec.Reasons, "; ")), nil)
+		p.wait(contract.PhaseDraining, fmt.Sprintf("%s needs the Node drained (%s); waiting for the apiserver", describe(ch.ref), strings.Join(rec.Reasons, "; ")), nil)
 		return false, nil
 	}
-	cordoned, err := d.Cordon(ctx, node, describe(t.ref))
+	cordoned, err := d.Cordon(ctx, node, describe(ch.ref))
 	if err != nil {
 		return false, err
 	}
@@ -189,17 +189,17 @@ func (c *Reconciler) drainStep(ctx context.Context, t target, p *pass) (again bo
 	}
 	evict, blocked := drain.Filter(pods, p.terms.drain)
 	if len(blocked) > 0 {
-		if t.onTrial {
-			return true, c.blockDrain(t, rec, blocked, p)
+		if ch.onTrial {
+			return true, c.blockDrain(ch, rec, blocked, p)
 		}
 		// The pods kubectl's rules protect stay all the same.
 		if key := strings.Join(drain.BlockedNames(blocked), ","); key != c.warned.blocked {
 			c.warned.blocked = key
 			p.event(corev1.EventTypeWarning, contract.ReasonDrainBlocked, "Going back to %s through a drain that leaves %s on the Node: no switch of its assignment allows deleting them",
-				describe(t.ref), drain.DescribeBlocked(blocked))
+				describe(ch.ref), drain.DescribeBlocked(blocked))
 		}
 	}
-	if rec.Held == nil && t.onTrial {
+	if rec.Held == nil && ch.onTrial {
 		// Before the first eviction: what the trial will hold the change
 		// to.
 		if rec, err = c.recordHeld(rec, pods); err != nil {
@@ -215,20 +215,20 @@ func (c *Reconciler) drainStep(ctx context.Context, t target, p *pass) (again bo
 		}
 		c.records.drain = &done
 		c.deps.Metrics.Drained()
-		p.event(corev1.EventTypeNormal, contract.ReasonRestarting, "Drained the Node; restarting the kubelet with %s%s", describe(t.ref), removing(rec.StateFiles))
-		p.wait(contract.PhaseRestarting, fmt.Sprintf("the Node is drained; restarting the kubelet with %s%s", describe(t.ref), removing(rec.StateFiles)), nil)
+		p.event(corev1.EventTypeNormal, contract.ReasonRestarting, "Drained the Node; restarting the kubelet with %s%s", describe(ch.ref), removing(rec.StateFiles))
+		p.wait(contract.PhaseRestarting, fmt.Sprintf("the Node is drained; restarting the kubelet with %s%s", describe(ch.ref), removing(rec.StateFiles)), nil)
 		p.requeue = minRequeue
 		return false, nil
 	}
 	if elapsed := c.deps.Clock.SinceBoot() - rec.StartedSinceBoot; elapsed >= c.cfg.DrainTimeout {
-		if !t.onTrial {
+		if !ch.onTrial {
 			p.event(corev1.EventTypeWarning, contract.ReasonDrainTimedOut, "The drain for going back to %s timed out after %v waiting on %s; going back anyway",
-				describe(t.ref), c.cfg.DrainTimeout, progress.Summary())
+				describe(ch.ref), c.cfg.DrainTimeout, progress.Summary())
 			return goBack()
 		}
-		return true, c.giveUpDrain(t, progress, p)
+		return true, c.giveUpDrain(ch, progress, p)
 	}
-	p.wait(contract.PhaseDraining, fmt.Sprintf("draining the Node to apply %s (%s): waiting on %s", describe(t.ref), strings.Join(rec.Reasons, "; "), progress.Summary()), progress.Names())
+	p.wait(contract.PhaseDraining, fmt.Sprintf("draining the Node to apply %s (%s): waiting on %s", describe(ch.ref), strings.Join(rec.Reasons, "; "), progress.Summary()), progress.Names())
 	p.requeue = c.cfg.DrainPollPeriod
 	return false, nil
 }
@@ -236,10 +236,10 @@ func (c *Reconciler) drainStep(ctx context.Context, t target, p *pass) (again bo
 // giveUpDrain ends a drain past its timeout: the configuration is recorded
 // as not applied, with the pods that blocked it, and the drain record goes,
 // which lifts the cordon at the end of the pass.
-func (c *Reconciler) giveUpDrain(t target, progress drain.Progress, p *pass) error {
+func (c *Reconciler) giveUpDrain(ch choice, progress drain.Progress, p *pass) error {
 	message := fmt.Sprintf("the drain it needs did not finish within %v; the Node was uncordoned and the change not applied; blocked by %s",
 		c.cfg.DrainTimeout, progress.Summary())
-	entry := checkpoint.BadEntry{Ref: *t.ref, Reason: contract.ReasonDrainTimedOut, Message: message, At: c.deps.Now(), PendingPods: progress.Names()}
+	entry := checkpoint.BadEntry{Ref: *ch.ref, Reason: contract.ReasonDrainTimedOut, Message: message, At: c.deps.Now(), PendingPods: progress.Names()}
 	if err := c.notApplied(entry, p); err != nil {
 		return err
 	}
@@ -251,7 +251,7 @@ func (c *Reconciler) giveUpDrain(t target, progress drain.Progress, p *pass) err
 // to delete without being told, which the assignment did not allow: the
 // configuration is recorded as not applied, with those pods, until the
 // ConfigMap or the switches change (choose), and the cordon goes.
-func (c *Reconciler) blockDrain(t target, rec *checkpoint.Drain, blocked []drain.Blocked, p *pass) error {
+func (c *Reconciler) blockDrain(ch choice, rec *checkpoint.Drain, blocked []drain.Blocked, p *pass) error {
 	evicted := "nothing was evicted, "
 	if rec.Held != nil {
 		// Pods listed before had been asked to leave: a protected pod
@@ -261,7 +261,7 @@ func (c *Reconciler) blockDrain(t target, rec *checkpoint.Drain, blocked []drain
 	message := fmt.Sprintf("the drain it needs would delete pods that nothing brings back: %s; %sthe Node was uncordoned and the change not applied",
 		drain.DescribeBlocked(blocked), evicted)
 	opts := p.terms.drain
-	entry := checkpoint.BadEntry{Ref: *t.ref, Reason: contract.ReasonDrainBlocked, Message: message, At: c.deps.Now(),
+	entry := checkpoint.BadEntry{Ref: *ch.ref, Reason: contract.ReasonDrainBlocked, Message: message, At: c.deps.Now(),
 		PendingPods: drain.BlockedNames(blocked), DrainOptions: &opts}
 	if err := c.notApplied(entry, p); err != nil {
 		return err

@@ -13,35 +13,35 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/trial"
 )
 
-// startTrial records the trial of t unless it is recorded already. It is
+// startTrial records the trial of ch unless it is recorded already. It is
 // judged by the terms its assignment gives now, for the whole trial: the
 // rollout that assigned it wrote them beside it.
-func (c *Reconciler) startTrial(t target, p *pass) error {
-	if tr := c.records.trial; tr != nil && tr.Ref == *t.ref {
+func (c *Reconciler) startTrial(ch choice, p *pass) error {
+	if tr := c.records.trial; tr != nil && tr.Ref == *ch.ref {
 		return nil
 	}
 	clock := c.deps.Clock
-	return c.setTrial(checkpoint.Trial{Ref: *t.ref, BootID: clock.BootID(), StartedSinceBoot: clock.SinceBoot(), StartedAt: c.deps.Now(),
+	return c.setTrial(checkpoint.Trial{Ref: *ch.ref, BootID: clock.BootID(), StartedSinceBoot: clock.SinceBoot(), StartedAt: c.deps.Now(),
 		Terms: p.terms.trial.DeepCopy()})
 }
 
-// judgeTrial probes the kubelet and judges the trial of t (OnTrial). After
+// judgeTrial probes the kubelet and judges the trial of ch (OnTrial). After
 // a restart in this pass the first probe waits a period: a restart
 // command may return before the old kubelet stops answering, and a
 // healthy answer from it would arm the failure count early.
-func (c *Reconciler) judgeTrial(ctx context.Context, t target, p *pass) (again bool, err error) {
-	if !t.onTrial {
+func (c *Reconciler) judgeTrial(ctx context.Context, ch choice, p *pass) (again bool, err error) {
+	if !ch.onTrial {
 		// It passed and became last-known-good before the agent could
 		// end its trial record.
-		return c.passTrial(t, p)
+		return c.passTrial(ch, p)
 	}
-	if d := c.records.drain; d != nil && !sameRef(d.Ref, t.ref) {
+	if d := c.records.drain; d != nil && !sameRef(d.Ref, ch.ref) {
 		// A drain held for another change: nothing needs the cordon.
 		if err := c.clearDrain(); err != nil {
 			return false, err
 		}
 	}
-	if err := c.startTrial(t, p); err != nil {
+	if err := c.startTrial(ch, p); err != nil {
 		return false, err
 	}
 	clock := c.deps.Clock
@@ -55,7 +55,7 @@ func (c *Reconciler) judgeTrial(ctx context.Context, t target, p *pass) (again b
 			return false, fmt.Errorf("restarting the trial on a new boot: %w", err)
 		}
 		tr = c.records.trial
-		klog.FromContext(ctx).Info("New boot during a trial; the trial starts over", "config", describe(t.ref))
+		klog.FromContext(ctx).Info("New boot during a trial; the trial starts over", "config", describe(ch.ref))
 	}
 	now := clock.SinceBoot()
 	if c.tracker == nil {
@@ -85,10 +85,10 @@ func (c *Reconciler) judgeTrial(ctx context.Context, t target, p *pass) (again b
 	if s := c.nodeSnapshot(ctx, p.obs, probing); s != nil {
 		c.tracker.ObserveNode(now, *s)
 	}
-	verdict := c.judgeRunning(ctx, t, healthy, c.tracker.Verdict(tr.StartedSinceBoot, now), p)
+	verdict := c.judgeRunning(ctx, ch, healthy, c.tracker.Verdict(tr.StartedSinceBoot, now), p)
 	switch verdict.Outcome {
 	case trial.Pass:
-		return c.passTrial(t, p)
+		return c.passTrial(ch, p)
 	case trial.Fail:
 		return c.failTrial(tr.Ref, verdict.Message, p)
 	}
@@ -102,8 +102,8 @@ func (c *Reconciler) judgeTrial(ctx context.Context, t target, p *pass) (again b
 
 // passTrial makes the configuration on trial last-known-good, ends its
 // trial record and its drain (Idle).
-func (c *Reconciler) passTrial(t target, p *pass) (again bool, err error) {
-	ref := *t.ref
+func (c *Reconciler) passTrial(ch choice, p *pass) (again bool, err error) {
+	ref := *ch.ref
 	waived := ""
 	if c.tracker != nil {
 		waived = c.tracker.Waived()
@@ -143,23 +143,23 @@ func (c *Reconciler) failTrial(ref contract.ObjectRef, why string, p *pass) (aga
 	return true, nil
 }
 
-// rollBack takes the kubelet back to t, last-known-good or the local
+// rollBack takes the kubelet back to ch, last-known-good or the local
 // configuration, from a configuration whose trial failed or was withdrawn
 // (RollingBack): through a drain when the way back needs one, never held
 // up by it (the configuration it leaves failed), and once the kubelet runs
-// t the trial record goes, and the drain with it.
-func (c *Reconciler) rollBack(ctx context.Context, t target, p *pass) (again bool, err error) {
+// ch the trial record goes, and the drain with it.
+func (c *Reconciler) rollBack(ctx context.Context, ch choice, p *pass) (again bool, err error) {
 	back := *c.records
 	back.trial = nil
-	matches, err := c.deps.File.Matches(t.out)
+	matches, err := c.deps.File.Matches(ch.out)
 	if err != nil {
 		return false, err
 	}
-	switch phaseOf(back, t, c.deps.Clock.BootID(), matches) {
+	switch phaseOf(back, ch, c.deps.Clock.BootID(), matches) {
 	case Draining:
-		return c.drainStep(ctx, t, p)
+		return c.drainStep(ctx, ch, p)
 	case Restarting:
-		return c.startChange(ctx, t, p)
+		return c.startChange(ctx, ch, p)
 	}
 	if err := c.clearTrial(); err != nil {
 		return false, err

@@ -311,16 +311,16 @@ func (c *Reconciler) Sync(ctx context.Context, obs Observation) (Result, error) 
 	err := c.syncAssignment(obs, p)
 	p.terms = c.assignmentTerms(p)
 	for step := 0; err == nil && step < maxSteps; step++ {
-		t := c.target(p)
-		if t == nil {
+		ch := c.choice(p)
+		if ch == nil {
 			// Nothing can be applied, so no drain stands: the kubelet keeps
 			// what it runs, and the Node its pods.
 			err = c.clearDrain()
 			break
 		}
-		c.checkDrift(ctx, *t, p)
+		c.checkDrift(ctx, *ch, p)
 		var again bool
-		if again, err = c.step(ctx, *t, p); !again {
+		if again, err = c.step(ctx, *ch, p); !again {
 			break
 		}
 	}

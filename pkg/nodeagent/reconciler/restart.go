@@ -11,24 +11,24 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
 )
 
-// startChange begins moving the kubelet to t (Restarting): startDrain
+// startChange begins moving the kubelet to ch (Restarting): startDrain
 // when the change needs the Node drained first, restartKubelet otherwise.
-// A fresh state directory and a kubelet file that already says t adopt it
+// A fresh state directory and a kubelet file that already says ch adopt it
 // without a restart.
-func (c *Reconciler) startChange(ctx context.Context, t target, p *pass) (again bool, err error) {
-	matches, err := c.deps.File.Matches(t.out)
+func (c *Reconciler) startChange(ctx context.Context, ch choice, p *pass) (again bool, err error) {
+	matches, err := c.deps.File.Matches(ch.out)
 	if err != nil {
 		return false, err
 	}
 	if c.records.active == nil && matches {
-		return c.adopt(ctx, t)
+		return c.adopt(ctx, ch)
 	}
-	plan, err := c.planChange(ctx, t, c.drainMode(p))
+	plan, err := c.planChange(ctx, ch, c.drainMode(p))
 	if err != nil {
 		return false, err
 	}
-	if plan.drain && !c.records.drainFor(t) {
-		return true, c.startDrain(ctx, t, plan, p)
+	if plan.drain && !c.records.drainFor(ch) {
+		return true, c.startDrain(ctx, ch, plan, p)
 	}
 	if !plan.drain {
 		// A drain held for another change: nothing needs the cordon.
@@ -36,36 +36,36 @@ func (c *Reconciler) startChange(ctx context.Context, t target, p *pass) (again 
 			return false, err
 		}
 	}
-	return c.restartKubelet(ctx, t, plan, p)
+	return c.restartKubelet(ctx, ch, plan, p)
 }
 
 // adopt records as active the configuration the kubelet's file already
 // holds, rather than restart a kubelet that runs it.
-func (c *Reconciler) adopt(ctx context.Context, t target) (again bool, err error) {
-	if err := c.setActive(t); err != nil {
+func (c *Reconciler) adopt(ctx context.Context, ch choice) (again bool, err error) {
+	if err := c.setActive(ch); err != nil {
 		return false, err
 	}
-	klog.FromContext(ctx).Info("Adopted the kubelet's configuration file without a restart", "config", describe(t.ref))
-	return t.onTrial || c.records.trial != nil, nil
+	klog.FromContext(ctx).Info("Adopted the kubelet's configuration file without a restart", "config", describe(ch.ref))
+	return ch.onTrial || c.records.trial != nil, nil
 }
 
-// restartKubelet makes the kubelet run t. The order (trial record, file,
+// restartKubelet makes the kubelet run ch. The order (trial record, file,
 // restart, active record) means a crash at any point leads the next pass
 // to restart again, never to skip a restart. again asks for the trial's
 // first look in the same pass (or the end of a trial record that stands).
-func (c *Reconciler) restartKubelet(ctx context.Context, t target, plan changePlan, p *pass) (again bool, err error) {
-	if t.onTrial {
-		if err := c.startTrial(t, p); err != nil {
+func (c *Reconciler) restartKubelet(ctx context.Context, ch choice, plan changePlan, p *pass) (again bool, err error) {
+	if ch.onTrial {
+		if err := c.startTrial(ch, p); err != nil {
 			return false, err
 		}
 	}
-	if err := c.deps.File.Write(t.out); err != nil {
+	if err := c.deps.File.Write(ch.out); err != nil {
 		return false, err
 	}
 	// What the Node and its pods look like before the restart is what the
 	// trial's signals compare with: only a change after it is the new
 	// configuration's doing.
-	if t.onTrial {
+	if ch.onTrial {
 		p.baseline = c.nodeSnapshot(ctx, p.obs, true)
 	}
 	restart := c.deps.Restarter.Restart
@@ -78,32 +78,32 @@ func (c *Reconciler) restartKubelet(ctx context.Context, t target, plan changePl
 	c.deps.Metrics.KubeletRestarted()
 	// The kubelet's grace period starts at its restart.
 	c.tracker, p.restarted = nil, true
-	c.afterRestart(t, p)
-	if err := c.setActive(t); err != nil {
+	c.afterRestart(ch, p)
+	if err := c.setActive(ch); err != nil {
 		return false, err
 	}
-	message := "Restarted the kubelet with " + describe(t.ref)
+	message := "Restarted the kubelet with " + describe(ch.ref)
 	if plan.drain {
 		message += removing(plan.stateFiles) + " after draining the Node"
 	}
-	if t.onTrial {
+	if ch.onTrial {
 		message += fmt.Sprintf(", on trial for %v", c.trialPeriod())
 	}
 	p.event(corev1.EventTypeNormal, contract.EventConfigApplied, "%s", message)
-	klog.FromContext(ctx).Info("Applied a kubelet configuration", "config", describe(t.ref), "onTrial", t.onTrial, "drained", plan.drain)
-	if plan.drain && !t.onTrial {
+	klog.FromContext(ctx).Info("Applied a kubelet configuration", "config", describe(ch.ref), "onTrial", ch.onTrial, "drained", plan.drain)
+	if plan.drain && !ch.onTrial {
 		// Going back is over once the kubelet runs it: the cordon goes
 		// now rather than after a trial it does not have.
 		if err := c.clearDrain(); err != nil {
 			return false, err
 		}
 	}
-	return t.onTrial || c.records.trial != nil, nil
+	return ch.onTrial || c.records.trial != nil, nil
 }
 
-// setActive records that the kubelet runs t.
-func (c *Reconciler) setActive(t target) error {
-	a := checkpoint.Active{Ref: t.ref, FileSHA256: t.out.SHA256(), AppliedAt: c.deps.Now()}
+// setActive records that the kubelet runs ch.
+func (c *Reconciler) setActive(ch choice) error {
+	a := checkpoint.Active{Ref: ch.ref, FileSHA256: ch.out.SHA256(), AppliedAt: c.deps.Now()}
 	if err := c.deps.Store.SetActive(a); err != nil {
 		return fmt.Errorf("recording the active configuration: %w", err)
 	}
