@@ -190,7 +190,19 @@ func (c *Reconciler) drainStep(ctx context.Context, ch choice, p *pass) (again b
 	evict, blocked := drain.Filter(pods, p.terms.drain)
 	if len(blocked) > 0 {
 		if ch.onTrial {
-			return true, c.blockDrain(ch, rec, blocked, p)
+			// Pods kubectl drain refuses to delete without being told, which
+			// the assignment did not allow: not applied until the ConfigMap
+			// or the switches change (choose).
+			evicted := "nothing was evicted, "
+			if rec.Held != nil {
+				// Pods listed before had been asked to leave: a protected
+				// pod came after the drain began.
+				evicted = ""
+			}
+			opts := p.terms.drain
+			return true, c.giveUpDrain(checkpoint.BadEntry{Ref: *ch.ref, Reason: contract.ReasonDrainBlocked, Message: fmt.Sprintf(
+				"the drain it needs would delete pods that nothing brings back: %s; %sthe Node was uncordoned and the change not applied",
+				drain.DescribeBlocked(blocked), evicted), PendingPods: drain.BlockedNames(blocked), DrainOptions: &opts}, p)
 		}
 		// The pods kubectl's rules protect stay all the same.
 		if key := strings.Join(drain.BlockedNames(blocked), ","); key != c.warned.blocked {
@@ -226,58 +238,30 @@ func (c *Reconciler) drainStep(ctx context.Context, ch choice, p *pass) (again b
 				describe(ch.ref), c.cfg.DrainTimeout, progress.Summary())
 			return goBack()
 		}
-		return true, c.giveUpDrain(ch, progress, p)
+		return true, c.giveUpDrain(checkpoint.BadEntry{Ref: *ch.ref, Reason: contract.ReasonDrainTimedOut, Message: fmt.Sprintf(
+			"the drain it needs did not finish within %v; the Node was uncordoned and the change not applied; blocked by %s",
+			c.cfg.DrainTimeout, progress.Summary()), PendingPods: progress.Names()}, p)
 	}
 	p.wait(contract.PhaseDraining, fmt.Sprintf("draining the Node to apply %s (%s): waiting on %s", describe(ch.ref), strings.Join(rec.Reasons, "; "), progress.Summary()), progress.Names())
 	p.requeue = c.cfg.DrainPollPeriod
 	return false, nil
 }
 
-// giveUpDrain ends a drain past its timeout: the configuration is recorded
-// as not applied, with the pods that blocked it, and the drain record goes,
-// which lifts the cordon at the end of the pass.
-func (c *Reconciler) giveUpDrain(ch choice, progress drain.Progress, p *pass) error {
-	message := fmt.Sprintf("the drain it needs did not finish within %v; the Node was uncordoned and the change not applied; blocked by %s",
-		c.cfg.DrainTimeout, progress.Summary())
-	entry := checkpoint.BadEntry{Ref: *ch.ref, Reason: contract.ReasonDrainTimedOut, Message: message, At: c.deps.Now(), PendingPods: progress.Names()}
-	if err := c.notApplied(entry, p); err != nil {
-		return err
-	}
-	c.deps.Metrics.DrainTimedOut()
-	return nil
-}
-
-// blockDrain ends a drain that would delete pods `kubectl drain` refuses
-// to delete without being told, which the assignment did not allow: the
-// configuration is recorded as not applied, with those pods, until the
-// ConfigMap or the switches change (choose), and the cordon goes.
-func (c *Reconciler) blockDrain(ch choice, rec *checkpoint.Drain, blocked []drain.Blocked, p *pass) error {
-	evicted := "nothing was evicted, "
-	if rec.Held != nil {
-		// Pods listed before had been asked to leave: a protected pod
-		// came after the drain began.
-		evicted = ""
-	}
-	message := fmt.Sprintf("the drain it needs would delete pods that nothing brings back: %s; %sthe Node was uncordoned and the change not applied",
-		drain.DescribeBlocked(blocked), evicted)
-	opts := p.terms.drain
-	entry := checkpoint.BadEntry{Ref: *ch.ref, Reason: contract.ReasonDrainBlocked, Message: message, At: c.deps.Now(),
-		PendingPods: drain.BlockedNames(blocked), DrainOptions: &opts}
-	if err := c.notApplied(entry, p); err != nil {
-		return err
-	}
-	c.deps.Metrics.DrainBlocked()
-	return nil
-}
-
-// notApplied records a drain given up, and forgets the drain, which lifts
-// the cordon at the end of the pass.
-func (c *Reconciler) notApplied(entry checkpoint.BadEntry, p *pass) error {
+// giveUpDrain records a configuration as not applied, entry saying why
+// and naming the pods that blocked its drain, and forgets the drain, which
+// lifts the cordon at the end of the pass; the next step falls back.
+func (c *Reconciler) giveUpDrain(entry checkpoint.BadEntry, p *pass) error {
+	entry.At = c.deps.Now()
 	if err := c.recordBad(entry); err != nil {
 		return fmt.Errorf("recording %s as not applied: %w", describe(&entry.Ref), err)
 	}
 	if err := c.clearDrain(); err != nil {
 		return err
+	}
+	if entry.Reason == contract.ReasonDrainBlocked {
+		c.deps.Metrics.DrainBlocked()
+	} else {
+		c.deps.Metrics.DrainTimedOut()
 	}
 	p.event(corev1.EventTypeWarning, entry.Reason, "%s: %s", describe(&entry.Ref), entry.Message)
 	return nil

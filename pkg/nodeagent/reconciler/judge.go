@@ -151,11 +151,11 @@ func (c *Reconciler) failTrial(ref contract.ObjectRef, why string, p *pass) (aga
 func (c *Reconciler) rollBack(ctx context.Context, ch choice, p *pass) (again bool, err error) {
 	back := *c.records
 	back.trial = nil
-	matches, err := c.deps.File.Matches(ch.out)
+	phase, err := c.phase(back, ch)
 	if err != nil {
 		return false, err
 	}
-	switch phaseOf(back, ch, c.deps.Clock.BootID(), matches) {
+	switch phase {
 	case Draining:
 		return c.drainStep(ctx, ch, p)
 	case Restarting:

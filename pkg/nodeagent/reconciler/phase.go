@@ -13,42 +13,26 @@ import (
 // a node that lost power, finds its phase again in what is on disk.
 type Phase int
 
+// The phases; doc.go says in which order phaseOf derives them and what
+// each one's transition does.
 const (
-	// Idle: the kubelet runs the choice and nothing is under way.
-	Idle Phase = iota
-	// Restarting: the kubelet does not run the choice (the active record
-	// or its file says otherwise). startChange plans the change, then
-	// startDrain, or restartKubelet at once.
-	Restarting
-	// Draining: the drain record names the choice and is not done on
-	// this boot. drainStep cordons and evicts, then restartKubelet.
-	Draining
-	// OnTrial: the kubelet runs the choice, which is on trial, or the
-	// trial record names it. judgeTrial, then passTrial or failTrial.
-	OnTrial
-	// RollingBack: the trial record names a configuration that is no
-	// longer the choice (it failed its trial, or was withdrawn), and the
-	// choice has no trial of its own. rollBack.
-	RollingBack
+	Idle        Phase = iota // the kubelet runs the choice
+	Restarting               // it does not: startChange
+	Draining                 // the drain record is for the choice, not done: drainStep
+	OnTrial                  // it runs the choice, on trial: judgeTrial
+	RollingBack              // the trial record's configuration is no longer chosen: rollBack
 )
 
+var phaseNames = [...]string{Idle: "Idle", Restarting: "Restarting", Draining: "Draining", OnTrial: "OnTrial", RollingBack: "RollingBack"}
+
 func (ph Phase) String() string {
-	switch ph {
-	case Idle:
-		return "Idle"
-	case Restarting:
-		return "Restarting"
-	case Draining:
-		return "Draining"
-	case OnTrial:
-		return "OnTrial"
-	case RollingBack:
-		return "RollingBack"
+	if ph >= 0 && int(ph) < len(phaseNames) {
+		return phaseNames[ph]
 	}
 	return fmt.Sprintf("Phase(%d)", int(ph))
 }
 
-// phaseOf derives the phase from the records and the choice chosen from
+// phaseOf derives the phase from the records and the choice made from
 // them (choose.go), on boot bootID, fileMatches saying whether the
 // kubelet's file holds the choice's rendering.
 func phaseOf(r records, ch choice, bootID string, fileMatches bool) Phase {
@@ -71,19 +55,16 @@ func (r records) drainFor(ch choice) bool {
 	return r.drain != nil && sameRef(r.drain.Ref, ch.ref) && r.drain.FileSHA256 == ch.out.SHA256()
 }
 
-// phase is the phase now.
-func (c *Reconciler) phase(ch choice) (Phase, error) {
+// phase is the phase r and the kubelet's file give ch.
+func (c *Reconciler) phase(r records, ch choice) (Phase, error) {
 	matches, err := c.deps.File.Matches(ch.out)
-	if err != nil {
-		return Idle, err
-	}
-	return phaseOf(*c.records, ch, c.deps.Clock.BootID(), matches), nil
+	return phaseOf(r, ch, c.deps.Clock.BootID(), matches), err
 }
 
 // step dispatches on the phase: the one transition it calls changes the
 // records, and again asks for the next step in the same pass.
 func (c *Reconciler) step(ctx context.Context, ch choice, p *pass) (again bool, err error) {
-	if p.phase, err = c.phase(ch); err != nil {
+	if p.phase, err = c.phase(*c.records, ch); err != nil {
 		return false, err
 	}
 	switch p.phase {

@@ -242,8 +242,6 @@ type problem struct {
 	pendingPods []string
 }
 
-func (p *problem) String() string { return p.reason + ": " + p.message }
-
 // pass accumulates what one Sync decides.
 type pass struct {
 	// obs is what the apiserver said for this pass.

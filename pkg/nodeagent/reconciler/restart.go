@@ -13,15 +13,16 @@ import (
 
 // startChange begins moving the kubelet to ch (Restarting): startDrain
 // when the change needs the Node drained first, restartKubelet otherwise.
-// A fresh state directory and a kubelet file that already says ch adopt it
-// without a restart.
 func (c *Reconciler) startChange(ctx context.Context, ch choice, p *pass) (again bool, err error) {
 	matches, err := c.deps.File.Matches(ch.out)
 	if err != nil {
 		return false, err
 	}
 	if c.records.active == nil && matches {
-		return c.adopt(ctx, ch)
+		// A fresh state directory and a kubelet file that already says
+		// ch: adopt it rather than restart a kubelet that runs it.
+		klog.FromContext(ctx).Info("Adopting the kubelet's configuration file without a restart", "config", describe(ch.ref))
+		return ch.onTrial || c.records.trial != nil, c.setActive(ch)
 	}
 	plan, err := c.planChange(ctx, ch, c.drainMode(p))
 	if err != nil {
@@ -37,16 +38,6 @@ func (c *Reconciler) startChange(ctx context.Context, ch choice, p *pass) (again
 		}
 	}
 	return c.restartKubelet(ctx, ch, plan, p)
-}
-
-// adopt records as active the configuration the kubelet's file already
-// holds, rather than restart a kubelet that runs it.
-func (c *Reconciler) adopt(ctx context.Context, ch choice) (again bool, err error) {
-	if err := c.setActive(ch); err != nil {
-		return false, err
-	}
-	klog.FromContext(ctx).Info("Adopted the kubelet's configuration file without a restart", "config", describe(ch.ref))
-	return ch.onTrial || c.records.trial != nil, nil
 }
 
 // restartKubelet makes the kubelet run ch. The order (trial record, file,
