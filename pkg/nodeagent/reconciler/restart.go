@@ -31,8 +31,9 @@ func (c *Reconciler) startChange(ctx context.Context, ch choice, p *pass) (again
 	if plan.drain && !c.records.drainFor(ch) {
 		return true, c.startDrain(ctx, ch, plan, p)
 	}
-	if !plan.drain {
-		// A drain held for another change: nothing needs the cordon.
+	if d := c.records.drain; !plan.drain && d != nil && (!ch.onTrial || !sameRef(d.Ref, ch.ref)) {
+		// A drain held for another change, or for a configuration that
+		// runs without a trial: nothing needs the cordon any more.
 		if err := c.clearDrain(); err != nil {
 			return false, err
 		}
