@@ -63,7 +63,8 @@ func (c *Reconciler) result(p *pass) Result {
 	switch {
 	case p.waiting != nil:
 		st.Status.Phase, st.Status.PendingPods = p.waiting.reason, p.waiting.pendingPods
-	case p.phase == OnTrial:
+	case p.phase == OnTrial && (main == nil || main.reason != contract.ReasonApplyFailed):
+		// A trial whose step failed says so rather than that it goes on.
 		st.Status.Phase = contract.PhaseTrialInProgress
 	}
 
