@@ -7,10 +7,11 @@
 //
 //	STATE_DIR/
 //	  checkpoints/<uid>_<resourceVersion>.json   one downloaded configuration each
-//	  assigned                                   pointer: what the apiserver assigned
-//	  last-known-good                            pointer: the config that last survived a trial
+//	  assigned                                   ref: what the apiserver assigned
+//	  last-known-good                            ref: the config that last survived a trial
 //	  active                                     what the kubelet was last restarted with
 //	  trial                                      the config on trial, its boot ID and start
+//	  drain                                      the drain in progress and the change it is for
 //	  bad                                        configs that failed their trial
 //	  kubelet-version                            the kubelet version the Node last reported
 //	  corrupt/                                   files that failed their checks, moved aside
@@ -26,7 +27,7 @@
 //
 // Each write goes through pkg/durable: a temporary file in the
 // same directory, fsynced and renamed over the target, then an fsync of the
-// directory, so the rename itself survives a power cut. A pointer is only ever set to a checkpoint that is already
+// directory, so the rename itself survives a power cut. A ref is only ever set to a checkpoint that is already
 // durable, and setters refuse a reference whose checkpoint is missing. A crash
 // at any step therefore leaves either the old or the new file, never a partial
 // one; temporary files a crash leaves behind are removed by Open.

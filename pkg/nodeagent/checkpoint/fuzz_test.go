@@ -19,8 +19,8 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		v    any
 	}{
 		{checkpointKind, Checkpoint{Ref: ref, Key: "kubelet", HasKey: true, Config: "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n", DownloadedAt: time.Unix(1, 0).UTC()}},
-		{string(recordAssigned), pointer{Ref: &ref}},
-		{string(recordLastKnownGood), pointer{}},
+		{string(recordAssigned), refRecord{Ref: &ref}},
+		{string(recordLastKnownGood), refRecord{}},
 		{string(recordActive), Active{Ref: &ref, FileSHA256: "abc", AppliedAt: time.Unix(2, 0).UTC()}},
 		{string(recordTrial), Trial{Ref: ref, BootID: "b", StartedSinceBoot: time.Minute, StartedAt: time.Unix(3, 0).UTC()}},
 		{string(recordDrain), Drain{Ref: &ref, FileSHA256: "abc", StateFiles: []string{"cpu_manager_state"}, Reasons: []string{"why"},
@@ -41,7 +41,7 @@ func FuzzDecodeEnvelope(f *testing.F) {
 			v    func() any
 		}{
 			{checkpointKind, func() any { return &Checkpoint{} }},
-			{string(recordAssigned), func() any { return &pointer{} }},
+			{string(recordAssigned), func() any { return &refRecord{} }},
 			{string(recordActive), func() any { return &Active{} }},
 			{string(recordTrial), func() any { return &Trial{} }},
 			{string(recordDrain), func() any { return &Drain{} }},

@@ -15,7 +15,7 @@ import (
 
 // Inspection is a state directory as read, without changing it, by Inspect.
 type Inspection struct {
-	// Assigned and LastKnownGood are the pointers; nil is the local
+	// Assigned and LastKnownGood are the refs of those records; nil is the local
 	// configuration (also when the record does not exist).
 	Assigned, LastKnownGood *contract.ConfigMapVersion
 	// Active, Trial, Drain and Bad are the records; nil when absent.
@@ -40,7 +40,7 @@ type Inspection struct {
 // moved aside, and temporary files are listed, not removed. It returns an
 // error naming every record or checkpoint that does not decode, fails its
 // checksum or is wrongly placed, every file the store would not have
-// written, and every pointer (assigned, last-known-good, active, trial,
+// written, and every ref (assigned, last-known-good, active, trial,
 // drain) whose checkpoint is missing. It is meant for tests and
 // post-mortems: a directory it accepts is one Open and the readers take as
 // is.
@@ -83,11 +83,11 @@ func Inspect(dir string) (Inspection, error) {
 		}
 		return true
 	}
-	var p pointer
+	var p refRecord
 	if readRecord(recordAssigned, &p, func() error { return p.check() }) {
 		in.Assigned = p.Ref
 	}
-	p = pointer{}
+	p = refRecord{}
 	if readRecord(recordLastKnownGood, &p, func() error { return p.check() }) {
 		in.LastKnownGood = p.Ref
 	}
@@ -144,7 +144,7 @@ func Inspect(dir string) (Inspection, error) {
 		in.Quarantined = append(in.Quarantined, filepath.Join(corruptDirName, e.Name()))
 	}
 
-	for _, ref := range in.pointers() {
+	for _, ref := range in.refs() {
 		if _, ok := in.Checkpoints[checkpointFileName(ref.ref)]; !ok {
 			problem("record %s points at %s, which has no sound checkpoint", ref.record, refString(ref.ref))
 		}
@@ -158,10 +158,10 @@ type namedRef struct {
 	ref    contract.ConfigMapVersion
 }
 
-// pointers lists every reference a record holds that must resolve to a
+// refs lists every ref a record holds that must resolve to a
 // checkpoint. The bad list is not among them: it names configurations
 // without needing their content.
-func (in Inspection) pointers() []namedRef {
+func (in Inspection) refs() []namedRef {
 	var refs []namedRef
 	add := func(name recordName, ref *contract.ConfigMapVersion) {
 		if ref != nil {

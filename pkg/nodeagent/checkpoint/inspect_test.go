@@ -73,7 +73,7 @@ func TestInspect(t *testing.T) {
 		},
 		wantErr: []string{"wrongly placed", "record last-known-good points at"},
 	}, {
-		name: "dangling pointer",
+		name: "dangling ref",
 		damage: func(t *testing.T, s *Store) {
 			if err := os.Remove(filepath.Join(s.Dir(), "checkpoints", "uid-b_2.json")); err != nil {
 				t.Fatal(err)

@@ -21,9 +21,9 @@ const (
 	recordBad           recordName = "bad"
 )
 
-// pointer is the body of the assigned and last-known-good records. A nil Ref
+// refRecord is the body of the assigned and last-known-good records. A nil Ref
 // means the node's local configuration.
-type pointer struct {
+type refRecord struct {
 	Ref *contract.ConfigMapVersion `json:"ref"`
 }
 
@@ -131,7 +131,7 @@ func checkOptionalRef(ref *contract.ConfigMapVersion) error {
 	return ValidateRef(*ref)
 }
 
-func (p pointer) check() error { return checkOptionalRef(p.Ref) }
+func (p refRecord) check() error { return checkOptionalRef(p.Ref) }
 
 func (a Active) check() error { return checkOptionalRef(a.Ref) }
 
@@ -154,40 +154,40 @@ func (l badList) check() error {
 	return nil
 }
 
-func (s *Store) readPointer(name recordName) (*contract.ConfigMapVersion, error) {
-	var p pointer
+func (s *Store) readRef(name recordName) (*contract.ConfigMapVersion, error) {
+	var p refRecord
 	if _, err := s.readRecord(name, &p, func() error { return p.check() }); err != nil {
 		return nil, err
 	}
 	return p.Ref, nil
 }
 
-func (s *Store) writePointer(name recordName, ref *contract.ConfigMapVersion) error {
+func (s *Store) writeRef(name recordName, ref *contract.ConfigMapVersion) error {
 	if err := s.requireCheckpoint(name, ref); err != nil {
 		return err
 	}
-	return s.writeRecord(name, pointer{Ref: ref})
+	return s.writeRecord(name, refRecord{Ref: ref})
 }
 
-// Assigned returns the assigned pointer; nil means the local configuration
+// Assigned returns the assigned record; nil means the local configuration
 // (also when the record is missing or corrupt; the error says which).
-func (s *Store) Assigned() (*contract.ConfigMapVersion, error) { return s.readPointer(recordAssigned) }
+func (s *Store) Assigned() (*contract.ConfigMapVersion, error) { return s.readRef(recordAssigned) }
 
-// SetAssigned moves the assigned pointer; ref must have a checkpoint.
+// SetAssigned moves the assigned record; ref must have a checkpoint.
 func (s *Store) SetAssigned(ref *contract.ConfigMapVersion) error {
-	return s.writePointer(recordAssigned, ref)
+	return s.writeRef(recordAssigned, ref)
 }
 
-// LastKnownGood returns the last-known-good pointer; nil means the local
+// LastKnownGood returns the last-known-good record; nil means the local
 // configuration.
 func (s *Store) LastKnownGood() (*contract.ConfigMapVersion, error) {
-	return s.readPointer(recordLastKnownGood)
+	return s.readRef(recordLastKnownGood)
 }
 
-// SetLastKnownGood moves the last-known-good pointer; ref must have a
+// SetLastKnownGood moves the last-known-good record; ref must have a
 // checkpoint.
 func (s *Store) SetLastKnownGood(ref *contract.ConfigMapVersion) error {
-	return s.writePointer(recordLastKnownGood, ref)
+	return s.writeRef(recordLastKnownGood, ref)
 }
 
 // Active returns what the kubelet was last restarted with, or nil when

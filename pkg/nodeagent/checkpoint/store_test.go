@@ -110,7 +110,7 @@ func TestDamagedCheckpoints(t *testing.T) {
 			return os.WriteFile(p, append(append([]byte{}, encoded...), []byte("{}")...), 0o600)
 		},
 		"a record, not a checkpoint": func(p string) error {
-			data, err := encodeEnvelope(string(recordAssigned), pointer{Ref: &good.Ref})
+			data, err := encodeEnvelope(string(recordAssigned), refRecord{Ref: &good.Ref})
 			if err != nil {
 				return err
 			}
@@ -235,7 +235,7 @@ func TestDamagedDrainRecord(t *testing.T) {
 	}
 }
 
-func TestPointersRequireDurableCheckpoints(t *testing.T) {
+func TestRefsRequireDurableCheckpoints(t *testing.T) {
 	s := openStore(t, t.TempDir(), Options{})
 	r := ref("uid-1", "1")
 	if err := s.SetAssigned(&r); err == nil {

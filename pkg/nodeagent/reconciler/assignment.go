@@ -10,11 +10,11 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
 )
 
-// syncAssignment brings the assigned pointer in line with the apiserver. The
-// checkpoint is durable before the pointer moves; a ConfigMap that cannot be
+// syncAssignment brings the assigned record in line with the apiserver. The
+// checkpoint is durable before the record moves; a ConfigMap that cannot be
 // read moves nothing.
 func (c *Reconciler) syncAssignment(obs Observation, p *pass) error {
-	p.shownAssigned = c.state.assigned
+	p.shownAssigned = c.records.assigned
 	if !obs.Online {
 		return nil
 	}
@@ -37,7 +37,7 @@ func (c *Reconciler) syncAssignment(obs Observation, p *pass) error {
 	p.shownAssigned = &ref
 	if err := checkpoint.ValidateRef(ref); err != nil {
 		p.addProblem(&problem{reason: contract.ReasonDownloadFailed, message: err.Error()})
-		p.shownAssigned = c.state.assigned
+		p.shownAssigned = c.records.assigned
 		return nil
 	}
 	if !contract.IsEligible(cm.Labels) {
@@ -51,12 +51,11 @@ func (c *Reconciler) syncAssignment(obs Observation, p *pass) error {
 	if err := c.ensureCheckpoint(ref, cm, obs.Assignment.Key, p); err != nil {
 		return err
 	}
-	if !contract.SameVersion(c.state.assigned, &ref) {
+	if !contract.SameVersion(c.records.assigned, &ref) {
 		if err := c.deps.Store.SetAssigned(&ref); err != nil {
-			return fmt.Errorf("moving the assigned pointer: %w", err)
+			return fmt.Errorf("moving the assigned record: %w", err)
 		}
-		c.state.assigned = &ref
-		p.pruneAfter = true
+		c.records.assigned = &ref
 	}
 	return nil
 }
@@ -67,19 +66,17 @@ func (c *Reconciler) syncAssignment(obs Observation, p *pass) error {
 // configuration and not to one the operator has since withdrawn.
 func (c *Reconciler) assignLocal(p *pass) error {
 	p.shownAssigned = nil
-	if c.state.assigned != nil {
+	if c.records.assigned != nil {
 		if err := c.deps.Store.SetAssigned(nil); err != nil {
-			return fmt.Errorf("moving the assigned pointer to the local configuration: %w", err)
+			return fmt.Errorf("moving the assigned record to the local configuration: %w", err)
 		}
-		c.state.assigned = nil
-		p.pruneAfter = true
+		c.records.assigned = nil
 	}
-	if c.state.lastKnownGood != nil {
+	if c.records.lastKnownGood != nil {
 		if err := c.deps.Store.SetLastKnownGood(nil); err != nil {
 			return fmt.Errorf("resetting last-known-good to the local configuration: %w", err)
 		}
-		c.state.lastKnownGood = nil
-		p.pruneAfter = true
+		c.records.lastKnownGood = nil
 	}
 	return nil
 }
@@ -88,7 +85,7 @@ func (c *Reconciler) assignLocal(p *pass) error {
 // What runs keeps running: a missing ConfigMap is no reason to restart the
 // kubelet.
 func (c *Reconciler) awaitConfigMap(wanted contract.ConfigMapRef, readErr error, p *pass) {
-	if a := c.state.assigned; a != nil && a.Namespace == wanted.Namespace && a.Name == wanted.Name {
+	if a := c.records.assigned; a != nil && a.Namespace == wanted.Namespace && a.Name == wanted.Name {
 		p.shownAssigned = a
 	} else {
 		p.shownAssigned = &contract.ConfigMapVersion{Namespace: wanted.Namespace, Name: wanted.Name}
@@ -105,7 +102,7 @@ func (c *Reconciler) awaitConfigMap(wanted contract.ConfigMapRef, readErr error,
 // checkpoint of this version exists.
 func (c *Reconciler) ensureCheckpoint(ref contract.ConfigMapVersion, cm *corev1.ConfigMap, key string, p *pass) error {
 	store := c.deps.Store
-	if contract.SameVersion(c.state.assigned, &ref) && store.HasCheckpoint(ref) {
+	if contract.SameVersion(c.records.assigned, &ref) && store.HasCheckpoint(ref) {
 		// Checked when chosen; a corrupt one is moved aside there, and
 		// rewritten by the next pass.
 		return nil

@@ -12,23 +12,31 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
 )
 
-// chosen is the configuration the kubelet should run.
-type chosen struct {
+// choice is the configuration the kubelet should run, chosen from the
+// records, and its rendering.
+type choice struct {
 	// ref is nil for the local configuration.
 	ref     *contract.ConfigMapVersion
 	config  string
 	onTrial bool
+	out     kubelet.Rendered
+}
+
+// choice chooses and renders the configuration the kubelet should run;
+// nil when nothing renders.
+func (c *Reconciler) choice(p *pass) *choice {
+	return c.render(c.choose(p), p)
 }
 
 // choose picks the assigned configuration when it can be used, else falls
 // back.
-func (c *Reconciler) choose(p *pass) chosen {
+func (c *Reconciler) choose(p *pass) choice {
 	if p.fallback != nil {
 		return c.fallBack(p, p.fallback)
 	}
-	assigned := c.state.assigned
+	assigned := c.records.assigned
 	if assigned == nil {
-		return chosen{}
+		return choice{}
 	}
 	if bad := c.badEntry(*assigned); bad != nil && !c.unblocked(bad, p) {
 		what, until := "failed its trial", "the ConfigMap changes"
@@ -51,8 +59,8 @@ func (c *Reconciler) choose(p *pass) chosen {
 		return c.fallBack(p, &problem{reason: contract.ReasonCheckpointCorrupt, message: fmt.Sprintf(
 			"the checkpoint of %s is unusable (%v); it is downloaded again when the apiserver can be reached", describe(assigned), err)})
 	}
-	if contract.SameVersion(assigned, c.state.lastKnownGood) {
-		return chosen{ref: assigned, config: cp.Config}
+	if contract.SameVersion(assigned, c.records.lastKnownGood) {
+		return choice{ref: assigned, config: cp.Config}
 	}
 	if !cp.HasKey {
 		return c.fallBack(p, &problem{reason: contract.ReasonValidationFailed, message: fmt.Sprintf(
@@ -61,34 +69,34 @@ func (c *Reconciler) choose(p *pass) chosen {
 	// A configuration already running was validated before it was applied;
 	// judging it again would only matter if the kubelet changed version
 	// underneath it, and its trial covers that.
-	running := c.state.active != nil && contract.SameVersion(c.state.active.Ref, assigned)
+	running := c.records.active != nil && contract.SameVersion(c.records.active.Ref, assigned)
 	if !running {
 		if err := c.validate(*assigned, cp.Config); err != nil {
 			return c.fallBack(p, &problem{reason: contract.ReasonValidationFailed, message: fmt.Sprintf(
 				"%s is invalid and was not applied: %v", describe(assigned), err)})
 		}
 	}
-	return chosen{ref: assigned, config: cp.Config, onTrial: true}
+	return choice{ref: assigned, config: cp.Config, onTrial: true}
 }
 
 // fallBack records why the assigned configuration is not used and returns
 // last-known-good, or the local configuration.
-func (c *Reconciler) fallBack(p *pass, why *problem) chosen {
+func (c *Reconciler) fallBack(p *pass, why *problem) choice {
 	p.addProblem(why)
-	lkg := c.state.lastKnownGood
+	lkg := c.records.lastKnownGood
 	if lkg == nil {
-		return chosen{}
+		return choice{}
 	}
 	cp, err := c.deps.Store.LoadCheckpoint(*lkg)
 	if err != nil {
 		p.addProblem(&problem{reason: contract.ReasonCheckpointCorrupt, message: fmt.Sprintf(
 			"the last-known-good checkpoint of %s is unusable (%v); using the local configuration", describe(lkg), err)})
 		if setErr := c.deps.Store.SetLastKnownGood(nil); setErr == nil {
-			c.state.lastKnownGood = nil
+			c.records.lastKnownGood = nil
 		}
-		return chosen{}
+		return choice{}
 	}
-	return chosen{ref: lkg, config: cp.Config}
+	return choice{ref: lkg, config: cp.Config}
 }
 
 // unblocked reports whether a drain that pods blocked may be tried again:
@@ -103,9 +111,9 @@ func (c *Reconciler) unblocked(bad *checkpoint.BadEntry, p *pass) bool {
 }
 
 func (c *Reconciler) badEntry(ref contract.ConfigMapVersion) *checkpoint.BadEntry {
-	for i := range c.state.bad {
-		if c.state.bad[i].Ref == ref {
-			return &c.state.bad[i]
+	for i := range c.records.bad {
+		if c.records.bad[i].Ref == ref {
+			return &c.records.bad[i]
 		}
 	}
 	return nil
@@ -113,7 +121,10 @@ func (c *Reconciler) badEntry(ref contract.ConfigMapVersion) *checkpoint.BadEntr
 
 // validate judges a configuration, caching the verdict per kubelet version.
 func (c *Reconciler) validate(ref contract.ConfigMapVersion, config string) error {
-	v := c.kubeletVersion()
+	v := c.kubeletVersion
+	if c.cfg.KubeletVersion != nil {
+		v = c.cfg.KubeletVersion
+	}
 	key := validationKey{ref: ref}
 	if v != nil {
 		key.version = v.String()
@@ -135,24 +146,23 @@ func (c *Reconciler) validate(ref contract.ConfigMapVersion, config string) erro
 
 // render produces the kubelet file for a choice, falling back when the
 // choice does not render into a valid file with this node's local fields.
-func (c *Reconciler) render(ch chosen, p *pass) (*kubelet.Rendered, chosen) {
+func (c *Reconciler) render(ch choice, p *pass) *choice {
 	for {
-		var out kubelet.Rendered
 		var err error
 		if ch.ref == nil {
-			out, err = c.deps.Renderer.Local()
+			ch.out, err = c.deps.Renderer.Local()
 		} else {
-			out, err = c.deps.Renderer.Assigned([]byte(ch.config))
+			ch.out, err = c.deps.Renderer.Assigned([]byte(ch.config))
 			if err == nil {
-				err = c.deps.Validator.ValidateRendered(out.Data)
+				err = c.deps.Validator.ValidateRendered(ch.out.Data)
 			}
 		}
 		switch {
 		case err == nil:
-			return &out, ch
+			return &ch
 		case ch.ref == nil:
 			p.addProblem(&problem{reason: contract.ReasonApplyFailed, message: fmt.Sprintf("cannot render the local configuration: %v", err)})
-			return nil, ch
+			return nil
 		case ch.onTrial:
 			ch = c.fallBack(p, &problem{reason: contract.ReasonValidationFailed, message: fmt.Sprintf(
 				"%s is invalid on this node and was not applied: %v", describe(ch.ref), err)})
@@ -161,7 +171,7 @@ func (c *Reconciler) render(ch chosen, p *pass) (*kubelet.Rendered, chosen) {
 			// changed since.
 			p.addProblem(&problem{reason: contract.ReasonApplyFailed, message: fmt.Sprintf(
 				"last-known-good %s no longer renders on this node (%v); using the local configuration", describe(ch.ref), err)})
-			ch = chosen{}
+			ch = choice{}
 		}
 	}
 }

@@ -33,7 +33,7 @@ func (s snapshot) String() string {
 }
 
 // takeSnapshot reads the state directory as a new agent would, failing the
-// test on anything corrupt or any pointer without a sound checkpoint.
+// test on anything corrupt or any ref without a sound checkpoint.
 func (e *env) takeSnapshot() snapshot {
 	e.t.Helper()
 	store, err := checkpoint.Open(filepath.Join(e.dir, "state"), checkpoint.Options{})
@@ -99,7 +99,7 @@ func (r crashingRestarter) Restart(ctx context.Context) error {
 // transition (every write in the state directory, and just before the
 // restart command) and checks that (1) the restarted agent finds each record
 // and the kubelet file either as before or as after the transition, with
-// every pointer resolving to a sound checkpoint, and (2) it converges to the
+// every ref resolving to a sound checkpoint, and (2) it converges to the
 // same state as an agent that never crashed.
 func TestCrashDuringTransitions(t *testing.T) {
 	transitions := []struct {

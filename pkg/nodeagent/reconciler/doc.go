@@ -11,43 +11,80 @@
 //
 // # One pass of Sync
 //
-//  1. Assignment. When online, a newly seen ConfigMap version is checkpointed
-//     (durably) before the assigned pointer moves to it; clearing the
-//     assignment moves both assigned and last-known-good back to the local
-//     configuration. Offline, the assigned pointer on disk is used as is. A
-//     ConfigMap that cannot be read leaves the running configuration alone.
-//  2. Choice. The assigned configuration is chosen unless it is recorded bad,
-//     its checkpoint is corrupt, or it fails validation (the same checks as
-//     admission, feature gates against this kubelet's version: see
-//     Validation below); then last-known-good is, or the local configuration
-//     when there is none. Anything but last-known-good and local goes on
-//     trial.
-//  3. Apply. The kubelet's file is rendered (node-local fields from the
-//     node), and when it or the recorded active configuration differs, the
-//     trial is recorded, the file written, the kubelet restarted and the
-//     active record written, in that order: a crash anywhere repeats the
-//     restart, it never skips it.
-//  4. Trial. The kubelet is probed, at most once a probe period however
-//     often Sync runs, and not before a period has passed since a restart
-//     (the old kubelet may still answer). The Node and its pods, as the
-//     Observation shows them, are judged on every pass against the snapshot
-//     taken just before the restart (pkg/nodeagent/trial). A pass moves
-//     last-known-good, a failure records the configuration bad (by UID and
-//     resourceVersion) and goes back to 2, which now picks last-known-good.
-//     After each healthy probe the kubelet's running configuration (its
-//     /configz) is read and compared with the configuration (running.go):
-//     a field it runs otherwise fails the trial, and the trial does not pass
-//     until a read since the restart matched.
+//  1. Assignment (syncAssignment). When online, a newly seen ConfigMap
+//     version is checkpointed (durably) before the assigned record moves to
+//     it; clearing the assignment moves both assigned and last-known-good
+//     back to the local configuration. Offline, the assigned record is used
+//     as is. A ConfigMap that cannot be read (not yet downloaded, deleted,
+//     forbidden) leaves the running configuration alone: the records only
+//     ever point at a checkpoint, so downloading is this step's, never a
+//     phase the machine waits in.
+//  2. Choice (choose, render). The assigned configuration is the choice
+//     unless it is recorded bad, its checkpoint is corrupt, or it fails
+//     validation (the same checks as admission, feature gates against this
+//     kubelet's version: see Validation below); then last-known-good is
+//     (fallBack), or the local configuration when there is none. Anything
+//     but last-known-good and local is on trial.
+//  3. Phase (phaseOf). The Phase is derived from the records (assigned,
+//     last-known-good, active, trial, drain, bad) and the choice, never kept:
+//     - RollingBack: the trial record names a configuration that is no
+//     longer the choice, and the choice has no trial;
+//     - OnTrial: the kubelet runs the choice (the active record and the
+//     kubelet's file say it), which is on trial or named by the trial
+//     record;
+//     - Idle: the kubelet runs the choice;
+//     - Draining: the drain record is for the choice and not done on this
+//     boot;
+//     - Restarting: otherwise; the kubelet does not run the choice.
+//  4. Transition (step). One switch calls the phase's transition, which
+//     writes the records; the pass derives the phase again and goes on
+//     while a transition asks for it (after a restart into a trial, a
+//     failed trial, a drain started or given up):
+//     - Restarting: startChange plans the change; startDrain records the
+//     drain when it needs one (then Draining), else restartKubelet:
+//     startTrial records the trial (if the choice has one), the file is
+//     written, the kubelet restarted and the active record written, in
+//     that order, so a crash anywhere repeats the restart, it never skips
+//     it. A fresh state directory whose kubelet file already holds the
+//     choice adopts it without a restart.
+//     - Draining: drainStep cordons and evicts; once the Node is drained
+//     the next pass restarts (Restarting); a drain that times out, or that
+//     pods it may not delete block, records the choice not applied, and the
+//     next step falls back.
+//     - OnTrial: judgeTrial probes the kubelet, at most once a probe period
+//     however often Sync runs, and not before a period has passed since a
+//     restart (the old kubelet may still answer). The Node and its pods,
+//     as the Observation shows them, are judged on every pass against the
+//     snapshot taken just before the restart (pkg/nodeagent/trial). After
+//     each healthy probe the kubelet's running configuration (its /configz)
+//     is read and compared with the choice (running.go): a field it runs
+//     otherwise fails the trial, and the trial does not pass until a read
+//     since the restart matched. passTrial moves last-known-good and ends
+//     the trial and drain records (Idle); failTrial records the
+//     configuration bad (by UID and resourceVersion), so that the next
+//     step's choice is last-known-good (RollingBack).
 //     A trial is judged by the terms its assignment gave when it started
 //     (contract.TrialAnnotation, kept in the trial record; the agent's
 //     flags otherwise), and, after a drain, by whether the Node can take
 //     back the pods it ran before (kept in the drain record).
-//  5. Drift. Outside trials the running configuration is compared again
-//     once a RunningCheckPeriod: a difference is ConfigDrifted; the file
-//     the agent writes no longer holding what it wrote is drift too, and
-//     3 restores it in the same pass.
+//     - RollingBack: rollBack restarts the kubelet into the choice through
+//     the same steps, a drain included when the way back needs one, but
+//     never held up by it (the configuration it leaves failed), then ends
+//     the trial record.
+//     - Idle: nothing but the end of a drain record no change holds.
+//  5. Drift (checkDrift). Outside trials the running configuration is
+//     compared again once a RunningCheckPeriod: a difference is
+//     ConfigDrifted; the file the agent writes no longer holding what it
+//     wrote is drift too, and makes the phase Restarting, which restores
+//     it in the same pass.
+//  6. Cordon (releaseCordon). A Node that carries the agent's cordon while
+//     no drain record stands is uncordoned.
 //
-// The restart-or-drain classification of 3 compares the running
+// Since the phase is derived from the durable records alone, an agent
+// killed at any point, or a node that lost power, starts again in the
+// phase its records say (TestEveryCombinationOfRecordsSettles).
+//
+// The restart-or-drain classification of startChange compares the running
 // configuration with the same, the new file merged in as the kubelet merges
 // it (effective.Predict); the files when the kubelet cannot be read.
 //
@@ -55,9 +92,6 @@
 // recreates, and pods with emptyDir data, block it unless the Node's
 // switches allow deleting them; it then changes nothing and the
 // configuration is recorded as not applied (DrainBlocked).
-//
-// On a fresh state directory whose kubelet file already holds the chosen
-// configuration, the agent adopts it without restarting the kubelet.
 //
 // # Validation
 //

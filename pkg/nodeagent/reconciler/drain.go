@@ -45,10 +45,12 @@ type changePlan struct {
 // file it was last started with against out. A drain in progress for
 // exactly this change keeps its plan: once the file is written, comparing
 // it with itself would find nothing to drain for.
-func (c *Reconciler) planChange(ctx context.Context, ch chosen, out kubelet.Rendered, mode string) (changePlan, error) {
-	if d := c.state.drain; d != nil && contract.SameVersion(d.Ref, ch.ref) && d.FileSHA256 == out.SHA256() {
+func (c *Reconciler) planChange(ctx context.Context, ch choice, mode string) (changePlan, error) {
+	if c.records.drainFor(ch) {
+		d := c.records.drain
 		return changePlan{drain: true, stateFiles: d.StateFiles, reasons: d.Reasons}, nil
 	}
+	out := ch.out
 	if mode == contract.DrainNever {
 		return changePlan{}, nil
 	}
@@ -80,7 +82,7 @@ func (c *Reconciler) planChange(ctx context.Context, ch chosen, out kubelet.Rend
 // the active configuration the agent recorded, or, before the agent has
 // applied anything, the kubelet's file as it is.
 func (c *Reconciler) runningFile() ([]byte, error) {
-	if a := c.state.active; a != nil {
+	if a := c.records.active; a != nil {
 		var out kubelet.Rendered
 		var err error
 		if a.Ref == nil {
@@ -110,14 +112,14 @@ func (c *Reconciler) drainMode(p *pass) string {
 	if p.obs.Online && p.obs.Node != nil {
 		if mode, ok := p.obs.Node.Annotations[contract.DrainAnnotation]; ok {
 			if contract.ValidDrainMode(mode) && mode != "" {
-				c.badDrainMode = ""
+				c.warned.drainMode = ""
 				return mode
 			}
-			if mode == c.badDrainMode {
+			if mode == c.warned.drainMode {
 				// Said once, not once a pass.
 				return c.cfg.DrainMode
 			}
-			c.badDrainMode = mode
+			c.warned.drainMode = mode
 			p.event(corev1.EventTypeWarning, contract.ReasonAssignmentInvalid, "%s=%q is not one of %s, %s, %s; using %s",
 				contract.DrainAnnotation, mode, contract.DrainAuto, contract.DrainAlways, contract.DrainNever, c.cfg.DrainMode)
 		}
@@ -125,49 +127,53 @@ func (c *Reconciler) drainMode(p *pass) string {
 	return c.cfg.DrainMode
 }
 
-// errDrainGaveUp ends a round whose drain gave up (timed out, or blocked
-// by pods it may not delete): the configuration is recorded as not applied
-// and the next round falls back.
-var errDrainGaveUp = errors.New("the drain gave up")
+// startDrain records the drain a change to ch needs (the start of
+// Draining): before it cordons, so that a killed agent finds the cordon it
+// holds. A drain started again for the same change (a new boot) keeps what
+// the Node held before it first began: those evicted since are no longer
+// there to be seen. The pods are looked at afresh, and the timeout starts
+// over.
+func (c *Reconciler) startDrain(ctx context.Context, ch choice, plan changePlan, p *pass) error {
+	clock := c.deps.Clock
+	started := checkpoint.Drain{Ref: ch.ref, FileSHA256: ch.out.SHA256(), StateFiles: plan.stateFiles, Reasons: plan.reasons,
+		BootID: clock.BootID(), StartedSinceBoot: clock.SinceBoot(), StartedAt: c.deps.Now()}
+	if c.records.drainFor(ch) {
+		started.Held = c.records.drain.Held
+	}
+	if err := c.deps.Store.SetDrain(started); err != nil {
+		return fmt.Errorf("recording the drain: %w", err)
+	}
+	c.records.drain = &started
+	p.event(corev1.EventTypeNormal, contract.ReasonDraining, "Draining the Node to apply %s: %s", describe(ch.ref), strings.Join(plan.reasons, "; "))
+	klog.FromContext(ctx).Info("A change needs the Node drained", "config", describe(ch.ref), "reasons", plan.reasons, "stateFiles", plan.stateFiles)
+	return nil
+}
 
-// drainFor takes one step of the drain a change needs and reports whether
-// the kubelet may now be restarted into it. It records the drain before it
-// cordons, so that a killed agent finds the cordon it holds; it cordons
-// before it evicts, so that evicted pods are not scheduled straight back.
-func (c *Reconciler) drainFor(ctx context.Context, ch chosen, out kubelet.Rendered, plan changePlan, p *pass) (ready bool, err error) {
-	logger := klog.FromContext(ctx)
-	store, clock := c.deps.Store, c.deps.Clock
-	rec := c.state.drain
-	if rec == nil || !contract.SameVersion(rec.Ref, ch.ref) || rec.FileSHA256 != out.SHA256() || rec.BootID != clock.BootID() {
-		// A new change, or a new boot: the pods are looked at afresh,
-		// and the timeout starts over. What the Node held before the
-		// same change's drain began is kept: those evicted since are
-		// no longer there to be seen.
-		started := checkpoint.Drain{Ref: ch.ref, FileSHA256: out.SHA256(), StateFiles: plan.stateFiles, Reasons: plan.reasons,
-			BootID: clock.BootID(), StartedSinceBoot: clock.SinceBoot(), StartedAt: c.deps.Now()}
-		if rec != nil && contract.SameVersion(rec.Ref, ch.ref) && rec.FileSHA256 == out.SHA256() {
-			started.Held = rec.Held
+// drainStep takes one step of the drain recorded for ch (Draining): it
+// cordons before it evicts, so that evicted pods are not scheduled
+// straight back. Once the Node is drained the restart is the next pass's,
+// so that the status says Restarting while it happens. A drain that times
+// out, or that pods it may not delete block, gives up: ch is recorded as
+// not applied and the next step falls back. Going back (ch needs no trial)
+// is never held up by its drain: the configuration it leaves failed.
+func (c *Reconciler) drainStep(ctx context.Context, ch choice, p *pass) (again bool, err error) {
+	rec := c.records.drain
+	plan := changePlan{drain: true, stateFiles: rec.StateFiles, reasons: rec.Reasons}
+	if rec.BootID != c.deps.Clock.BootID() {
+		if err := c.startDrain(ctx, ch, plan, p); err != nil {
+			return false, err
 		}
-		if err := store.SetDrain(started); err != nil {
-			return false, fmt.Errorf("recording the drain: %w", err)
-		}
-		c.state.drain = &started
-		rec = &started
-		p.event(corev1.EventTypeNormal, contract.ReasonDraining, "Draining the Node to apply %s: %s", describe(ch.ref), strings.Join(plan.reasons, "; "))
-		logger.Info("A change needs the Node drained", "config", describe(ch.ref), "reasons", plan.reasons, "stateFiles", plan.stateFiles)
+		rec = c.records.drain
 	}
-	if rec.Drained {
-		return true, nil
-	}
+	goBack := func() (bool, error) { return c.restartKubelet(ctx, ch, plan, p) }
 	d, node := p.obs.Drainer, p.obs.Node
 	if !p.obs.Online || d == nil || node == nil {
 		if !ch.onTrial {
-			// Going back (a rollback, the local configuration) is not held
-			// up by an unreachable apiserver: the configuration it leaves
-			// failed, and the Node was drained for it anyway.
-			return true, nil
+			// Nor by an unreachable apiserver: the Node was drained for
+			// the configuration it leaves anyway.
+			return goBack()
 		}
-		p.setPhase(contract.PhaseDraining, fmt.Sprintf("%s needs the Node drained (%s); waiting for the apiserver", describe(ch.ref), strings.Join(rec.Reasons, "; ")), nil)
+		p.wait(contract.PhaseDraining, fmt.Sprintf("%s needs the Node drained (%s); waiting for the apiserver", describe(ch.ref), strings.Join(rec.Reasons, "; ")), nil)
 		return false, nil
 	}
 	cordoned, err := d.Cordon(ctx, node, describe(ch.ref))
@@ -184,12 +190,23 @@ func (c *Reconciler) drainFor(ctx context.Context, ch chosen, out kubelet.Render
 	evict, blocked := drain.Filter(pods, p.terms.drain)
 	if len(blocked) > 0 {
 		if ch.onTrial {
-			return false, c.blockDrain(ch, rec, blocked, p)
+			// Pods kubectl drain refuses to delete without being told, which
+			// the assignment did not allow: not applied until the ConfigMap
+			// or the switches change (choose).
+			evicted := "nothing was evicted, "
+			if rec.Held != nil {
+				// Pods listed before had been asked to leave: a protected
+				// pod came after the drain began.
+				evicted = ""
+			}
+			opts := p.terms.drain
+			return true, c.giveUpDrain(checkpoint.BadEntry{Ref: *ch.ref, Reason: contract.ReasonDrainBlocked, Message: fmt.Sprintf(
+				"the drain it needs would delete pods that nothing brings back: %s; %sthe Node was uncordoned and the change not applied",
+				drain.DescribeBlocked(blocked), evicted), PendingPods: drain.BlockedNames(blocked), DrainOptions: &opts}, p)
 		}
-		// Going back is not held up: the configuration it leaves failed.
 		// The pods kubectl's rules protect stay all the same.
-		if key := strings.Join(drain.BlockedNames(blocked), ","); key != c.warnedBlocked {
-			c.warnedBlocked = key
+		if key := strings.Join(drain.BlockedNames(blocked), ","); key != c.warned.blocked {
+			c.warned.blocked = key
 			p.event(corev1.EventTypeWarning, contract.ReasonDrainBlocked, "Going back to %s through a drain that leaves %s on the Node: no switch of its assignment allows deleting them",
 				describe(ch.ref), drain.DescribeBlocked(blocked))
 		}
@@ -205,77 +222,46 @@ func (c *Reconciler) drainFor(ctx context.Context, ch chosen, out kubelet.Render
 	if progress.Done() {
 		done := *rec
 		done.Drained = true
-		if err := store.SetDrain(done); err != nil {
+		if err := c.deps.Store.SetDrain(done); err != nil {
 			return false, fmt.Errorf("recording the drain: %w", err)
 		}
-		c.state.drain = &done
+		c.records.drain = &done
 		c.deps.Metrics.Drained()
 		p.event(corev1.EventTypeNormal, contract.ReasonRestarting, "Drained the Node; restarting the kubelet with %s%s", describe(ch.ref), removing(rec.StateFiles))
-		// The restart is the next pass's, so that the status says
-		// Restarting while it happens.
-		p.setPhase(contract.PhaseRestarting, fmt.Sprintf("the Node is drained; restarting the kubelet with %s%s", describe(ch.ref), removing(rec.StateFiles)), nil)
+		p.wait(contract.PhaseRestarting, fmt.Sprintf("the Node is drained; restarting the kubelet with %s%s", describe(ch.ref), removing(rec.StateFiles)), nil)
 		p.requeue = minRequeue
 		return false, nil
 	}
-	elapsed := clock.SinceBoot() - rec.StartedSinceBoot
-	if elapsed >= c.cfg.DrainTimeout {
+	if elapsed := c.deps.Clock.SinceBoot() - rec.StartedSinceBoot; elapsed >= c.cfg.DrainTimeout {
 		if !ch.onTrial {
 			p.event(corev1.EventTypeWarning, contract.ReasonDrainTimedOut, "The drain for going back to %s timed out after %v waiting on %s; going back anyway",
 				describe(ch.ref), c.cfg.DrainTimeout, progress.Summary())
-			return true, nil
+			return goBack()
 		}
-		return false, c.giveUpDrain(ch, progress, p)
+		return true, c.giveUpDrain(checkpoint.BadEntry{Ref: *ch.ref, Reason: contract.ReasonDrainTimedOut, Message: fmt.Sprintf(
+			"the drain it needs did not finish within %v; the Node was uncordoned and the change not applied; blocked by %s",
+			c.cfg.DrainTimeout, progress.Summary()), PendingPods: progress.Names()}, p)
 	}
-	p.setPhase(contract.PhaseDraining, fmt.Sprintf("draining the Node to apply %s (%s): waiting on %s", describe(ch.ref), strings.Join(rec.Reasons, "; "), progress.Summary()), progress.Names())
+	p.wait(contract.PhaseDraining, fmt.Sprintf("draining the Node to apply %s (%s): waiting on %s", describe(ch.ref), strings.Join(rec.Reasons, "; "), progress.Summary()), progress.Names())
 	p.requeue = c.cfg.DrainPollPeriod
 	return false, nil
 }
 
-// giveUpDrain ends a drain past its timeout: the configuration is recorded
-// as not applied, with the pods that blocked it, and the drain record goes,
-// which lifts the cordon at the end of the pass.
-func (c *Reconciler) giveUpDrain(ch chosen, progress drain.Progress, p *pass) error {
-	message := fmt.Sprintf("the drain it needs did not finish within %v; the Node was uncordoned and the change not applied; blocked by %s",
-		c.cfg.DrainTimeout, progress.Summary())
-	entry := checkpoint.BadEntry{Ref: *ch.ref, Reason: contract.ReasonDrainTimedOut, Message: message, At: c.deps.Now(), PendingPods: progress.Names()}
-	if err := c.notApplied(entry, p); err != nil {
-		return err
-	}
-	c.deps.Metrics.DrainTimedOut()
-	return errDrainGaveUp
-}
-
-// blockDrain ends a drain that would delete pods `kubectl drain` refuses
-// to delete without being told, which the assignment did not allow: the
-// configuration is recorded as not applied, with those pods, until the
-// ConfigMap or the switches change (choose), and the cordon goes.
-func (c *Reconciler) blockDrain(ch chosen, rec *checkpoint.Drain, blocked []drain.Blocked, p *pass) error {
-	evicted := "nothing was evicted, "
-	if rec.Held != nil {
-		// Pods listed before had been asked to leave: a protected pod
-		// came after the drain began.
-		evicted = ""
-	}
-	message := fmt.Sprintf("the drain it needs would delete pods that nothing brings back: %s; %sthe Node was uncordoned and the change not applied",
-		drain.DescribeBlocked(blocked), evicted)
-	opts := p.terms.drain
-	entry := checkpoint.BadEntry{Ref: *ch.ref, Reason: contract.ReasonDrainBlocked, Message: message, At: c.deps.Now(),
-		PendingPods: drain.BlockedNames(blocked), DrainOptions: &opts}
-	if err := c.notApplied(entry, p); err != nil {
-		return err
-	}
-	c.deps.Metrics.DrainBlocked()
-	return errDrainGaveUp
-}
-
-// notApplied records a drain given up, and forgets the drain, which lifts
-// the cordon at the end of the pass.
-func (c *Reconciler) notApplied(entry checkpoint.BadEntry, p *pass) error {
+// giveUpDrain records a configuration as not applied, entry saying why
+// and naming the pods that blocked its drain, and forgets the drain, which
+// lifts the cordon at the end of the pass; the next step falls back.
+func (c *Reconciler) giveUpDrain(entry checkpoint.BadEntry, p *pass) error {
+	entry.At = c.deps.Now()
 	if err := c.recordBad(entry); err != nil {
 		return fmt.Errorf("recording %s as not applied: %w", describe(&entry.Ref), err)
 	}
 	if err := c.clearDrain(); err != nil {
 		return err
+	}
+	if entry.Reason == contract.ReasonDrainBlocked {
+		c.deps.Metrics.DrainBlocked()
+	} else {
+		c.deps.Metrics.DrainTimedOut()
 	}
 	p.event(corev1.EventTypeWarning, entry.Reason, "%s: %s", describe(&entry.Ref), entry.Message)
 	return nil
@@ -298,7 +284,7 @@ func (c *Reconciler) recordHeld(rec *checkpoint.Drain, pods []*corev1.Pod) (*che
 	if err := c.deps.Store.SetDrain(next); err != nil {
 		return rec, fmt.Errorf("recording the pods the Node holds: %w", err)
 	}
-	c.state.drain = &next
+	c.records.drain = &next
 	return &next, nil
 }
 
@@ -337,13 +323,13 @@ func (c *Reconciler) restartDrained(ctx context.Context, stateFiles []string) er
 // clearDrain forgets the drain; the cordon is lifted at the end of the
 // pass (releaseCordon).
 func (c *Reconciler) clearDrain() error {
-	if c.state.drain == nil {
+	if c.records.drain == nil {
 		return nil
 	}
 	if err := c.deps.Store.ClearDrain(); err != nil {
 		return fmt.Errorf("ending the drain record: %w", err)
 	}
-	c.state.drain = nil
+	c.records.drain = nil
 	return nil
 }
 
@@ -354,7 +340,7 @@ func (c *Reconciler) clearDrain() error {
 // removes it.
 func (c *Reconciler) releaseCordon(ctx context.Context, p *pass) error {
 	d, node := p.obs.Drainer, p.obs.Node
-	if c.state.drain != nil || !p.obs.Online || d == nil || node == nil || !drain.CordonedByAgent(node) {
+	if c.records.drain != nil || !p.obs.Online || d == nil || node == nil || !drain.CordonedByAgent(node) {
 		return nil
 	}
 	if _, err := d.Uncordon(ctx, node); err != nil {

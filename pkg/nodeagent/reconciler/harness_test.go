@@ -182,7 +182,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	dir := t.TempDir()
+	return newEnvIn(t, t.TempDir())
+}
+
+// newEnvIn is newEnv in dir.
+func newEnvIn(t *testing.T, dir string) *env {
+	t.Helper()
 	e := &env{
 		t:          t,
 		dir:        dir,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -129,6 +130,8 @@ type Result struct {
 	Report status.Report
 	// Events are the transitions of this pass.
 	Events []status.Event
+	// Phase is where the change stands after the pass.
+	Phase Phase
 	// RequeueAfter asks for another pass after this long (a trial is being
 	// watched); zero means only when something changes.
 	RequeueAfter time.Duration
@@ -139,49 +142,43 @@ type Reconciler struct {
 	cfg  Config
 	deps Deps
 
-	loaded bool
-	state  persisted
+	// records mirror the state directory; nil until the first Sync reads
+	// it. The phase is derived from them, never kept beside them.
+	records *records
 
-	// tracker watches the trial of trackedRef since the later of this
-	// process's start and the kubelet's last restart.
-	tracker     *trial.Tracker
-	trackedRef  contract.ConfigMapVersion
-	trackedBoot string
-	// baseline is what the Node and its pods looked like just before the
-	// kubelet's last restart, for the next tracker (nil: none taken, the
-	// tracker takes its first look instead).
-	baseline *trial.Snapshot
+	// tracker watches the trial the trial record names since the later of
+	// this process's start and the kubelet's last restart; every write of
+	// the trial record drops it (setTrial, clearTrial).
+	tracker *trial.Tracker
 	// nextProbe is when (time since boot) the kubelet is probed next.
 	// Probes are ProbePeriod apart however often Sync runs (every watch
 	// event runs it), so that the failure threshold counts probe periods,
 	// not passes.
 	nextProbe time.Duration
-
 	// pods are the pods bound to the Node as last listed for a trial;
 	// podsKnown is false when they were not (nodeSnapshot).
 	pods      []*corev1.Pod
 	podsKnown bool
 
-	// lastKubeletVersion remembers the Node's version for offline passes;
-	// it is recorded in the state directory, so that a restart while the
-	// apiserver is away keeps it.
-	lastKubeletVersion *version.Version
-	// recordedKubeletVersion is the version the state directory holds.
-	recordedKubeletVersion string
+	// kubeletVersion is the Node's version as last seen, or as the state
+	// directory recorded it, so that a start while the apiserver is away
+	// keeps it.
+	kubeletVersion *version.Version
 	// validated caches verdicts by reference and kubelet version.
 	validated map[validationKey]error
 	// running is the last comparison of the kubelet's running
 	// configuration with the configuration applied (running.go).
 	running running
+	// warned dedupes warnings said once, not once a pass.
+	warned warned
+}
 
-	// lastProblem dedupes warning events, badDrainMode the one about an
-	// invalid nodeguard.dev/drain value.
-	lastProblem  string
-	badDrainMode string
-	// badTerms dedupes the warnings about the Node's per-assignment terms,
-	// warnedBlocked the one about pods a rollback's drain leaves.
-	badTerms      string
-	warnedBlocked string
+// warned is what was last warned about, by subject.
+type warned struct {
+	// problem is the status's error, drainMode an invalid
+	// nodeguard.dev/drain value, terms the Node's per-assignment terms
+	// that do not parse, blocked the pods a rollback's drain leaves.
+	problem, drainMode, terms, blocked string
 }
 
 type validationKey struct {
@@ -189,8 +186,8 @@ type validationKey struct {
 	version string
 }
 
-// persisted mirrors the state directory's records.
-type persisted struct {
+// records mirrors the state directory's records.
+type records struct {
 	assigned      *contract.ConfigMapVersion
 	lastKnownGood *contract.ConfigMapVersion
 	active        *checkpoint.Active
@@ -236,15 +233,14 @@ func New(cfg Config, deps Deps) (*Reconciler, error) {
 	return &Reconciler{cfg: cfg, deps: deps, validated: map[validationKey]error{}}, nil
 }
 
-// problem is why the assigned configuration is not (yet) the ready one.
+// problem is why the assigned configuration is not (yet) the ready one,
+// or, as pass.waiting, the step a change waits on.
 type problem struct {
 	reason  string
 	message string
-	// pendingPods are the pods a drain that timed out was blocked by.
+	// pendingPods are the pods a drain waits on, or was blocked by.
 	pendingPods []string
 }
-
-func (p *problem) String() string { return p.reason + ": " + p.message }
 
 // pass accumulates what one Sync decides.
 type pass struct {
@@ -260,17 +256,17 @@ type pass struct {
 	// fallback is set when the assigned configuration cannot be used now
 	// and the choice must fall back.
 	fallback *problem
-	// onTrial is set while the chosen configuration is on trial.
-	onTrial    bool
-	trialLeft  time.Duration
-	requeue    time.Duration
-	pruneAfter bool
-	// phase is contract.PhaseDraining or PhaseRestarting while a change
-	// waits on its drain or its restart, with phaseMessage and the pods
-	// the drain waits on.
-	phase        string
-	phaseMessage string
-	pendingPods  []string
+	// phase is the last phase dispatched.
+	phase Phase
+	// waiting is set while a change waits on its drain
+	// (contract.PhaseDraining) or its restart (PhaseRestarting).
+	waiting *problem
+	requeue time.Duration
+	// restarted is set once this pass restarted the kubelet, baseline to
+	// what the Node and its pods looked like just before, for the trial
+	// (nil: none taken, the tracker takes its first look instead).
+	restarted bool
+	baseline  *trial.Snapshot
 	// waived is what a check the trial in progress waived found.
 	waived string
 	// running is how the kubelet's running configuration compares with
@@ -281,8 +277,8 @@ type pass struct {
 // minRequeue is how soon a pass that ends a step runs the next one.
 const minRequeue = time.Millisecond
 
-func (p *pass) setPhase(phase, message string, pendingPods []string) {
-	p.phase, p.phaseMessage, p.pendingPods = phase, message, pendingPods
+func (p *pass) wait(phase, message string, pendingPods []string) {
+	p.waiting = &problem{reason: phase, message: message, pendingPods: pendingPods}
 }
 
 func (p *pass) addProblem(pr *problem) {
@@ -295,46 +291,43 @@ func (p *pass) event(eventType, reason, format string, args ...any) {
 	p.events = append(p.events, status.Event{Type: eventType, Reason: reason, Message: fmt.Sprintf(format, args...)})
 }
 
-// maxRounds bounds the choose-apply-judge loop: a failed trial causes one
-// more round (the rollback), and a rollback is never on trial.
-const maxRounds = 3
+// maxSteps bounds the transitions of one pass: the longest way, a change
+// whose trial fails at once and whose way back starts a drain, takes five.
+const maxSteps = 8
 
-// Sync runs one pass. An error asks for a retry with backoff; the Result is
-// meaningful even then.
+// Sync runs one pass: the assignment, then, from the records, the phase
+// and its transition, again while a transition asks for the next one now.
+// An error asks for a retry with backoff; the Result is meaningful even
+// then.
 func (c *Reconciler) Sync(ctx context.Context, obs Observation) (Result, error) {
-	logger := klog.FromContext(ctx)
 	p := &pass{obs: obs}
-	if !c.loaded {
+	if c.records == nil {
 		c.load(p)
-		c.loaded = true
 	}
-	if obs.Online && obs.KubeletVersion != nil {
-		c.lastKubeletVersion = obs.KubeletVersion
-		if v := obs.KubeletVersion.String(); v != c.recordedKubeletVersion {
-			if err := c.deps.Store.SetKubeletVersion(v); err != nil {
-				logger.Error(err, "Recording the kubelet version failed; a start without the apiserver cannot check feature gates")
-			} else {
-				c.recordedKubeletVersion = v
-			}
-		}
-	}
+	c.noteKubeletVersion(ctx, obs)
+	kept := c.records.refs()
 	err := c.syncAssignment(obs, p)
 	p.terms = c.assignmentTerms(p)
-	if err == nil {
-		for round := 0; round < maxRounds; round++ {
-			var again bool
-			again, err = c.round(ctx, p)
-			if err != nil || !again {
-				break
-			}
+	for step := 0; err == nil && step < maxSteps; step++ {
+		ch := c.choice(p)
+		if ch == nil {
+			// Nothing can be applied, so no drain stands: the kubelet keeps
+			// what it runs, and the Node its pods.
+			err = c.clearDrain()
+			break
+		}
+		c.checkDrift(ctx, *ch, p)
+		var again bool
+		if again, err = c.step(ctx, *ch, p); !again {
+			break
 		}
 	}
 	if err == nil {
 		err = c.releaseCordon(ctx, p)
 	}
-	if p.pruneAfter && err == nil {
-		if pruneErr := c.prune(); pruneErr != nil {
-			logger.Error(pruneErr, "Pruning old checkpoints failed; will retry on the next change")
+	if err == nil && !slices.Equal(kept, c.records.refs()) {
+		if pruneErr := c.deps.Store.PruneCheckpoints(c.records.refs()); pruneErr != nil {
+			klog.FromContext(ctx).Error(pruneErr, "Pruning old checkpoints failed; will retry on the next change")
 		}
 	}
 	if err != nil {
@@ -347,31 +340,16 @@ func (c *Reconciler) Sync(ctx context.Context, obs Observation) (Result, error) 
 	return result, err
 }
 
-// round chooses, applies and judges once; again is true after a rollback.
-func (c *Reconciler) round(ctx context.Context, p *pass) (again bool, err error) {
-	p.onTrial, p.trialLeft, p.waived = false, 0, ""
-	p.setPhase("", "", nil)
-	chosen := c.choose(p)
-	rendered, chosen := c.render(chosen, p)
-	if rendered == nil {
-		// Nothing can be applied, so no drain stands: the kubelet keeps
-		// what it runs, and the Node its pods.
-		return false, c.clearDrain()
+// noteKubeletVersion records the Node's kubelet version when it changes.
+func (c *Reconciler) noteKubeletVersion(ctx context.Context, obs Observation) {
+	v := obs.KubeletVersion
+	if !obs.Online || v == nil || (c.kubeletVersion != nil && c.kubeletVersion.String() == v.String()) {
+		return
 	}
-	c.checkDrift(ctx, chosen, *rendered, p)
-	restarted, err := c.apply(ctx, chosen, *rendered, p)
-	c.afterRestart(chosen, restarted, p)
-	switch {
-	case errors.Is(err, errDrainGaveUp):
-		// Recorded as not applied: the next round falls back.
-		return true, nil
-	case err != nil:
-		return false, err
-	case !chosen.onTrial || p.phase != "":
-		// No trial, or a drain or restart still to come before it.
-		return false, nil
+	c.kubeletVersion = v
+	if err := c.deps.Store.SetKubeletVersion(v.String()); err != nil {
+		klog.FromContext(ctx).Error(err, "Recording the kubelet version failed; a start without the apiserver cannot check feature gates")
 	}
-	return c.judgeTrial(ctx, chosen, restarted, p)
 }
 
 func (c *Reconciler) load(p *pass) {
@@ -381,24 +359,26 @@ func (c *Reconciler) load(p *pass) {
 			p.event(corev1.EventTypeWarning, contract.ReasonCheckpointCorrupt, "%v", err)
 		}
 	}
+	r := &records{}
 	var err error
-	c.state.assigned, err = s.Assigned()
+	r.assigned, err = s.Assigned()
 	corrupt(err)
-	c.state.lastKnownGood, err = s.LastKnownGood()
+	r.lastKnownGood, err = s.LastKnownGood()
 	corrupt(err)
-	c.state.active, err = s.Active()
+	r.active, err = s.Active()
 	corrupt(err)
-	c.state.trial, err = s.Trial()
+	r.trial, err = s.Trial()
 	corrupt(err)
-	c.state.drain, err = s.Drain()
+	r.drain, err = s.Drain()
 	corrupt(err)
-	c.state.bad, err = s.Bad()
+	r.bad, err = s.Bad()
 	corrupt(err)
 	recorded, err := s.KubeletVersion()
 	corrupt(err)
 	if v, err := version.ParseGeneric(recorded); err == nil { // the store refuses what does not parse
-		c.lastKubeletVersion, c.recordedKubeletVersion = v, recorded
+		c.kubeletVersion = v
 	}
+	c.records = r
 }
 
 // nodeSnapshot is what the trial's signals see of the Node in obs, nil
@@ -425,39 +405,33 @@ func (c *Reconciler) nodeSnapshot(ctx context.Context, obs Observation, refresh 
 	return &s
 }
 
-func (c *Reconciler) kubeletVersion() *version.Version {
-	if c.cfg.KubeletVersion != nil {
-		return c.cfg.KubeletVersion
-	}
-	return c.lastKubeletVersion
-}
-
 func (c *Reconciler) trialElapsed() time.Duration {
-	t := c.state.trial
+	t := c.records.trial
 	if t == nil || t.BootID != c.deps.Clock.BootID() {
 		return 0
 	}
 	return max(c.deps.Clock.SinceBoot()-t.StartedSinceBoot, 0)
 }
 
-// prune drops checkpoints nothing points at any more.
-func (c *Reconciler) prune() error {
+// refs are the configurations the records point at, whose checkpoints
+// are kept.
+func (r *records) refs() []contract.ConfigMapVersion {
 	var keep []contract.ConfigMapVersion
-	for _, ref := range []*contract.ConfigMapVersion{c.state.assigned, c.state.lastKnownGood} {
+	for _, ref := range []*contract.ConfigMapVersion{r.assigned, r.lastKnownGood} {
 		if ref != nil {
 			keep = append(keep, *ref)
 		}
 	}
-	if c.state.active != nil && c.state.active.Ref != nil {
-		keep = append(keep, *c.state.active.Ref)
+	if r.active != nil && r.active.Ref != nil {
+		keep = append(keep, *r.active.Ref)
 	}
-	if c.state.trial != nil {
-		keep = append(keep, c.state.trial.Ref)
+	if r.trial != nil {
+		keep = append(keep, r.trial.Ref)
 	}
-	if c.state.drain != nil && c.state.drain.Ref != nil {
-		keep = append(keep, *c.state.drain.Ref)
+	if r.drain != nil && r.drain.Ref != nil {
+		keep = append(keep, *r.drain.Ref)
 	}
-	return c.deps.Store.PruneCheckpoints(keep)
+	return keep
 }
 
 func describe(ref *contract.ConfigMapVersion) string {

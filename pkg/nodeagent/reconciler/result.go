@@ -15,10 +15,10 @@ import (
 func (c *Reconciler) result(p *pass) Result {
 	st := status.Report{}
 	st.Status.Assigned = p.shownAssigned
-	st.Status.LastKnownGood = c.state.lastKnownGood
-	if c.state.active != nil {
-		st.Status.Active = c.state.active.Ref
-		st.Status.Waived = c.state.active.Waived
+	st.Status.LastKnownGood = c.records.lastKnownGood
+	if c.records.active != nil {
+		st.Status.Active = c.records.active.Ref
+		st.Status.Waived = c.records.active.Waived
 	}
 	if p.waived != "" {
 		st.Status.Waived = p.waived
@@ -41,11 +41,11 @@ func (c *Reconciler) result(p *pass) Result {
 		*cond = status.Condition{Status: corev1.ConditionFalse, Reason: main.reason, Message: strings.Join(messages, "; ")}
 		st.Status.Error = strings.Join(errorMessages, "; ")
 		st.Status.PendingPods = main.pendingPods
-	case p.phase != "":
-		*cond = status.Condition{Status: corev1.ConditionFalse, Reason: p.phase, Message: p.phaseMessage}
-	case p.onTrial:
+	case p.waiting != nil:
+		*cond = status.Condition{Status: corev1.ConditionFalse, Reason: p.waiting.reason, Message: p.waiting.message}
+	case p.phase == OnTrial:
 		since := ""
-		if t := c.state.trial; t != nil {
+		if t := c.records.trial; t != nil {
 			since = " since " + t.StartedAt.UTC().Format("2006-01-02T15:04:05Z")
 		}
 		*cond = status.Condition{Status: corev1.ConditionFalse, Reason: contract.ReasonTrialInProgress, Message: fmt.Sprintf(
@@ -61,9 +61,10 @@ func (c *Reconciler) result(p *pass) Result {
 	}
 
 	switch {
-	case p.phase != "":
-		st.Status.Phase, st.Status.PendingPods = p.phase, p.pendingPods
-	case p.onTrial:
+	case p.waiting != nil:
+		st.Status.Phase, st.Status.PendingPods = p.waiting.reason, p.waiting.pendingPods
+	case p.phase == OnTrial && (main == nil || main.reason != contract.ReasonApplyFailed):
+		// A trial whose step failed says so rather than that it goes on.
 		st.Status.Phase = contract.PhaseTrialInProgress
 	}
 
@@ -72,12 +73,12 @@ func (c *Reconciler) result(p *pass) Result {
 	if st.Status.Error != "" {
 		key = cond.Reason + "|" + describe(st.Status.Assigned)
 		announced := slices.ContainsFunc(p.events, func(e status.Event) bool { return e.Reason == cond.Reason })
-		if key != c.lastProblem && !announced {
+		if key != c.warned.problem && !announced {
 			p.event(corev1.EventTypeWarning, cond.Reason, "%s", st.Status.Error)
 		}
 	}
-	c.lastProblem = key
-	return Result{Report: st, Events: p.events, RequeueAfter: p.requeue}
+	c.warned.problem = key
+	return Result{Report: st, Events: p.events, Phase: p.phase, RequeueAfter: p.requeue}
 }
 
 // aside adds s to a message in parentheses, before the words that close

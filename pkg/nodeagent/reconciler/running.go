@@ -64,7 +64,7 @@ func (r *running) report() *contract.RunningConfig {
 
 // readRunning reads the kubelet's running configuration and compares ch
 // with it: every field ch sets but the node-local ones.
-func (c *Reconciler) readRunning(ctx context.Context, ch chosen) {
+func (c *Reconciler) readRunning(ctx context.Context, ch choice) {
 	r := &c.running
 	r.read = true
 	obs, err := c.deps.Running.Read(ctx)
@@ -85,7 +85,7 @@ func (c *Reconciler) readRunning(ctx context.Context, ch chosen) {
 // the trial does not pass until a read since the kubelet's restart
 // matched. The kubelet is read after each healthy probe (probedHealthy):
 // a kubelet that does not answer /healthz is the health checks' to judge.
-func (c *Reconciler) judgeRunning(ctx context.Context, ch chosen, probedHealthy bool, v trial.Verdict, p *pass) trial.Verdict {
+func (c *Reconciler) judgeRunning(ctx context.Context, ch choice, probedHealthy bool, v trial.Verdict, p *pass) trial.Verdict {
 	r := &c.running
 	if r.tracker != c.tracker || !contract.SameVersion(r.ref, ch.ref) {
 		*r = running{ref: ch.ref, tracker: c.tracker, announced: r.announced}
@@ -124,15 +124,16 @@ func (c *Reconciler) judgeRunning(ctx context.Context, ch chosen, probedHealthy 
 // restores it in the same pass, and the kubelet is read at once to say
 // what it ran. A running configuration that cannot be read is
 // ConfigUnverified, except just after a restart.
-func (c *Reconciler) checkDrift(ctx context.Context, ch chosen, out kubelet.Rendered, p *pass) {
+func (c *Reconciler) checkDrift(ctx context.Context, ch choice, p *pass) {
+	out := ch.out
 	p.running = nil
 	r := &c.running
 	if ch.onTrial {
 		// The trial reads it (judgeRunning).
 		return
 	}
-	a := c.state.active
-	if ch.ref == nil || a == nil || !contract.SameVersion(a.Ref, ch.ref) || c.state.drain != nil {
+	a := c.records.active
+	if ch.ref == nil || a == nil || !contract.SameVersion(a.Ref, ch.ref) || c.records.drain != nil {
 		// The local configuration is the node's own; another choice is
 		// applied (and read) after its restart; a drain is under way.
 		if ch.ref == nil {
@@ -194,10 +195,7 @@ func (c *Reconciler) checkDrift(ctx context.Context, ch chosen, out kubelet.Rend
 // afterRestart notes a restart of the kubelet by the agent: nothing read
 // before counts, and outside a trial the next read comes a probe period
 // later, its failures not reported within the trial's grace period.
-func (c *Reconciler) afterRestart(ch chosen, restarted bool, p *pass) {
-	if !restarted {
-		return
-	}
+func (c *Reconciler) afterRestart(ch choice, p *pass) {
 	now := c.deps.Clock.SinceBoot()
 	c.running = running{ref: ch.ref, next: now + c.cfg.ProbePeriod, quietUntil: now + c.cfg.Trial.Grace, announced: c.running.announced}
 	if !ch.onTrial && ch.ref != nil {

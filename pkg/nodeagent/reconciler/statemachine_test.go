@@ -94,7 +94,7 @@ type want struct {
 	ready    corev1.ConditionStatus
 	reason   string
 	errorHas string
-	// assigned is the assigned pointer on disk and in the status
+	// assigned is the assigned record on disk and in the status
 	// (shownAssigned overrides the latter).
 	assigned, lkg, active *corev1.ConfigMap
 	noActive              bool
@@ -336,8 +336,8 @@ func (e *env) checkWant(r Result, w want) {
 	}
 	e.check(r, expect{ready: w.ready, reason: w.reason, errorHas: w.errorHas, assigned: optRef(w.assigned),
 		active: optRef(active), lkg: optRef(w.lkg), restarts: w.restarts})
-	// Inspect, unlike the crash tests' snapshot, lets a pointer dangle: a
-	// checkpoint found corrupt is moved aside while the assigned pointer
+	// Inspect, unlike the crash tests' snapshot, lets a ref dangle: a
+	// checkpoint found corrupt is moved aside while the assigned record
 	// keeps naming it until it is downloaded again.
 	got, err := checkpoint.Inspect(e.store().Dir())
 	if err != nil && (w.reason != contract.ReasonCheckpointCorrupt || !strings.Contains(err.Error(), "no sound checkpoint")) {
@@ -385,7 +385,7 @@ func TestKubeletVersionIsRecorded(t *testing.T) {
 	}
 	e.startAgent()
 	e.sync(offline)
-	if got := e.c.kubeletVersion(); got == nil || got.String() != kubeletVersion.String() {
+	if got := e.c.kubeletVersion; got == nil || got.String() != kubeletVersion.String() {
 		t.Fatalf("a restarted agent offline knows version %v, want %s", got, kubeletVersion)
 	}
 }

@@ -41,8 +41,8 @@ func (c *Reconciler) assignmentTerms(p *pass) terms {
 		t.trial = nil
 	}
 	slices.Sort(bad)
-	if key := strings.Join(bad, "\n"); key != c.badTerms {
-		c.badTerms = key
+	if key := strings.Join(bad, "\n"); key != c.warned.terms {
+		c.warned.terms = key
 		for _, why := range bad {
 			p.event(corev1.EventTypeWarning, contract.ReasonAssignmentInvalid, "%s", why)
 		}
@@ -54,7 +54,7 @@ func (c *Reconciler) assignmentTerms(p *pass) terms {
 // agent's, with those its assignment gave when it started.
 func (c *Reconciler) trialTerms() trial.Terms {
 	var own *contract.TrialTerms
-	if t := c.state.trial; t != nil {
+	if t := c.records.trial; t != nil {
 		own = t.Terms
 	}
 	return trial.Resolve(c.cfg.Trial, c.cfg.TrialTuning, own)
@@ -67,12 +67,12 @@ func (c *Reconciler) trialPeriod() time.Duration { return c.trialTerms().Period 
 // emptied the Node for it: the pods it held then (nil when no drain
 // preceded the trial, or one recorded before the pods were kept).
 func (c *Reconciler) afterDrain(ref contract.ConfigMapVersion) *trial.AfterDrain {
-	d := c.state.drain
+	d := c.records.drain
 	if d == nil || d.Ref == nil || *d.Ref != ref || !d.Drained || d.Held == nil {
 		return nil
 	}
 	a := &trial.AfterDrain{Requests: d.Held.Requests()}
-	if t := c.state.trial; t != nil && t.Terms != nil {
+	if t := c.records.trial; t != nil && t.Terms != nil {
 		a.AllowShrink = t.Terms.AllowShrink
 	}
 	return a
@@ -82,7 +82,7 @@ func (c *Reconciler) afterDrain(ref contract.ConfigMapVersion) *trial.AfterDrain
 // entry it had: an entry that no longer stands (DrainBlocked under other
 // switches) must not hide the newer one.
 func (c *Reconciler) recordBad(entry checkpoint.BadEntry) error {
-	bad := slices.DeleteFunc(slices.Clone(c.state.bad), func(e checkpoint.BadEntry) bool { return e.Ref == entry.Ref })
+	bad := slices.DeleteFunc(slices.Clone(c.records.bad), func(e checkpoint.BadEntry) bool { return e.Ref == entry.Ref })
 	bad = append(bad, entry)
 	if len(bad) > checkpoint.MaxBadEntries {
 		bad = bad[len(bad)-checkpoint.MaxBadEntries:]
@@ -90,6 +90,6 @@ func (c *Reconciler) recordBad(entry checkpoint.BadEntry) error {
 	if err := c.deps.Store.SetBad(bad); err != nil {
 		return err
 	}
-	c.state.bad = bad
+	c.records.bad = bad
 	return nil
 }

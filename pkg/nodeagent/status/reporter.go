@@ -69,10 +69,6 @@ func (r *Reporter) Set(report Report) {
 	r.queue.Add(reportKey)
 }
 
-// Poke asks for the latest report to be checked against the Node again, e.g.
-// after the Node changed.
-func (r *Reporter) Poke() { r.queue.Add(reportKey) }
-
 // Event records an Event about the Node.
 func (r *Reporter) Event(ctx context.Context, ev Event) {
 	ev.Log(ctx)

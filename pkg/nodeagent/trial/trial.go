@@ -90,12 +90,6 @@ func NewTracker(terms Terms, since time.Duration) *Tracker {
 	return &Tracker{terms: terms, observingSince: since, node: nodeTracker{notReady: true, notReadySince: since}}
 }
 
-// ObservingSince is when tracking started.
-func (t *Tracker) ObservingSince() time.Duration { return t.observingSince }
-
-// Failures is the number of failed probes counted against the trial.
-func (t *Tracker) Failures() int { return t.failures }
-
 // Observe records one probe result (nil is healthy).
 func (t *Tracker) Observe(probeErr error) {
 	t.probes++
