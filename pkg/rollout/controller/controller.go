@@ -285,7 +285,7 @@ func (c *Controller) updateNode(oldObj, newObj any) {
 	// one is read once here, for this comparison and every sync after it.
 	before, _ := c.observed.of(oldNode)
 	after := c.observed.set(newNode).obs
-	if maps.Equal(oldNode.Labels, newNode.Labels) && readAlike(before, after) {
+	if decidedAlike(oldNode, newNode, before, after) {
 		// Nearly every Node update is a kubelet's heartbeat. A sync for
 		// each would keep every rollout syncing back to back on a large
 		// pool, and the update that matters would wait for the one in
@@ -296,27 +296,20 @@ func (c *Controller) updateNode(oldObj, newObj any) {
 }
 
 // decidedAlike reports whether no decision can tell the two versions of a
-// Node apart, or none needs to wake for the difference: the same labels
-// (so the same rollouts select it) and the same observation but for the
-// resourceVersion and the trial-passed mark (readAlike).
-func decidedAlike(a, b *corev1.Node) bool {
+// Node apart, or none needs to wake for the difference, given their
+// readings (rollout.ObserveNode): the same labels (so the same rollouts
+// select it) and the same reading but for the resourceVersion and the
+// trial-passed mark. What made a part unreadable is only logged, never
+// decided on. The mark is the controller's own record, which the decisions
+// after the one that sent it already read (unseen); its arrival frees no
+// slot and changes no state, and waking every rollout for each Node's mark
+// would have it decide once more per Node moved.
+func decidedAlike(a, b *corev1.Node, obsA, obsB rollout.NodeObservation) bool {
 	if !maps.Equal(a.Labels, b.Labels) {
 		return false
 	}
-	obsA, _ := rollout.ObserveNode(a, nil)
-	obsB, _ := rollout.ObserveNode(b, nil)
-	return readAlike(obsA, obsB)
-}
-
-// readAlike compares two readings of a Node but for the resourceVersion
-// and the trial-passed mark. What made a part unreadable is only logged,
-// never decided on. The mark is the controller's own record, which the
-// decisions after the one that sent it already read (unseen); its arrival
-// frees no slot and changes no state, and waking every rollout for each
-// Node's mark would have it decide once more per Node moved.
-func readAlike(a, b rollout.NodeObservation) bool {
-	a.TrialPassed, b.TrialPassed = "", ""
-	return rollout.SameButVersion(a, b)
+	obsA.TrialPassed, obsB.TrialPassed = "", ""
+	return rollout.SameButVersion(obsA, obsB)
 }
 
 func (c *Controller) deleteNode(obj any) {
