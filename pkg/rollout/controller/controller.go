@@ -89,6 +89,9 @@ type Controller struct {
 	podFactory  informers.SharedInformerFactory
 	podInformer cache.SharedIndexInformer
 	targets     *targetConfigs
+	// observed is each cached Node's reading, made by the Node handlers
+	// (observations.go).
+	observed    *observations
 	trialPeriod time.Duration
 	synced      []cache.InformerSynced
 
@@ -122,6 +125,7 @@ func New(cfg Config) (*Controller, error) {
 		clock:    cfg.Clock,
 		metadata: cfg.Metadata,
 		states:   map[string]*rolloutState{},
+		observed: newObservations(),
 
 		expectationsTimeout: cfg.ExpectationsTimeout,
 		trialPeriod:         cfg.TrialPeriod,
@@ -266,6 +270,7 @@ func unwrap(obj any) any {
 
 func (c *Controller) addNode(obj any) {
 	if node, ok := unwrap(obj).(*corev1.Node); ok {
+		c.observed.set(node)
 		c.enqueueSelecting(node.Labels)
 	}
 }
@@ -276,7 +281,11 @@ func (c *Controller) updateNode(oldObj, newObj any) {
 	if !ok1 || !ok2 {
 		return
 	}
-	if decidedAlike(oldNode, newNode) {
+	// The old version's reading is the one its own event recorded; the new
+	// one is read once here, for this comparison and every sync after it.
+	before, _ := c.observed.of(oldNode)
+	after := c.observed.set(newNode).obs
+	if decidedAlike(oldNode, newNode, before, after) {
 		// Nearly every Node update is a kubelet's heartbeat. A sync for
 		// each would keep every rollout syncing back to back on a large
 		// pool, and the update that matters would wait for the one in
@@ -287,25 +296,28 @@ func (c *Controller) updateNode(oldObj, newObj any) {
 }
 
 // decidedAlike reports whether no decision can tell the two versions of a
-// Node apart, or none needs to wake for the difference: the same labels
-// (so the same rollouts select it) and the same observation but for the
-// resourceVersion and the trial-passed mark. What made a part unreadable
-// is only logged, never decided on. The mark is the controller's own
-// record, which the decisions after the one that sent it already read
-// (unseen); its arrival frees no slot and changes no state, and waking
-// every rollout for each Node's mark would have it decide once more per
-// Node moved.
-func decidedAlike(a, b *corev1.Node) bool {
+// Node apart, or none needs to wake for the difference, given their
+// readings (rollout.ObserveNode): the same labels (so the same rollouts
+// select it) and the same reading but for the resourceVersion and the
+// trial-passed mark. What made a part unreadable is only logged, never
+// decided on. The mark is the controller's own record, which the decisions
+// after the one that sent it already read (unseen); its arrival frees no
+// slot and changes no state, and waking every rollout for each Node's mark
+// would have it decide once more per Node moved.
+func decidedAlike(a, b *corev1.Node, obsA, obsB rollout.NodeObservation) bool {
 	if !maps.Equal(a.Labels, b.Labels) {
 		return false
 	}
-	obsA, _ := rollout.ObserveNode(a, nil)
-	obsB, _ := rollout.ObserveNode(b, nil)
 	obsA.TrialPassed, obsB.TrialPassed = "", ""
 	return rollout.SameButVersion(obsA, obsB)
 }
 
-func (c *Controller) deleteNode(obj any) { c.addNode(obj) }
+func (c *Controller) deleteNode(obj any) {
+	if node, ok := unwrap(obj).(*corev1.Node); ok {
+		c.observed.remove(node.Name)
+		c.enqueueSelecting(node.Labels)
+	}
+}
 
 // enqueueSelecting enqueues every rollout whose selector picks any of the
 // label sets: a Node that left a selection matters to the rollout it left

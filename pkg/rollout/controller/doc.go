@@ -29,8 +29,15 @@
 // changed). A Node update that changes neither its labels nor anything
 // Decide reads (a kubelet's heartbeat, nearly every update) enqueues
 // nothing: on a large pool those alone would keep a rollout syncing back
-// to back. Handlers unwrap DeletedFinalStateUnknown tombstones and do
-// nothing else, so a replayed or repeated event costs one idempotent sync.
+// to back. Handlers unwrap DeletedFinalStateUnknown tombstones, so a
+// replayed or repeated event costs one idempotent sync.
+//
+// The Node handlers also read each Node once per event into what Decide
+// reads of it (observations.go, rollout.ObserveNode), kept by name beside
+// the very object the cache holds: a sync takes that reading instead of
+// decoding every selected Node's annotations again, and reads afresh any
+// object it does not match (a copy with the controller's unseen patches
+// applied), so that the index makes a sync cheaper, never different.
 //
 // # A sync
 //

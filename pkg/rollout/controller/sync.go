@@ -151,7 +151,7 @@ func (c *Controller) observe(ctx context.Context, r *v1alpha1.KubeletConfigRollo
 	}
 	nodes = st.overlay(nodes, now)
 	rollouts := c.rolloutsCached()
-	observations, err := rollout.ObserveSelected(selector, r.Name, rollouts, nodes)
+	observations, err := c.observed.selectedBy(selector, r.Name, rollouts, nodes)
 	if err != nil {
 		// Usable all the same; the agents report the same problems.
 		klog.FromContext(ctx).V(2).Info("Nodes partly unreadable", "err", err)

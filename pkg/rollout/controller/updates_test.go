@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
 // TestDecidedAlike covers which Node updates wake the rollouts selecting
@@ -71,7 +72,9 @@ func TestDecidedAlike(t *testing.T) {
 				tc.from(after)
 			}
 			tc.change(after)
-			if got := decidedAlike(before, after); got != tc.alike {
+			obsBefore, _ := rollout.ObserveNode(before, nil)
+			obsAfter, _ := rollout.ObserveNode(after, nil)
+			if got := decidedAlike(before, after, obsBefore, obsAfter); got != tc.alike {
 				t.Errorf("decidedAlike = %v, want %v", got, tc.alike)
 			}
 		})

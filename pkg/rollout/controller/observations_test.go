@@ -1,0 +1,181 @@
+package controller
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strconv"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
+	"github.com/nodeguard/nodeguard/pkg/contract"
+	nodeguardlisters "github.com/nodeguard/nodeguard/pkg/generated/listers/nodeguard/v1alpha1"
+	"github.com/nodeguard/nodeguard/pkg/rollout"
+)
+
+// TestObservationsMatchFullReading drives the Node handlers with arbitrary
+// event sequences, as an informer delivers them (each version a new object,
+// deletions sometimes as tombstones, events sometimes replayed), and checks
+// after every event that what a sync reads through the index is what
+// reading every Node afresh gives (rollout.ObserveSelected), that the index
+// holds the cached object of every Node and nothing of a deleted one, and
+// that a copy of a cached Node (as rolloutState.overlay makes) is read
+// afresh. A pure test: the handlers' input is what makes it, no apiserver
+// needed.
+func TestObservationsMatchFullReading(t *testing.T) {
+	rollouts := []*v1alpha1.KubeletConfigRollout{
+		testRollout("blue", map[string]string{"pool": "blue"}),
+		testRollout("green", map[string]string{"pool": "green"}),
+		testRollout("all", map[string]string{"fleet": "yes"}),
+	}
+	for seed := range uint64(50) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 1))
+			c := handlerController(t, rollouts)
+			store := map[string]*corev1.Node{}
+			version := 0
+			for step := range 300 {
+				name := "n" + strconv.Itoa(rng.IntN(8))
+				old, exists := store[name]
+				version++
+				switch op := rng.IntN(10); {
+				case !exists || op == 0:
+					// An add, or, for a Node the store holds, a relist's add.
+					node := randomNode(rng, name, version)
+					store[name] = node
+					if exists {
+						c.updateNode(old, node)
+					} else {
+						c.addNode(node)
+					}
+				case op == 1:
+					delete(store, name)
+					if rng.IntN(2) == 0 {
+						c.deleteNode(cache.DeletedFinalStateUnknown{Key: name, Obj: old})
+					} else {
+						c.deleteNode(old)
+					}
+				case op == 2:
+					// A resync or a replay: the same object again.
+					c.updateNode(old, old)
+				default:
+					node := randomNode(rng, name, version)
+					if rng.IntN(3) == 0 {
+						// A heartbeat: only the resourceVersion moves.
+						node = old.DeepCopy()
+						node.ResourceVersion = strconv.Itoa(version)
+					}
+					store[name] = node
+					c.updateNode(old, node)
+				}
+				checkObservations(t, step, c, store, rollouts)
+			}
+		})
+	}
+}
+
+func checkObservations(t *testing.T, step int, c *Controller, store map[string]*corev1.Node, rollouts []*v1alpha1.KubeletConfigRollout) {
+	t.Helper()
+	var nodes []*corev1.Node
+	for _, node := range store {
+		nodes = append(nodes, node)
+		entry, ok := c.observed.byName[node.Name]
+		if !ok || entry.node != node {
+			t.Fatalf("step %d: the index does not hold the cached object of %s", step, node.Name)
+		}
+	}
+	for name := range c.observed.byName {
+		if _, ok := store[name]; !ok {
+			t.Fatalf("step %d: the index holds %s, which was deleted", step, name)
+		}
+	}
+	if len(nodes) > 0 {
+		// A copy, as overlay makes, with an annotation of its own.
+		changed := nodes[0].DeepCopy()
+		changed.Annotations = map[string]string{contract.ConfigSourceAnnotation: "kubelet-configs/other"}
+		nodes[0] = changed
+	}
+	for _, r := range rollouts {
+		selector, err := rollout.Selector(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, wantErr := rollout.ObserveSelected(selector, r.Name, rollouts, nodes)
+		got, gotErr := c.observed.selectedBy(selector, r.Name, rollouts, nodes)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d, rollout %s: through the index\n%+v\nread afresh\n%+v", step, r.Name, got, want)
+		}
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("step %d, rollout %s: error %v through the index, %v read afresh", step, r.Name, gotErr, wantErr)
+		}
+	}
+}
+
+// handlerController is a Controller with what the Node handlers use: the
+// index, a queue, and the rollouts' lister.
+func handlerController(t *testing.T, rollouts []*v1alpha1.KubeletConfigRollout) *Controller {
+	t.Helper()
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, r := range rollouts {
+		if err := indexer.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	t.Cleanup(queue.ShutDown)
+	return &Controller{observed: newObservations(), queue: queue, rolloutLister: nodeguardlisters.NewKubeletConfigRolloutLister(indexer)}
+}
+
+func testRollout(name string, selector map[string]string) *v1alpha1.KubeletConfigRollout {
+	return &v1alpha1.KubeletConfigRollout{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.KubeletConfigRolloutSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: selector},
+			ConfigMapRef: v1alpha1.ConfigMapReference{Namespace: "kubelet-configs", Name: name},
+		},
+	}
+}
+
+// randomNode is a Node with labels and annotations drawn from values that
+// change its reading: pools, assignments, statuses (malformed included),
+// bookkeeping, readiness and the agent's condition.
+func randomNode(rng *rand.Rand, name string, version int) *corev1.Node {
+	pick := func(values ...string) string { return values[rng.IntN(len(values))] }
+	node := readyNode(name, map[string]string{})
+	node.ResourceVersion = strconv.Itoa(version)
+	if pool := pick("", "blue", "green"); pool != "" {
+		node.Labels["pool"] = pool
+	}
+	if rng.IntN(2) == 0 {
+		node.Labels["fleet"] = "yes"
+	}
+	node.Annotations = map[string]string{}
+	set := func(key string, values ...string) {
+		if value := pick(values...); value != "-" {
+			node.Annotations[key] = value
+		}
+	}
+	set(contract.ConfigSourceAnnotation, "-", "kubelet-configs/blue", "kubelet-configs/green", "", "not a ref")
+	set(contract.ConfigStatusAnnotation, "-", "{", `{"phase":"Draining","pendingPods":["default/web-0"]}`,
+		`{"assigned":{"namespace":"kubelet-configs","name":"blue","uid":"u1","resourceVersion":"3"},"active":{"namespace":"kubelet-configs","name":"blue","uid":"u1","resourceVersion":"3"}}`)
+	set(v1alpha1.RolloutAnnotation, "-", "blue", "green")
+	set(v1alpha1.PreviousConfigSourceAnnotation, "-", "", "kubelet-configs/old")
+	set(v1alpha1.TrialPassedAnnotation, "-", "kubelet-configs/blue@3")
+	set(v1alpha1.TrialEndsAnnotation, "-", "2026-12-06T10:00:00Z", "tomorrow")
+	if rng.IntN(3) == 0 {
+		node.Status.Conditions[0].Status = corev1.ConditionFalse
+	}
+	if rng.IntN(2) == 0 {
+		node.Status.Conditions[1] = corev1.NodeCondition{
+			Type: contract.ConditionKubeletConfigReady, Status: corev1.ConditionStatus(pick("True", "False")), Reason: pick("ConfigActive", "RolledBack"), Message: "m",
+		}
+	} else {
+		node.Status.Conditions = node.Status.Conditions[:1]
+	}
+	return node
+}
