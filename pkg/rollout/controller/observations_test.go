@@ -136,7 +136,7 @@ func testRollout(name string, selector map[string]string) *v1alpha1.KubeletConfi
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1alpha1.KubeletConfigRolloutSpec{
 			NodeSelector: metav1.LabelSelector{MatchLabels: selector},
-			ConfigMapRef: v1alpha1.ConfigMapReference{Namespace: "kubelet-configs", Name: name},
+			ConfigMapRef: contract.ConfigMapRef{Namespace: "kubelet-configs", Name: name},
 		},
 	}
 }
@@ -163,10 +163,10 @@ func randomNode(rng *rand.Rand, name string, version int) *corev1.Node {
 	set(contract.ConfigSourceAnnotation, "-", "kubelet-configs/blue", "kubelet-configs/green", "", "not a ref")
 	set(contract.ConfigStatusAnnotation, "-", "{", `{"phase":"Draining","pendingPods":["default/web-0"]}`,
 		`{"assigned":{"namespace":"kubelet-configs","name":"blue","uid":"u1","resourceVersion":"3"},"active":{"namespace":"kubelet-configs","name":"blue","uid":"u1","resourceVersion":"3"}}`)
-	set(v1alpha1.RolloutAnnotation, "-", "blue", "green")
-	set(v1alpha1.PreviousConfigSourceAnnotation, "-", "", "kubelet-configs/old")
-	set(v1alpha1.TrialPassedAnnotation, "-", "kubelet-configs/blue@3")
-	set(v1alpha1.TrialEndsAnnotation, "-", "2026-12-06T10:00:00Z", "tomorrow")
+	set(contract.RolloutAnnotation, "-", "blue", "green")
+	set(contract.PreviousConfigSourceAnnotation, "-", "", "kubelet-configs/old")
+	set(contract.TrialPassedAnnotation, "-", "kubelet-configs/blue@3")
+	set(contract.TrialEndsAnnotation, "-", "2026-12-06T10:00:00Z", "tomorrow")
 	if rng.IntN(3) == 0 {
 		node.Status.Conditions[0].Status = corev1.ConditionFalse
 	}
