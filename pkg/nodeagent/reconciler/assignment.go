@@ -10,36 +10,50 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
 )
 
-// syncAssignment brings the assigned record in line with the apiserver. The
-// checkpoint is durable before the record moves; a ConfigMap that cannot be
-// read moves nothing.
-func (c *Reconciler) syncAssignment(obs Observation, p *pass) error {
-	p.shownAssigned = c.records.assigned
-	if !obs.Online {
+// wanted is what the Node assigns and the records do not hold yet
+// (Downloading): a version of the assigned ConfigMap, at hand in the
+// Observation, without a checkpoint or without the assigned record on it;
+// or, cm nil, the local configuration an assignment was cleared to.
+type wanted struct {
+	ref contract.ConfigMapVersion
+	cm  *corev1.ConfigMap
+	key string
+}
+
+// readAssignment reads what the Node assigns, as obs shows it, at the start
+// of a pass: what the records lack of it, nil when they hold it or it
+// cannot be had. Offline the records rule. A ConfigMap that cannot be read
+// (not yet, deleted, forbidden) is said in the status and moves nothing:
+// what runs keeps running.
+func (c *Reconciler) readAssignment(obs Observation, p *pass) *wanted {
+	r := c.records
+	p.shownAssigned = r.assigned
+	switch {
+	case !obs.Online:
 		return nil
-	}
-	if obs.AssignmentErr != nil {
+	case obs.AssignmentErr != nil:
 		p.addProblem(&problem{reason: contract.ReasonAssignmentInvalid, message: fmt.Sprintf(
 			"annotation %s: %v; keeping the current configuration", contract.ConfigSourceAnnotation, obs.AssignmentErr)})
 		return nil
+	case obs.Assignment == nil:
+		p.shownAssigned = nil
+		if r.assigned == nil && r.lastKnownGood == nil {
+			return nil
+		}
+		return &wanted{}
 	}
-	if obs.Assignment == nil {
-		return c.assignLocal(p)
-	}
-
-	wanted := obs.Assignment.ConfigMap
+	named := obs.Assignment.ConfigMap
 	cm := obs.ConfigMap
-	if cm == nil || cm.Namespace != wanted.Namespace || cm.Name != wanted.Name {
-		c.awaitConfigMap(wanted, obs.ConfigMapErr, p)
+	if cm == nil || cm.Namespace != named.Namespace || cm.Name != named.Name {
+		c.awaitConfigMap(named, obs.ConfigMapErr, p)
 		return nil
 	}
 	ref := contract.ConfigMapVersion{Namespace: cm.Namespace, Name: cm.Name, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion}
-	p.shownAssigned = &ref
 	if err := checkpoint.ValidateRef(ref); err != nil {
 		p.addProblem(&problem{reason: contract.ReasonDownloadFailed, message: err.Error()})
-		p.shownAssigned = c.records.assigned
 		return nil
 	}
+	p.shownAssigned = &ref
 	if !contract.IsEligible(cm.Labels) {
 		// The authorizer should never have let the node read it; refuse it
 		// here too rather than trust that.
@@ -48,78 +62,75 @@ func (c *Reconciler) syncAssignment(obs Observation, p *pass) error {
 			cm.Namespace, cm.Name, contract.EligibleLabel, contract.EligibleLabelValue)}
 		return nil
 	}
-	if err := c.ensureCheckpoint(ref, cm, obs.Assignment.Key, p); err != nil {
-		return err
+	if contract.SameVersion(r.assigned, &ref) && c.deps.Store.HasCheckpoint(ref) {
+		// Its content is checked when chosen; a corrupt one is moved aside
+		// there, and downloaded again by the next pass.
+		return nil
 	}
-	if !contract.SameVersion(c.records.assigned, &ref) {
-		if err := c.deps.Store.SetAssigned(&ref); err != nil {
-			return fmt.Errorf("moving the assigned record: %w", err)
-		}
-		c.records.assigned = &ref
-	}
-	return nil
-}
-
-// assignLocal handles a cleared assignment: the local configuration becomes
-// both assigned and last-known-good, as in the kubelet's Dynamic Kubelet
-// Config, so that a later assignment that fails rolls back to the node's own
-// configuration and not to one the operator has since withdrawn.
-func (c *Reconciler) assignLocal(p *pass) error {
-	p.shownAssigned = nil
-	if c.records.assigned != nil {
-		if err := c.deps.Store.SetAssigned(nil); err != nil {
-			return fmt.Errorf("moving the assigned record to the local configuration: %w", err)
-		}
-		c.records.assigned = nil
-	}
-	if c.records.lastKnownGood != nil {
-		if err := c.deps.Store.SetLastKnownGood(nil); err != nil {
-			return fmt.Errorf("resetting last-known-good to the local configuration: %w", err)
-		}
-		c.records.lastKnownGood = nil
-	}
-	return nil
+	return &wanted{ref: ref, cm: cm, key: obs.Assignment.Key}
 }
 
 // awaitConfigMap reports an assigned ConfigMap that is not readable (yet).
 // What runs keeps running: a missing ConfigMap is no reason to restart the
 // kubelet.
-func (c *Reconciler) awaitConfigMap(wanted contract.ConfigMapRef, readErr error, p *pass) {
-	if a := c.records.assigned; a != nil && a.Namespace == wanted.Namespace && a.Name == wanted.Name {
-		p.shownAssigned = a
-	} else {
-		p.shownAssigned = &contract.ConfigMapVersion{Namespace: wanted.Namespace, Name: wanted.Name}
+func (c *Reconciler) awaitConfigMap(named contract.ConfigMapRef, readErr error, p *pass) {
+	if a := c.records.assigned; a == nil || a.Namespace != named.Namespace || a.Name != named.Name {
+		p.shownAssigned = &contract.ConfigMapVersion{Namespace: named.Namespace, Name: named.Name}
 	}
 	if readErr != nil {
 		p.addProblem(&problem{reason: contract.ReasonDownloadFailed, message: fmt.Sprintf(
-			"reading ConfigMap %s: %v; keeping the current configuration", wanted, readErr)})
+			"reading ConfigMap %s: %v; keeping the current configuration", named, readErr)})
 		return
 	}
-	p.addProblem(&problem{reason: contract.ReasonDownloading, message: fmt.Sprintf("waiting for ConfigMap %s", wanted)})
+	p.addProblem(&problem{reason: contract.ReasonDownloading, message: fmt.Sprintf("waiting for ConfigMap %s", named)})
 }
 
-// ensureCheckpoint saves the ConfigMap's configuration unless a sound
-// checkpoint of this version exists.
-func (c *Reconciler) ensureCheckpoint(ref contract.ConfigMapVersion, cm *corev1.ConfigMap, key string, p *pass) error {
-	store := c.deps.Store
-	if contract.SameVersion(c.records.assigned, &ref) && store.HasCheckpoint(ref) {
-		// Checked when chosen; a corrupt one is moved aside there, and
-		// rewritten by the next pass.
-		return nil
+// download takes what the Node assigns into the records (Downloading): the
+// ConfigMap's configuration is checkpointed, durably, unless a sound
+// checkpoint of this version exists, before the assigned record moves to
+// it, so that the records only ever point at a checkpoint. A cleared
+// assignment makes the local configuration both assigned and
+// last-known-good, as in the kubelet's Dynamic Kubelet Config, so that a
+// later assignment that fails rolls back to the node's own configuration
+// and not to one the operator has since withdrawn. The next step chooses
+// from the records.
+func (c *Reconciler) download(p *pass) (again bool, err error) {
+	d, store := p.wanted, c.deps.Store
+	p.wanted = nil
+	if d.cm == nil {
+		if c.records.assigned != nil {
+			if err := store.SetAssigned(nil); err != nil {
+				return false, fmt.Errorf("moving the assigned record to the local configuration: %w", err)
+			}
+			c.records.assigned = nil
+		}
+		if c.records.lastKnownGood != nil {
+			if err := store.SetLastKnownGood(nil); err != nil {
+				return false, fmt.Errorf("resetting last-known-good to the local configuration: %w", err)
+			}
+			c.records.lastKnownGood = nil
+		}
+		return true, nil
 	}
-	_, err := store.LoadCheckpoint(ref)
+	_, err = store.LoadCheckpoint(d.ref)
 	switch {
-	case err == nil:
-		return nil
 	case errors.Is(err, checkpoint.ErrCorrupt):
 		p.event(corev1.EventTypeWarning, contract.ReasonCheckpointCorrupt, "%v; downloading it again", err)
-	case !errors.Is(err, checkpoint.ErrNotFound):
-		return fmt.Errorf("reading checkpoint: %w", err)
+	case err != nil && !errors.Is(err, checkpoint.ErrNotFound):
+		return false, fmt.Errorf("reading checkpoint: %w", err)
 	}
-	config, hasKey := cm.Data[key]
-	cp := checkpoint.Checkpoint{Ref: ref, Key: key, HasKey: hasKey, Config: config, DownloadedAt: c.deps.Now()}
-	if err := store.SaveCheckpoint(cp); err != nil {
-		return fmt.Errorf("checkpointing %s: %w", describe(&ref), err)
+	if err != nil {
+		config, hasKey := d.cm.Data[d.key]
+		cp := checkpoint.Checkpoint{Ref: d.ref, Key: d.key, HasKey: hasKey, Config: config, DownloadedAt: c.deps.Now()}
+		if err := store.SaveCheckpoint(cp); err != nil {
+			return false, fmt.Errorf("checkpointing %s: %w", describe(&d.ref), err)
+		}
 	}
-	return nil
+	if !contract.SameVersion(c.records.assigned, &d.ref) {
+		if err := store.SetAssigned(&d.ref); err != nil {
+			return false, fmt.Errorf("moving the assigned record: %w", err)
+		}
+		c.records.assigned = &d.ref
+	}
+	return true, nil
 }

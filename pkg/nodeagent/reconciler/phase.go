@@ -8,23 +8,26 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
 )
 
-// Phase is where the agent stands with the configuration it chose (its
-// choice). It is derived from the state directory's records on every step
-// (phaseOf) and never kept beside them: an agent killed at any point, or
-// a node that lost power, finds its phase again in what is on disk.
+// Phase is where the agent stands with what the Node assigns and the
+// configuration it chose (its choice). It is derived from the state
+// directory's records, and what the Node assigns, on every step (next) and
+// never kept beside them: an agent killed at any point, or a node that
+// lost power, finds its phase again in what is on disk.
 type Phase int
 
-// The phases; doc.go says in which order phaseOf derives them and what
-// each one's transition does.
+// The phases; doc.go says in which order they are derived and what each
+// one's transition does.
 const (
 	Idle        Phase = iota // the kubelet runs the choice
-	Restarting               // it does not: startChange
+	Downloading              // the records lack what the Node assigns: download
+	Restarting               // the kubelet does not run the choice: startChange
 	Draining                 // the drain record is for the choice, not done: drainStep
 	OnTrial                  // it runs the choice, on trial: judgeTrial
 	RollingBack              // the trial record's configuration is no longer chosen: rollBack
 )
 
-var phaseNames = [...]string{Idle: "Idle", Restarting: "Restarting", Draining: "Draining", OnTrial: "OnTrial", RollingBack: "RollingBack"}
+var phaseNames = [...]string{Idle: "Idle", Downloading: "Downloading", Restarting: "Restarting", Draining: "Draining",
+	OnTrial: "OnTrial", RollingBack: "RollingBack"}
 
 func (ph Phase) String() string {
 	if ph >= 0 && int(ph) < len(phaseNames) {
@@ -62,23 +65,43 @@ func (c *Reconciler) phase(r records, ch choice) (Phase, error) {
 	return phaseOf(r, ch, c.deps.Clock.BootID(), matches), err
 }
 
+// next derives the phase of a step: Downloading while the records lack
+// what the Node assigns (readAssignment), else the phase the records give
+// the choice made from them; Idle, and no choice, when nothing renders.
+func (c *Reconciler) next(ctx context.Context, p *pass) (Phase, *choice, error) {
+	if p.wanted != nil {
+		return Downloading, nil, nil
+	}
+	ch := c.choice(p)
+	if ch == nil {
+		return Idle, nil, nil
+	}
+	c.checkDrift(ctx, *ch, p)
+	ph, err := c.phase(*c.records, *ch)
+	return ph, ch, err
+}
+
 // step dispatches on the phase: the one transition it calls changes the
 // records, and again asks for the next step in the same pass.
-func (c *Reconciler) step(ctx context.Context, ch choice, p *pass) (again bool, err error) {
-	if p.phase, err = c.phase(*c.records, ch); err != nil {
+func (c *Reconciler) step(ctx context.Context, p *pass) (again bool, err error) {
+	var ch *choice
+	if p.phase, ch, err = c.next(ctx, p); err != nil {
 		return false, err
 	}
 	switch p.phase {
+	case Downloading:
+		return c.download(p)
 	case Restarting:
-		return c.startChange(ctx, ch, p)
+		return c.startChange(ctx, *ch, p)
 	case Draining:
-		return c.drainStep(ctx, ch, p)
+		return c.drainStep(ctx, *ch, p)
 	case OnTrial:
-		return c.judgeTrial(ctx, ch, p)
+		return c.judgeTrial(ctx, *ch, p)
 	case RollingBack:
-		return c.rollBack(ctx, ch, p)
+		return c.rollBack(ctx, *ch, p)
 	}
-	// Idle: no drain holds the cordon any more.
+	// Idle: no drain holds the cordon any more. Nor does one when nothing
+	// can be applied: the kubelet keeps what it runs, and the Node its pods.
 	return false, c.clearDrain()
 }
 

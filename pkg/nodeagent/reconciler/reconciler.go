@@ -253,6 +253,9 @@ type pass struct {
 	problems []*problem
 	// shownAssigned is the assigned reference to report.
 	shownAssigned *contract.ConfigMapVersion
+	// wanted is what the Node assigns and the records lack, until
+	// downloaded.
+	wanted *wanted
 	// fallback is set when the assigned configuration cannot be used now
 	// and the choice must fall back.
 	fallback *problem
@@ -291,13 +294,13 @@ func (p *pass) event(eventType, reason, format string, args ...any) {
 	p.events = append(p.events, status.Event{Type: eventType, Reason: reason, Message: fmt.Sprintf(format, args...)})
 }
 
-// maxSteps bounds the transitions of one pass: the longest way, a change
-// whose trial fails at once and whose way back starts a drain, takes five.
+// maxSteps bounds the transitions of one pass: the longest way, a download
+// whose trial fails at once and whose way back starts a drain, takes six.
 const maxSteps = 8
 
-// Sync runs one pass: the assignment, then, from the records, the phase
-// and its transition, again while a transition asks for the next one now.
-// An error asks for a retry with backoff; the Result is meaningful even
+// Sync runs one pass: what the Node assigns, then, from it and the
+// records, the phase and its transition, again while a transition asks for
+// the next one now. An error asks for a retry with backoff; the Result is meaningful even
 // then.
 func (c *Reconciler) Sync(ctx context.Context, obs Observation) (Result, error) {
 	p := &pass{obs: obs}
@@ -306,21 +309,11 @@ func (c *Reconciler) Sync(ctx context.Context, obs Observation) (Result, error) 
 	}
 	c.noteKubeletVersion(ctx, obs)
 	kept := c.records.refs()
-	err := c.syncAssignment(obs, p)
+	p.wanted = c.readAssignment(obs, p)
 	p.terms = c.assignmentTerms(p)
-	for step := 0; err == nil && step < maxSteps; step++ {
-		ch := c.choice(p)
-		if ch == nil {
-			// Nothing can be applied, so no drain stands: the kubelet keeps
-			// what it runs, and the Node its pods.
-			err = c.clearDrain()
-			break
-		}
-		c.checkDrift(ctx, *ch, p)
-		var again bool
-		if again, err = c.step(ctx, *ch, p); !again {
-			break
-		}
+	var err error
+	for step, again := 0, true; err == nil && again && step < maxSteps; step++ {
+		again, err = c.step(ctx, p)
 	}
 	if err == nil {
 		err = c.releaseCordon(ctx, p)
