@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -206,11 +207,10 @@ func run(ctx context.Context, cfg Config, newClient func(context.Context) (kubec
 			fail(err)
 		}
 	})
-	wg.Go(func() { a.resync(ctx) })
-	go func() {
-		<-ctx.Done()
-		a.queue.ShutDown()
-	}()
+	// Periodically too, so that changes nobody announces (an edited local
+	// file, a rewritten kubelet file) are noticed.
+	wg.Go(func() { wait.Until(func() { a.queue.Add(queueKey) }, cfg.ResyncPeriod, ctx.Done()) })
+	context.AfterFunc(ctx, a.queue.ShutDown)
 
 	a.queue.Add(queueKey)
 	a.work(ctx)
@@ -267,21 +267,6 @@ func (a *agent) connect(ctx context.Context) error {
 	a.queue.Add(queueKey)
 	wg.Wait()
 	return nil
-}
-
-// resync adds the key periodically, so that changes nobody announces (an
-// edited local file, a rewritten kubelet file) are noticed.
-func (a *agent) resync(ctx context.Context) {
-	ticker := time.NewTicker(a.cfg.ResyncPeriod)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-			a.queue.Add(queueKey)
-		}
-	}
 }
 
 // work is the single worker.

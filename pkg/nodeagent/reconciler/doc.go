@@ -1,8 +1,8 @@
 // Package reconciler is the agent's state machine: given what the apiserver
 // says (an Observation) and what the state directory remembers, it
-// checkpoints the assigned configuration, validates it, writes the kubelet's
-// configuration file, restarts the kubelet, runs the trial and rolls back,
-// and returns the status to report.
+// downloads and checkpoints the assigned configuration, validates it, writes
+// the kubelet's configuration file, restarts the kubelet, runs the trial,
+// moves last-known-good or rolls back, and returns the status to report.
 //
 // It does no I/O with the apiserver and owns no goroutine: Sync is called by
 // a single worker (pkg/nodeagent) with the latest Observation, and every
@@ -11,35 +11,38 @@
 //
 // # One pass of Sync
 //
-//  1. Assignment (syncAssignment). When online, a newly seen ConfigMap
-//     version is checkpointed (durably) before the assigned record moves to
-//     it; clearing the assignment moves both assigned and last-known-good
-//     back to the local configuration. Offline, the assigned record is used
-//     as is. A ConfigMap that cannot be read (not yet downloaded, deleted,
-//     forbidden) leaves the running configuration alone: the records only
-//     ever point at a checkpoint, so downloading is this step's, never a
-//     phase the machine waits in.
-//  2. Choice (choose, render). The assigned configuration is the choice
-//     unless it is recorded bad, its checkpoint is corrupt, or it fails
-//     validation (the same checks as admission, feature gates against this
-//     kubelet's version: see Validation below); then last-known-good is
-//     (fallBack), or the local configuration when there is none. Anything
-//     but last-known-good and local is on trial.
-//  3. Phase (phaseOf). The Phase is derived from the records (assigned,
-//     last-known-good, active, trial, drain, bad) and the choice, never kept:
+//  1. Assignment (readAssignment). Online, what the Node assigns is read
+//     from the Observation (offline the records rule). A ConfigMap that
+//     cannot be read (not yet, deleted, forbidden) moves nothing: what runs
+//     keeps running, and the status says why.
+//  2. Phase (next, phaseOf), derived from the records (assigned,
+//     last-known-good, active, trial, drain, bad) and the assignment, never
+//     kept. Downloading while the records lack what the Node assigns (no
+//     checkpoint of the ConfigMap's version, or the assigned record
+//     elsewhere; or a cleared assignment they do not say). Otherwise the
+//     choice (choose, render): the assigned configuration unless it is
+//     recorded bad, its checkpoint is corrupt, or it fails validation (the
+//     same checks as admission, feature gates against this kubelet's
+//     version: see Validation below); then last-known-good (fallBack), or
+//     the local configuration when there is none. Anything but
+//     last-known-good and local is on trial. Then, in this order:
 //     - RollingBack: the trial record names a configuration that is no
 //     longer the choice, and the choice has no trial;
 //     - OnTrial: the kubelet runs the choice (the active record and the
 //     kubelet's file say it), which is on trial or named by the trial
 //     record;
-//     - Idle: the kubelet runs the choice;
+//     - Idle: the kubelet runs the choice (or nothing renders);
 //     - Draining: the drain record is for the choice and not done on this
 //     boot;
 //     - Restarting: otherwise; the kubelet does not run the choice.
-//  4. Transition (step). One switch calls the phase's transition, which
+//  3. Transition (step). One switch calls the phase's transition, which
 //     writes the records; the pass derives the phase again and goes on
-//     while a transition asks for it (after a restart into a trial, a
-//     failed trial, a drain started or given up):
+//     while a transition asks for it (after a download, a restart into a
+//     trial, a failed trial, a drain started or given up):
+//     - Downloading: download checkpoints the ConfigMap (durably) before
+//     the assigned record moves to it, so the records only ever point at a
+//     checkpoint; a cleared assignment moves both assigned and
+//     last-known-good back to the local configuration.
 //     - Restarting: startChange plans the change; startDrain records the
 //     drain when it needs one (then Draining), else restartKubelet:
 //     startTrial records the trial (if the choice has one), the file is
@@ -72,12 +75,12 @@
 //     never held up by it (the configuration it leaves failed), then ends
 //     the trial record.
 //     - Idle: nothing but the end of a drain record no change holds.
-//  5. Drift (checkDrift). Outside trials the running configuration is
-//     compared again once a RunningCheckPeriod: a difference is
-//     ConfigDrifted; the file the agent writes no longer holding what it
-//     wrote is drift too, and makes the phase Restarting, which restores
-//     it in the same pass.
-//  6. Cordon (releaseCordon). A Node that carries the agent's cordon while
+//  4. Drift (checkDrift, before each phase but Downloading). Outside trials
+//     the running configuration is compared again once a
+//     RunningCheckPeriod: a difference is ConfigDrifted; the file the agent
+//     writes no longer holding what it wrote is drift too, and makes the
+//     phase Restarting, which restores it in the same pass.
+//  5. Cordon (releaseCordon). A Node that carries the agent's cordon while
 //     no drain record stands is uncordoned.
 //
 // Since the phase is derived from the durable records alone, an agent

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -226,5 +227,80 @@ func TestPhaseNames(t *testing.T) {
 		if strings.HasPrefix(ph.String(), "Phase(") {
 			t.Errorf("phase %d has no name", int(ph))
 		}
+	}
+}
+
+// TestDownloadingTakesTheAssignmentIntoTheRecords: what the Node assigns
+// and the records lack is the phase Downloading, whose transition
+// checkpoints the ConfigMap before the assigned record moves to it (a
+// checkpoint already there, as an agent killed before the record moved
+// leaves it, is kept), or, for a cleared assignment, resets both assigned
+// and last-known-good; the phase after it is derived from the records. An
+// assignment the records hold, a ConfigMap not read yet and an agent
+// offline download nothing: what runs keeps running.
+func TestDownloadingTakesTheAssignmentIntoTheRecords(t *testing.T) {
+	downloadedBefore := time.Unix(1600000000, 0).UTC()
+	waiting := assigned(cmB)
+	waiting.ConfigMap = nil
+	for _, tc := range []struct {
+		name string
+		obs  Observation
+		// checkpointed saves cmB's checkpoint before the pass.
+		checkpointed bool
+		want         Phase
+		// assigned and lkg are the records after the first step.
+		assigned, lkg *contract.ConfigMapVersion
+	}{
+		{name: "a new ConfigMap", obs: assigned(cmB), want: Downloading, assigned: refOf(cmB), lkg: refOf(cmA)},
+		{name: "checkpointed, the record not moved", obs: assigned(cmB), checkpointed: true, want: Downloading, assigned: refOf(cmB), lkg: refOf(cmA)},
+		{name: "cleared", obs: unassigned, want: Downloading},
+		{name: "held", obs: assigned(cmA), want: Idle, assigned: refOf(cmA), lkg: refOf(cmA)},
+		{name: "not read yet", obs: waiting, want: Idle, assigned: refOf(cmA), lkg: refOf(cmA)},
+		{name: "offline", obs: Observation{}, want: Idle, assigned: refOf(cmA), lkg: refOf(cmA)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.sync(assigned(cmA))
+			e.passTrial(assigned(cmA))
+			if tc.checkpointed {
+				if err := e.store().SaveCheckpoint(checkpoint.Checkpoint{Ref: *refOf(cmB), Key: contract.ConfigMapKey, HasKey: true,
+					Config: goodB, DownloadedAt: downloadedBefore}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A new agent process, so that the pass reads the records from
+			// disk: its first step, as Sync takes it.
+			e.startAgent()
+			ctx := quiet(t.Context())
+			p := &pass{obs: tc.obs}
+			e.c.load(p)
+			p.wanted = e.c.readAssignment(tc.obs, p)
+			again, err := e.c.step(ctx, p)
+			if err != nil || p.phase != tc.want || again != (tc.want == Downloading) {
+				t.Fatalf("first step: %v, again %v, %v; want %v", p.phase, again, err, tc.want)
+			}
+			onDisk, err := e.store().Assigned()
+			if err != nil || !contract.SameVersion(onDisk, tc.assigned) || !contract.SameVersion(e.c.records.assigned, tc.assigned) ||
+				!contract.SameVersion(e.c.records.lastKnownGood, tc.lkg) {
+				t.Fatalf("after the first step, assigned %s (%s on disk, %v), last-known-good %s; want %s and %s",
+					describe(e.c.records.assigned), describe(onDisk), err, describe(e.c.records.lastKnownGood), describe(tc.assigned), describe(tc.lkg))
+			}
+			if tc.assigned != nil && tc.want == Downloading {
+				cp, err := e.store().LoadCheckpoint(*tc.assigned)
+				if err != nil || cp.Config != goodB || cp.DownloadedAt.Equal(downloadedBefore) != tc.checkpointed {
+					t.Fatalf("checkpoint %+v, %v; want cmB's, downloaded again: %v", cp, err, !tc.checkpointed)
+				}
+			}
+			if ph, _, err := e.c.next(ctx, p); err != nil || ph == Downloading {
+				t.Fatalf("the step after: %v, %v; want the records' phase", ph, err)
+			}
+			e.sync(tc.obs)
+			if tc.want == Downloading && tc.assigned != nil {
+				e.passTrial(tc.obs)
+			}
+			if r := e.sync(tc.obs); r.Phase != Idle || !contract.SameVersion(e.c.records.active.Ref, tc.assigned) {
+				t.Errorf("settles %v with %s active; want Idle with %s", r.Phase, describe(e.c.records.active.Ref), describe(tc.assigned))
+			}
+		})
 	}
 }

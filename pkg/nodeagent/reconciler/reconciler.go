@@ -345,33 +345,24 @@ func (c *Reconciler) noteKubeletVersion(ctx context.Context, obs Observation) {
 	}
 }
 
+// load reads the state directory's records; one that is corrupt is moved
+// aside by the store and read as absent.
 func (c *Reconciler) load(p *pass) {
 	s := c.deps.Store
-	corrupt := func(err error) {
-		if err != nil {
-			p.event(corev1.EventTypeWarning, contract.ReasonCheckpointCorrupt, "%v", err)
-		}
-	}
-	r := &records{}
-	var err error
-	r.assigned, err = s.Assigned()
-	corrupt(err)
-	r.lastKnownGood, err = s.LastKnownGood()
-	corrupt(err)
-	r.active, err = s.Active()
-	corrupt(err)
-	r.trial, err = s.Trial()
-	corrupt(err)
-	r.drain, err = s.Drain()
-	corrupt(err)
-	r.bad, err = s.Bad()
-	corrupt(err)
-	recorded, err := s.KubeletVersion()
-	corrupt(err)
-	if v, err := version.ParseGeneric(recorded); err == nil { // the store refuses what does not parse
+	c.records = &records{assigned: read(p, s.Assigned), lastKnownGood: read(p, s.LastKnownGood), active: read(p, s.Active),
+		trial: read(p, s.Trial), drain: read(p, s.Drain), bad: read(p, s.Bad)}
+	if v, err := version.ParseGeneric(read(p, s.KubeletVersion)); err == nil { // the store refuses what does not parse
 		c.kubeletVersion = v
 	}
-	c.records = r
+}
+
+// read reads one record, saying when it was corrupt.
+func read[T any](p *pass, record func() (T, error)) T {
+	v, err := record()
+	if err != nil {
+		p.event(corev1.EventTypeWarning, contract.ReasonCheckpointCorrupt, "%v", err)
+	}
+	return v
 }
 
 // nodeSnapshot is what the trial's signals see of the Node in obs, nil
