@@ -70,7 +70,7 @@ func New(reg prometheus.Registerer, trialPeriod time.Duration) (*Metrics, error)
 	}
 	m.trialPeriod.Set(trialPeriod.Seconds())
 	m.configError.WithLabelValues("").Set(0)
-	for _, result := range []string{drainDrained, drainTimedOut, drainBlocked} {
+	for _, result := range []string{DrainDrained, DrainTimedOut, DrainBlocked} {
 		m.drains.WithLabelValues(result)
 	}
 	return m, nil
@@ -120,30 +120,17 @@ func (m *Metrics) RolledBack() {
 	}
 }
 
+// The results of a drain, as drains_total counts them.
 const (
-	drainDrained  = "drained"
-	drainTimedOut = "timed_out"
-	drainBlocked  = "blocked"
+	DrainDrained  = "drained"
+	DrainTimedOut = "timed_out"
+	DrainBlocked  = "blocked"
 )
 
-// Drained counts a drain that finished.
-func (m *Metrics) Drained() {
+// DrainEnded counts a drain by its result.
+func (m *Metrics) DrainEnded(result string) {
 	if m != nil {
-		m.drains.WithLabelValues(drainDrained).Inc()
-	}
-}
-
-// DrainTimedOut counts a drain that gave up.
-func (m *Metrics) DrainTimedOut() {
-	if m != nil {
-		m.drains.WithLabelValues(drainTimedOut).Inc()
-	}
-}
-
-// DrainBlocked counts a drain that pods kubectl's rules protect blocked.
-func (m *Metrics) DrainBlocked() {
-	if m != nil {
-		m.drains.WithLabelValues(drainBlocked).Inc()
+		m.drains.WithLabelValues(result).Inc()
 	}
 }
 

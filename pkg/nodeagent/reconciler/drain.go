@@ -14,6 +14,7 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/drain"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/metrics"
 	"github.com/nodeguard/nodeguard/pkg/podfit"
 )
 
@@ -226,7 +227,7 @@ func (c *Reconciler) drainStep(ctx context.Context, ch choice, p *pass) (again b
 			return false, fmt.Errorf("recording the drain: %w", err)
 		}
 		c.records.drain = &done
-		c.deps.Metrics.Drained()
+		c.deps.Metrics.DrainEnded(metrics.DrainDrained)
 		p.event(corev1.EventTypeNormal, contract.ReasonRestarting, "Drained the Node; restarting the kubelet with %s%s", describe(ch.ref), removing(rec.StateFiles))
 		p.wait(contract.PhaseRestarting, fmt.Sprintf("the Node is drained; restarting the kubelet with %s%s", describe(ch.ref), removing(rec.StateFiles)), nil)
 		p.requeue = minRequeue
@@ -258,11 +259,11 @@ func (c *Reconciler) giveUpDrain(entry checkpoint.BadEntry, p *pass) error {
 	if err := c.clearDrain(); err != nil {
 		return err
 	}
+	result := metrics.DrainTimedOut
 	if entry.Reason == contract.ReasonDrainBlocked {
-		c.deps.Metrics.DrainBlocked()
-	} else {
-		c.deps.Metrics.DrainTimedOut()
+		result = metrics.DrainBlocked
 	}
+	c.deps.Metrics.DrainEnded(result)
 	p.event(corev1.EventTypeWarning, entry.Reason, "%s: %s", describe(&entry.Ref), entry.Message)
 	return nil
 }

@@ -131,22 +131,8 @@ func (r *Reporter) Write(ctx context.Context, report Report) error {
 }
 
 func (r *Reporter) patchAnnotation(ctx context.Context, value string) error {
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]string{contract.ConfigStatusAnnotation: value}},
-	})
-	if err != nil {
-		return err
-	}
-	err = retry.OnError(retry.DefaultBackoff, retriable, func() error {
-		ctx, cancel := context.WithTimeout(ctx, writeTimeout)
-		defer cancel()
-		_, err := r.client.Nodes().Patch(ctx, r.nodeName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "nodeguard-agent"})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("patching annotation %s on Node %s: %w", contract.ConfigStatusAnnotation, r.nodeName, err)
-	}
-	return nil
+	return r.patch(ctx, "annotation "+contract.ConfigStatusAnnotation, types.MergePatchType,
+		map[string]any{"metadata": map[string]any{"annotations": map[string]string{contract.ConfigStatusAnnotation: value}}})
 }
 
 func (r *Reporter) patchCondition(ctx context.Context, current *corev1.NodeCondition, want Condition) error {
@@ -165,18 +151,24 @@ func (r *Reporter) patchCondition(ctx context.Context, current *corev1.NodeCondi
 	}
 	// Conditions merge by type in a strategic merge patch: the kubelet's
 	// own conditions are left alone.
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{condition}}})
+	return r.patch(ctx, "condition "+contract.ConditionKubeletConfigReady, types.StrategicMergePatchType,
+		map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{condition}}}, "status")
+}
+
+// patch patches the Node with body, what naming what it writes.
+func (r *Reporter) patch(ctx context.Context, what string, pt types.PatchType, body any, subresources ...string) error {
+	data, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
 	err = retry.OnError(retry.DefaultBackoff, retriable, func() error {
 		ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 		defer cancel()
-		_, err := r.client.Nodes().Patch(ctx, r.nodeName, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: "nodeguard-agent"}, "status")
+		_, err := r.client.Nodes().Patch(ctx, r.nodeName, pt, data, metav1.PatchOptions{FieldManager: "nodeguard-agent"}, subresources...)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("patching condition %s on Node %s: %w", contract.ConditionKubeletConfigReady, r.nodeName, err)
+		return fmt.Errorf("patching %s on Node %s: %w", what, r.nodeName, err)
 	}
 	return nil
 }
