@@ -74,7 +74,7 @@ type Options struct {
 
 	// The webhook's hardening rules, which the agent applies itself
 	// (reconciler.Validator); hardening is what Validate read.
-	PolicyConfig              string
+	Settings                  string
 	ContainerRuntimeEndpoints []string
 	hardening                 reconciler.Rules
 
@@ -172,7 +172,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.TrialPodsStopped, "trial-pods-stopped", o.TrialPodsStopped, "Fail a trial when a pod bound to this node with restartPolicy Always, not over before the kubelet's restart, is over (Succeeded or Failed) with no reason and not being deleted. On by default: only the kubelet ends such a pod, and a running pod it rejects at admission after a restart ends this way, its OutOf* reason replaced by the phase its killed containers left.")
 	fs.BoolVar(&o.TrialAllocatable, "trial-allocatable", o.TrialAllocatable, "Fail a trial when the Node's allocatable cpu, memory, ephemeral-storage or pods drops, after the kubelet's restart, below what its running pods request. On by default: it catches reservations and maxPods that leave running pods without room even when the kubelet admitted them against the Node's old status.")
 	fs.DurationVar(&o.TrialAllocatableGrace, "trial-allocatable-grace", o.TrialAllocatableGrace, "How long an allocatable below the running pods' requests may last before --trial-allocatable fails the trial (0: at once). The restarted kubelet rejects the pods it has no room for at once and reports it in the pods' status within about 10s (its status manager's periodic sync), naming the pods and its reason, which says more than a sum; a shortfall that outlasts 30s is pods it admitted against the Node status it read before reporting its own. The check after a drain (the pods the Node ran before it must fit its new allocatable) waits as long, whether --trial-allocatable is on or not.")
-	fs.StringVar(&o.PolicyConfig, "policy-config", o.PolicyConfig, "The webhook's NodeguardPolicy file (its --policy-config, e.g. the nodeguard-policy ConfigMap mounted): a configuration that sets one of its forbiddenDynamicFields (other than a --local-fields one) is refused before anything is written, as the webhook refuses it (ValidationFailed). Read at start. Empty forbids no field; the dangerous-field rules apply either way.")
+	fs.StringVar(&o.Settings, "settings", o.Settings, "The webhook's settings file (its --settings, a NodeguardPolicy; e.g. the nodeguard-policy ConfigMap mounted): a configuration that sets one of its forbiddenDynamicFields (other than a --local-fields one) is refused before anything is written, as the webhook refuses it (ValidationFailed). Read at start. Empty forbids no field; the dangerous-field rules apply either way.")
+	// The flag's name before the settings file was called settings, kept
+	// so that existing DaemonSets go on working.
+	fs.StringVar(&o.Settings, "policy-config", o.Settings, "Deprecated name of --settings.")
+	_ = fs.MarkDeprecated("policy-config", "use --settings")
 	fs.StringSliceVar(&o.ContainerRuntimeEndpoints, "container-runtime-endpoints", o.ContainerRuntimeEndpoints, "The runtime sockets a configuration's containerRuntimeEndpoint and imageServiceEndpoint may name, as the webhook's data.nodeguard.config.container_runtime_endpoints (both default to containerd's and CRI-O's well-known sockets). Both fields are node-local by default (--local-fields), and then never judged.")
 	fs.StringVar(&o.KubeletVersion, "kubelet-version", o.KubeletVersion, "The kubelet's version (e.g. 1.37.2) for the feature-gate check. Empty means the Node's status.nodeInfo.kubeletVersion.")
 
@@ -271,8 +275,8 @@ func (o *Options) Validate() []error {
 			errs = append(errs, fmt.Errorf("--kubelet-version %q: %w", o.KubeletVersion, err))
 		}
 	}
-	if rules, err := reconciler.LoadRules(o.PolicyConfig, o.ContainerRuntimeEndpoints); err != nil {
-		errs = append(errs, fmt.Errorf("--policy-config: %w", err))
+	if rules, err := reconciler.LoadRules(o.Settings, o.ContainerRuntimeEndpoints); err != nil {
+		errs = append(errs, fmt.Errorf("--settings: %w", err))
 	} else {
 		o.hardening = rules
 	}

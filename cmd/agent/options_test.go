@@ -169,3 +169,18 @@ func TestTrialSignalFlags(t *testing.T) {
 		t.Errorf("grace refused with the Ready signal off: %v", errs)
 	}
 }
+
+// TestPolicyConfigIsSettings: the flag's old name still sets the settings
+// file, and help shows only --settings.
+func TestPolicyConfigIsSettings(t *testing.T) {
+	for _, arg := range []string{"--settings=/etc/s.yaml", "--policy-config=/etc/s.yaml"} {
+		if o := parse(t, arg); o.Settings != "/etc/s.yaml" {
+			t.Errorf("%s: Settings = %q", arg, o.Settings)
+		}
+	}
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	NewOptions().AddFlags(fs)
+	if usage := fs.FlagUsages(); strings.Contains(usage, "policy-config") || !strings.Contains(usage, "--settings") {
+		t.Errorf("help shows --policy-config, or not --settings:\n%s", usage)
+	}
+}

@@ -225,13 +225,16 @@ func (s *story) createWorkload(ctx context.Context) error {
 	return nil
 }
 
-// waitRunning waits until every replica of the Deployment runs and no other
+// waitRunning waits until every replica of the two Deployments runs and no other
 // pod of it is left (an evicted one terminating, a new one pending), and
 // returns them by name.
 func (s *story) waitRunning(ctx context.Context) ([]*corev1.Pod, error) {
 	var pods []*corev1.Pod
-	err := framework.Eventually(ctx, waitTimeout, fmt.Sprintf("%d %s pods to run", workloadReplicas, workloadName), func(ctx context.Context) (bool, string, error) {
-		list, err := s.admin.CoreV1().Pods(workloadNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + workloadName})
+	// The pinned pod too: part 4 reads its CPUs next, and a pod not running
+	// yet would be left out of that reading.
+	want := workloadReplicas + 1
+	err := framework.Eventually(ctx, waitTimeout, fmt.Sprintf("%d %s pods and the %s pod to run", workloadReplicas, workloadName, pinnedName), func(ctx context.Context) (bool, string, error) {
+		list, err := s.admin.CoreV1().Pods(workloadNamespace).List(ctx, metav1.ListOptions{LabelSelector: fmt.Sprintf("app in (%s,%s)", workloadName, pinnedName)})
 		if err != nil {
 			return false, err.Error(), nil
 		}
@@ -244,7 +247,7 @@ func (s *story) waitRunning(ctx context.Context) ([]*corev1.Pod, error) {
 				pods = append(pods, p)
 			}
 		}
-		return len(pods) == workloadReplicas && len(list.Items) == workloadReplicas, strings.Join(states, ", "), nil
+		return len(pods) == want && len(list.Items) == want, strings.Join(states, ", "), nil
 	})
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	return pods, err

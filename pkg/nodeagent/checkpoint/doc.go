@@ -35,10 +35,6 @@
 // File names never come from ConfigMap keys or names: a checkpoint is named by
 // UID and resourceVersion, both checked against a narrow alphabet first.
 //
-// Inspect reads a state directory without changing anything (no file moved
-// aside, no temporary file removed) and names every problem it finds: for
-// tests that kill the agent, and for post-mortems.
-//
 // Tests inject failures between the steps of a write through
 // Options.Failpoint; durable.ErrSimulatedCrash makes the store stop as a
 // killed process would, without cleaning up.

@@ -131,10 +131,16 @@ func readFile(path string) ([]byte, error) {
 
 // readEnvelope reads and checks one file. A file that fails its checks is
 // moved aside and reported as ErrCorrupt, with the reason.
-func (s *Store) readEnvelope(path, kind string, v any, extraCheck func() error) error {
-	err := inspectFile(path, kind, v, extraCheck)
+func (s *Store) readEnvelope(path, kind string, v any, check func() error) error {
+	data, err := readFile(path)
 	if errors.Is(err, ErrNotFound) {
 		return ErrNotFound
+	}
+	if err == nil {
+		err = decodeEnvelope(data, kind, v)
+	}
+	if err == nil {
+		err = check()
 	}
 	if err == nil {
 		return nil

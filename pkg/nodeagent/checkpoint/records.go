@@ -121,8 +121,7 @@ func (s *Store) requireCheckpoint(name recordName, ref *contract.ConfigMapVersio
 	return nil
 }
 
-// The checks below are what a decoded record must also satisfy; the store's
-// readers and Inspect share them.
+// The checks below are what a decoded record must also satisfy.
 
 func checkOptionalRef(ref *contract.ConfigMapVersion) error {
 	if ref == nil {

@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -223,21 +222,6 @@ func (s *Store) PruneCheckpoints(keep []contract.ConfigMapVersion) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// CheckpointRefs lists the checkpoints by file name, for inspection.
-func (s *Store) CheckpointRefs() ([]string, error) {
-	entries, err := os.ReadDir(s.checkpointsDir())
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("listing checkpoints: %w", err)
-	}
-	var names []string
-	for _, e := range entries {
-		if !isTemp(e.Name()) {
-			names = append(names, strings.TrimSuffix(e.Name(), checkpointSuffix))
-		}
-	}
-	return names, nil
 }
 
 func refString(ref contract.ConfigMapVersion) string {

@@ -106,7 +106,7 @@
 // It holds the configuration to the same hardening rules as the webhook
 // too, with their one implementation, pkg/kubeletconfig/hardening: the
 // NodeguardPolicy's forbiddenDynamicFields (Rules.ForbiddenFields, from the
-// agent's --policy-config) and the dangerous fields of the shipped
+// agent's --settings) and the dangerous fields of the shipped
 // dangerous_fields policy, honouring the allowance annotation of the
 // ConfigMap the configuration came from (Allowances, fed from every
 // ConfigMap the agent reads). A configuration that reached the node without

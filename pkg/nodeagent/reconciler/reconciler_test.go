@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/test/statedir"
 )
 
 var (
@@ -293,9 +294,9 @@ func TestClearingTheAssignmentGoesBackToLocal(t *testing.T) {
 	e.passTrial(assigned(cmA))
 	r := e.sync(unassigned)
 	e.check(r, expect{ready: corev1.ConditionTrue, reason: contract.ReasonLocalConfig, restarts: 3, fileHas: localConfig})
-	names, err := e.store().CheckpointRefs()
-	if err != nil || len(names) != 0 {
-		t.Fatalf("checkpoints left after going local: %v, %v", names, err)
+	in, err := statedir.Inspect(e.store().Dir())
+	if err != nil || len(in.Checkpoints) != 0 {
+		t.Fatalf("checkpoints left after going local: %v, %v", in.Checkpoints, err)
 	}
 }
 
@@ -364,9 +365,9 @@ func TestRapidReassignmentsLastOneWins(t *testing.T) {
 	}
 	r := e.sync(assigned(cmB))
 	e.check(r, expect{ready: corev1.ConditionFalse, reason: contract.ReasonTrialInProgress, assigned: refB, active: refB, restarts: 21, fileHas: "registryPullQPS: 8"})
-	names, _ := e.store().CheckpointRefs()
-	if len(names) != 1 {
-		t.Fatalf("checkpoints pile up: %v", names)
+	in, err := statedir.Inspect(e.store().Dir())
+	if err != nil || len(in.Checkpoints) != 1 {
+		t.Fatalf("checkpoints pile up: %v, %v", in.Checkpoints, err)
 	}
 	r = e.passTrial(assigned(cmB))
 	e.check(r, expect{ready: corev1.ConditionTrue, reason: contract.ReasonConfigActive, assigned: refB, active: refB, lkg: refB, restarts: 21})

@@ -13,6 +13,7 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
+	"github.com/nodeguard/nodeguard/test/statedir"
 )
 
 // onDisk is a state directory and kubelet file as an earlier agent left
@@ -339,7 +340,7 @@ func (e *env) checkWant(r Result, w want) {
 	// Inspect, unlike the crash tests' snapshot, lets a ref dangle: a
 	// checkpoint found corrupt is moved aside while the assigned record
 	// keeps naming it until it is downloaded again.
-	got, err := checkpoint.Inspect(e.store().Dir())
+	got, err := statedir.Inspect(e.store().Dir())
 	if err != nil && (w.reason != contract.ReasonCheckpointCorrupt || !strings.Contains(err.Error(), "no sound checkpoint")) {
 		t.Errorf("state directory: %v", err)
 	}

@@ -125,7 +125,7 @@ type Rules struct {
 }
 
 // LoadRules reads the forbidden fields from a NodeguardPolicy file (the
-// webhook's --policy-config format; "" forbids none) and takes the runtime
+// webhook's --settings format; "" forbids none) and takes the runtime
 // sockets as given.
 func LoadRules(policyFile string, runtimeEndpoints []string) (Rules, error) {
 	r := Rules{RuntimeEndpoints: runtimeEndpoints}

@@ -17,7 +17,7 @@ import (
 // node without the webhook's judgement is held to the same rules by the
 // agent, before anything is written. Here the suite's webhook runs no Rego
 // policy (so dangerous_fields never sees the ConfigMaps) and forbids fewer
-// fields than the agent's --policy-config: each refusal is a validation
+// fields than the agent's --settings: each refusal is a validation
 // failure naming the field, the kubelet's file stays as it was and the
 // kubelet is not restarted; the ConfigMap's allowance annotation lifts a
 // dangerous field, as it does at the webhook.
@@ -26,7 +26,7 @@ func TestAgentRefusesWhatTheWebhookRefuses(t *testing.T) {
 	if err := os.WriteFile(settings, []byte("apiVersion: config.nodeguard.dev/v1alpha1\nkind: NodeguardPolicy\nforbiddenDynamicFields: [maxOpenFiles]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n := newNode(t, nodeOptions{agentArgs: []string{"--policy-config=" + settings}})
+	n := newNode(t, nodeOptions{agentArgs: []string{"--settings=" + settings}})
 	n.waitReport("the local configuration", func(o framework.Report) bool { return reason(o, corev1.ConditionTrue, contract.ReasonLocalConfig) })
 	before := n.kubeletFile()
 

@@ -17,9 +17,9 @@ import (
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/kubeletconfig"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubelet"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
+	"github.com/nodeguard/nodeguard/test/statedir"
 )
 
 // powerLossPlan is how hard TestPowerLoss works: kills is the target,
@@ -59,7 +59,7 @@ var powerLossAgentArgs = []string{
 // assignment. After every kill, before anything else touches the node:
 //
 //   - the state directory, read with the agent's own checkpoint reader
-//     (checkpoint.Inspect, which moves nothing), holds only sound files:
+//     (test/statedir's Inspect, which moves nothing), holds only sound files:
 //     every record and checkpoint decodes and passes its checksum, every
 //     pointer resolves to a checkpoint, each checkpoint holds exactly what the
 //     apiserver stored for that UID and resourceVersion; temporary files of
@@ -143,7 +143,7 @@ func (n *node) passedLocal() {
 func (n *node) recordedKubeletVersion() {
 	n.t.Helper()
 	n.eventually("the kubelet version recorded in the state directory", func() (bool, string) {
-		in, err := checkpoint.Inspect(n.StateDir())
+		in, err := statedir.Inspect(n.StateDir())
 		if err != nil {
 			return false, err.Error()
 		}
@@ -180,7 +180,7 @@ type powerLossHarness struct {
 	done chan struct{}
 
 	stats        powerLossStats
-	last         checkpoint.Inspection
+	last         statedir.Inspection
 	lastFile     string
 	restartsSeen int
 	// kubeletTempsSeen is how many temporary files the kubelet's directory
@@ -217,7 +217,7 @@ func (h *powerLossHarness) put(name, config string) (*corev1.ConfigMap, error) {
 		return nil, err
 	}
 	data := cm.Data[contract.ConfigMapKey]
-	h.versions[string(cm.UID)+"_"+cm.ResourceVersion+".json"] = data
+	h.versions[statedir.CheckpointName(contract.ConfigMapVersion{UID: string(cm.UID), ResourceVersion: cm.ResourceVersion})] = data
 	rendered, err := h.renderer.Assigned([]byte(data))
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", name, err)
@@ -361,7 +361,7 @@ func (h *powerLossHarness) killOnce(rng *rand.Rand) {
 // checkLeftovers checks the state directory, the kubelet's file and the
 // kubelet's restarts; the caller holds mu.
 func (h *powerLossHarness) checkLeftovers(atRest bool) error {
-	in, err := checkpoint.Inspect(h.n.StateDir())
+	in, err := statedir.Inspect(h.n.StateDir())
 	if err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}

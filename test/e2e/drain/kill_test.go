@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
-	"github.com/nodeguard/nodeguard/pkg/nodeagent/checkpoint"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
+	"github.com/nodeguard/nodeguard/test/statedir"
 )
 
 // killDelays are how long each agent lives before its SIGKILL, from its
@@ -56,7 +56,7 @@ func TestAgentKilledThroughoutTheDrain(t *testing.T) {
 			if _, err := n.KillAgent(); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := checkpoint.Inspect(n.StateDir()); err != nil {
+			if _, err := statedir.Inspect(n.StateDir()); err != nil {
 				t.Fatalf("kill %d (after %v) toward %s: the state directory is not sound: %v", i, delay, step.policy, err)
 			}
 			if err := n.SpawnAgent(); err != nil {
@@ -75,7 +75,7 @@ func TestAgentKilledThroughoutTheDrain(t *testing.T) {
 		}
 		waitPolicy(t, step.policy, n)
 		uncordoned(t, n)
-		in, err := checkpoint.Inspect(n.StateDir())
+		in, err := statedir.Inspect(n.StateDir())
 		if err != nil || in.Drain != nil {
 			t.Fatalf("converged on %s: drain record %+v, %v", step.policy, in.Drain, err)
 		}
