@@ -45,7 +45,7 @@ func newCandidate(ref contract.ConfigMapRef, cm *corev1.ConfigMap) *candidate {
 }
 
 // judge checks the assignment of the candidate to node. Where the webhook
-// refuses (rule 6's strict decoding, rule 5's feature gates against the
+// refuses (the config-content rule's strict decoding, the feature-gates rule's feature gates against the
 // node's kubelet version) the judgement is the webhook's own
 // (kubeletconfig.JudgeAssignment), worded as the webhook's answer words it.
 // The client is stricter where the webhook lets an assignment through that

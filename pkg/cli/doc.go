@@ -21,7 +21,7 @@
 // never applies.
 //
 // assign runs, before it writes, the checks the admission webhook makes for
-// an assignment (rule 5, and rule 6's strict decoding), with the webhook's
+// an assignment (the feature-gates rule, and the config-content rule's strict decoding), with the webhook's
 // own judgement and messages (kubeletconfig.JudgeAssignment), plus the ones the agent makes before it applies a configuration
 // (the ConfigMap exists, is eligible and validates). A refusal by those
 // checks stops every write, so a selector never half-applies because of a

@@ -5,7 +5,7 @@
 // any other package from spelling one), the ConfigMap data key, the Node
 // condition and its reasons, the reasons of the Events the agent posts on its Node,
 // the rules that tell a node's identity from a request's user, which Node
-// labels a node may write itself (rule 2: NodeMayWriteLabel, which both the
+// labels a node may write itself (the node-restriction rule: NodeMayWriteLabel, which both the
 // webhook and the rollout selector check read), the status cause that
 // marks a refusal concerning a Node's own reported state
 // (IsNodeStateRefusal), the wording of a refusal (Rule.Refusal), and the

@@ -11,7 +11,7 @@ import (
 const (
 	// Domain is nodeguard's own label and annotation prefix. Labels under
 	// it are the administrator's word: no node may add, change or remove
-	// them on its Node (rule 2), so a pool selected on them cannot be
+	// them on its Node (the node-restriction rule), so a pool selected on them cannot be
 	// joined by a node on its own.
 	Domain = "nodeguard.dev"
 
@@ -21,7 +21,7 @@ const (
 
 	// CauseNodeState marks, in the details of an admission refusal, a
 	// refusal that concerns the target Node's own reported state (its
-	// kubelet version under rule 5, a policy on its labels) rather than
+	// kubelet version under the feature-gates rule, a policy on its labels) rather than
 	// the configuration assigned: the rollout controller skips that Node
 	// and goes on with the others instead of failing the pool.
 	CauseNodeState metav1.CauseType = Domain + "/NodeState"
@@ -32,7 +32,7 @@ const (
 const NodeReservedLabels = "node-restriction.kubernetes.io, " + Domain + ", or kubernetes.io/k8s.io outside the kubelet's own labels"
 
 // NodeMayWriteLabel reports whether a node may add, change or remove the
-// label key on its own Node (rule 2): not under
+// label key on its own Node (the node-restriction rule): not under
 // node-restriction.kubernetes.io, nor kubernetes.io or k8s.io outside the
 // kubelet's own labels, nor nodeguard.dev, each with its subdomains.
 func NodeMayWriteLabel(key string) bool {

@@ -97,7 +97,7 @@ func ValidDrainMode(mode string) bool {
 // may delete, and how the trial judges. A rollout writes them with each
 // assignment from its spec (drainOptions, trial) and removes them when its
 // spec leaves them out; an administrator may write them on a Node for an
-// assignment of their own. Nodes may not write them (rule 3). Absent, the
+// assignment of their own. Nodes may not write them (the config-source rule). Absent, the
 // agent's flags are the terms.
 const (
 	// DrainForceAnnotation "true" lets the drain evict pods no controller

@@ -10,7 +10,7 @@ import (
 
 // IsNodeStateRefusal reports whether err is an API error whose status
 // carries a CauseNodeState cause: nodeguard's admission refused the write
-// for the target Node's own reported state (rule 5 on its kubelet version,
+// for the target Node's own reported state (the feature-gates rule on its kubelet version,
 // a node-scoped policy), not for what was assigned. The apiserver passes a
 // webhook's status through to the client unchanged, wrapped errors included
 // here, so a client reads it from the error its write returned.

@@ -4,7 +4,7 @@ package contract
 // ("nodeguard <rule>: <message>"), its metrics and its decision log. The
 // numbered rules are those of docs/reference.md ("Admission rules"); the
 // webhook (pkg/admission) defines the others beside the code that applies
-// them. `kubectl nodeguard` words its own checks of rules 5 and 6 with the
+// them. `kubectl nodeguard` words its own checks of the feature-gates and config-content rules with the
 // same names, so that a refusal reads the same from either.
 type Rule string
 

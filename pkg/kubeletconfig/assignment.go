@@ -25,7 +25,7 @@ type Candidate struct {
 	Mutable bool
 }
 
-// Judgement is what rules 5 and 6 say of assigning a Candidate to a node.
+// Judgement is what the feature-gates and config-content rules say of assigning a Candidate to a node.
 type Judgement struct {
 	// Refused is true when the assignment breaks Rule; Message says why.
 	Refused bool
@@ -54,7 +54,7 @@ func (j Judgement) Refusal() string {
 	return j.Rule.Refusal(j.Message)
 }
 
-// JudgeAssignment applies rule 6 (the configuration decodes) and rule 5
+// JudgeAssignment applies the config-content rule (the configuration decodes) and the feature-gates rule
 // (the node's kubelet can run it) to assigning c to the node nodeName,
 // which reports reportedVersion (status.nodeInfo.kubeletVersion). The
 // admission webhook and `kubectl nodeguard` both judge an assignment with

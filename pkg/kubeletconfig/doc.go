@@ -1,6 +1,6 @@
 // Package kubeletconfig is the one place where nodeguard decodes and judges a
 // KubeletConfiguration (kubelet.config.k8s.io/v1beta1) before a kubelet reads
-// it: the admission webhook (rules 5 and 6 of docs/reference.md), the node agent and
+// it: the admission webhook (the feature-gates and config-content rules of docs/reference.md), the node agent and
 // the kubectl plugin all call it, so they refuse the same configurations with
 // the same messages.
 //
@@ -74,7 +74,7 @@
 //
 // # Assignments
 //
-// JudgeAssignment is rules 5 and 6 as they judge assigning one decoded
+// JudgeAssignment is the feature-gates and config-content rules as they judge assigning one decoded
 // configuration (a Candidate) to one node, given the kubelet version the
 // node reports: refused or not, under which rule, whether the refusal
 // concerns the node's own state, the message and the warnings. The

@@ -10,7 +10,7 @@
 //     input.nodeguard.dangerousFields and input.nodeguard.riskyFields
 //     (pkg/policy renders them from the decoded configuration); the policy
 //     turns them into denials and warnings, and honours the ConfigMap's
-//     nodeguard.dev/allow-dangerous-fields annotation. Rule 6 reads
+//     nodeguard.dev/allow-dangerous-fields annotation. The config-content rule reads
 //     Forbidden for forbiddenDynamicFields;
 //   - the node agent (pkg/nodeagent/reconciler, validation.go) calls Judge and Forbidden
 //     on each configuration before it writes anything, with the same
