@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -26,7 +25,8 @@ type Input struct {
 	// eligibility label (Target is nil then): reported apart from a
 	// missing one, since the fix differs.
 	TargetIneligible bool
-	// Nodes are the Nodes the rollout's selector picks, in any order.
+	// Nodes are the Nodes the rollout's selector picks, in any order, for
+	// Decide; Pool.Decide reads the pool's instead.
 	Nodes []NodeObservation
 	// Refusals are the assignments of the current target that admission
 	// refused since the last status was written.
@@ -60,8 +60,13 @@ type Refusal struct {
 
 // Decision is what to do next.
 type Decision struct {
-	// Nodes are the verdicts on the selected Nodes, by name.
+	// Nodes are the verdicts on the selected Nodes that changed since the
+	// pool's previous decision, by name: every verdict from Decide, and
+	// from a pool's first decision.
 	Nodes []NodeResult
+	// Left are the Nodes that left the pool since its previous decision
+	// (no longer selected, or gone), by name.
+	Left []string
 	// Assign are the Nodes to point at the target, with their bookkeeping.
 	Assign []Change
 	// Revert are the Nodes to point back at their previous sources.
@@ -81,16 +86,32 @@ type Decision struct {
 // Decide makes the rollout's next decision; see the package documentation
 // for the rules. It fails only on a spec the CRD's validation refuses.
 func Decide(in Input) (Decision, error) {
+	p := NewPool(in.Rollout.Name)
+	for _, obs := range in.Nodes {
+		p.Set(obs)
+	}
+	return p.Decide(in)
+}
+
+// Decide makes the rollout's next decision over the pool's Nodes, as
+// Decide would over the same Nodes; in.Nodes is not read. Its cost is that
+// of the Nodes set since the pool's previous decision, and of the few the
+// decision moves or names, but for a rollout that has failed, whose
+// revert walks the pool.
+func (p *Pool) Decide(in Input) (Decision, error) {
 	r := in.Rollout
-	spec, err := effectiveSpec(&r.Spec, len(in.Nodes), in.DefaultTrialPeriod)
+	if r.Name != p.rollout {
+		return Decision{}, fmt.Errorf("rollout %s: decided over the pool of rollout %s", r.Name, p.rollout)
+	}
+	spec, err := effectiveSpec(&r.Spec, p.Len(), in.DefaultTrialPeriod)
 	if err != nil {
 		return Decision{}, fmt.Errorf("rollout %s: %w", r.Name, err)
 	}
-	d := &decider{in: in, spec: spec}
+	d := &decider{in: in, spec: spec, pool: p}
 	d.chooseTarget()
 	d.collectSkipped()
-	d.judgeNodes()
-	d.counts = d.count()
+	p.judge(d.target, d.skipped, in.Now.Time)
+	d.counts = p.counts
 	d.checkFailure()
 	switch {
 	case d.failure != nil:
@@ -197,7 +218,11 @@ type decider struct {
 	target                          contract.ConfigMapVersion
 	targetMissing, targetIneligible bool
 
-	nodes []judged
+	// pool holds the Nodes and their verdicts; overrides are a failed
+	// rollout's verdicts that differ from the pool's (Reverting,
+	// Untouched), by Node.
+	pool      *Pool
+	overrides map[string]NodeState
 	// skipped are the Nodes admission refused the target for their own
 	// state, with the refusal, from the status and Input.Refusals.
 	skipped map[string]string
@@ -219,7 +244,7 @@ type decider struct {
 func (d *decider) chooseTarget() {
 	old := d.in.Rollout.Status
 	if old.Target != nil && d.spec.onFailure == v1alpha1.FailureRevert &&
-		meta.IsStatusConditionTrue(old.Conditions, v1alpha1.ConditionFailed) && d.movedAny(*old.Target) {
+		meta.IsStatusConditionTrue(old.Conditions, v1alpha1.ConditionFailed) && d.pool.movedAny(*old.Target) {
 		d.target = *old.Target
 		d.targetMissing = d.in.Target == nil || *d.in.Target != d.target
 		return
@@ -247,23 +272,6 @@ func movedBy(obs *NodeObservation, target contract.ConfigMapVersion, rollout str
 	return obs.Rollout == rollout && obs.ConfigSource != nil && *obs.ConfigSource == ref.String()
 }
 
-func (d *decider) movedAny(target contract.ConfigMapVersion) bool {
-	for i := range d.in.Nodes {
-		if obs := &d.in.Nodes[i]; len(obs.OtherRollouts) == 0 && d.moved(obs, target) {
-			return true
-		}
-	}
-	return false
-}
-
-func (d *decider) judgeNodes() {
-	d.nodes = make([]judged, len(d.in.Nodes))
-	for i := range d.in.Nodes {
-		d.nodes[i] = judge(&d.in.Nodes[i], d.target, d.in.Rollout.Name, d.skipped, d.in.Now.Time)
-	}
-	slices.SortFunc(d.nodes, func(a, b judged) int { return strings.Compare(a.Name, b.Name) })
-}
-
 // checkFailure finds whether the rollout has failed for its target: it
 // failed before (the status says so for this very target), or a Node
 // reports the target failed, or admission refused an assignment.
@@ -278,11 +286,10 @@ func (d *decider) checkFailure() {
 	}
 	type failed struct{ node, reason, message string }
 	var failures []failed
-	for _, n := range d.nodes {
-		if n.State == StateFailed {
-			failures = append(failures, failed{n.Name, n.failure, n.failureMessage})
-		}
-	}
+	d.pool.ascend(d.pool.byState[StateFailed], func(m *member) bool {
+		failures = append(failures, failed{m.obs.Name, m.verdict.failure, m.verdict.failureMessage})
+		return true
+	})
 	for _, r := range d.in.Refusals {
 		if !r.NodeState {
 			failures = append(failures, failed{r.Node, v1alpha1.ReasonAssignmentRefused, r.Message})
@@ -304,48 +311,53 @@ func (d *decider) checkFailure() {
 }
 
 // revert re-points the Nodes this rollout moved to the target, under
-// onFailure Revert, and marks the rest Untouched.
+// onFailure Revert, and marks the rest Untouched. It walks the pool: a
+// failed rollout is the exception, and its revert moves most of it.
 func (d *decider) revert() {
-	for i := range d.nodes {
-		n := &d.nodes[i]
-		if n.State == StateConflicted {
-			continue
+	d.overrides = map[string]NodeState{}
+	d.pool.ascend(d.pool.all, func(m *member) bool {
+		switch {
+		case m.verdict.State == StateConflicted:
+		case d.spec.onFailure == v1alpha1.FailureRevert && d.moved(&m.obs, d.target):
+			d.overrides[m.obs.Name] = StateReverting
+			d.reverts = append(d.reverts, revert(&m.obs))
+		case m.verdict.State == StatePending || m.verdict.State == StateUnavailable:
+			d.overrides[m.obs.Name] = StateUntouched
 		}
-		if d.spec.onFailure == v1alpha1.FailureRevert && d.moved(n.obs, d.target) {
-			n.State = StateReverting
-			d.reverts = append(d.reverts, revert(n.obs))
-			continue
-		}
-		if n.State == StatePending || n.State == StateUnavailable {
-			n.State = StateUntouched
-		}
-	}
+		return true
+	})
 }
 
-// assign picks the Pending Nodes to assign now: as many as maxUnavailable
-// leaves room for, and during the canary no more than the canary needs.
+// stateOf is the Node's state in this decision.
+func (d *decider) stateOf(m *member) NodeState {
+	if s, ok := d.overrides[m.obs.Name]; ok {
+		return s
+	}
+	return m.verdict.State
+}
+
+// assign picks the Pending Nodes to assign now, first by name: as many as
+// maxUnavailable leaves room for, and during the canary no more than the
+// canary needs.
 func (d *decider) assign() {
 	c := d.counts
 	room := d.spec.maxUnavailable - c.unavailable
 	if canary := min(d.spec.canary, c.managed-c.skipped); c.updated < canary {
 		room = min(room, canary-c.updated-c.inTrial)
 	}
-	for i := range d.nodes {
-		if room <= 0 {
-			return
-		}
-		n := &d.nodes[i]
-		if n.State != StatePending {
-			continue
-		}
-		change, err := assign(d.in.Rollout.Name, n.obs, contract.ConfigMapRef{Namespace: d.target.Namespace, Name: d.target.Name}, d.spec, d.in.Now.Time)
+	if room <= 0 {
+		return
+	}
+	d.pool.ascend(d.pool.byState[StatePending], func(m *member) bool {
+		change, err := assign(d.in.Rollout.Name, &m.obs, contract.ConfigMapRef{Namespace: d.target.Namespace, Name: d.target.Name}, d.spec, d.in.Now.Time)
 		if err != nil {
 			// The terms were validated with the spec; nothing else fails.
-			continue
+			return true
 		}
 		d.assignments = append(d.assignments, change)
 		room--
-	}
+		return room > 0
+	})
 }
 
 // counts are the Nodes by state; managed leaves out the Conflicted.
@@ -355,50 +367,29 @@ type counts struct {
 	selected, managed, updated, inTrial, failed, unavailable, pending, conflicted, skipped, degraded int
 }
 
-func (d *decider) count() counts {
-	c := counts{selected: len(d.nodes)}
-	for _, n := range d.nodes {
-		if n.State == StateConflicted {
-			c.conflicted++
-			continue
-		}
-		c.managed++
-		if n.Unavailable {
-			c.unavailable++
-		}
-		switch n.State {
-		case StateUpdated:
-			c.updated++
-		case StateInTrial:
-			c.inTrial++
-		case StateFailed:
-			c.failed++
-		case StateDegraded:
-			c.failed++
-			c.degraded++
-		case StateSkipped:
-			c.skipped++
-		case StatePending, StateUnavailable:
-			c.pending++
-		}
-	}
-	return c
-}
-
 func (d *decider) decision() Decision {
 	out := Decision{Assign: d.assignments, Revert: d.reverts, Record: d.records, Status: d.status(), RecheckAfter: d.recheckAfter()}
-	for _, n := range d.nodes {
-		out.Nodes = append(out.Nodes, n.NodeResult)
-	}
+	out.Nodes, out.Left = d.pool.verdicts(d.overrides != nil, func(m *member) NodeResult {
+		v := m.verdict.NodeResult
+		v.State = d.stateOf(m)
+		return v
+	})
 	return out
 }
+
+// shownNames is how many names a message lists.
+const shownNames = 5
 
 // names lists names (of Nodes, of pods) for a message, the first few of
 // them.
 func names(list []string) string {
-	const shown = 5
-	if len(list) <= shown {
-		return strings.Join(list, ", ")
+	return namesOf(list[:min(len(list), shownNames)], len(list))
+}
+
+// namesOf lists the first few names of a list of total.
+func namesOf(first []string, total int) string {
+	if total <= len(first) {
+		return strings.Join(first, ", ")
 	}
-	return fmt.Sprintf("%s and %d more", strings.Join(list[:shown], ", "), len(list)-shown)
+	return fmt.Sprintf("%s and %d more", strings.Join(first, ", "), total-len(first))
 }

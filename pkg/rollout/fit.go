@@ -38,14 +38,15 @@ func WouldNotFit(cfg *kubeletconfigv1beta1.KubeletConfiguration, node *corev1.No
 // Input.Unfit says it would leave unable to hold their pods.
 func (d *decider) unfit() []v1alpha1.UnfitNode {
 	var out []v1alpha1.UnfitNode
-	for _, n := range d.nodes {
-		why, ok := d.in.Unfit[n.Name]
+	for _, name := range sortedKeys(d.in.Unfit) {
+		why := d.in.Unfit[name]
+		m, ok := d.pool.members[name]
 		if !ok || why == "" {
 			continue
 		}
-		switch n.State {
+		switch d.stateOf(m) {
 		case StatePending, StateUnavailable, StateUntouched:
-			out = append(out, v1alpha1.UnfitNode{Name: n.Name, Message: Truncate(why, maxSkipMessage)})
+			out = append(out, v1alpha1.UnfitNode{Name: name, Message: Truncate(why, maxSkipMessage)})
 		}
 	}
 	return out

@@ -28,12 +28,10 @@ func (d *decider) collectSkipped() {
 // recordPassed marks the Nodes this rollout moved that now report the
 // target updated, so that a failure they report later is theirs alone.
 func (d *decider) recordPassed() {
-	want := TrialPassedValue(d.target)
-	for _, n := range d.nodes {
-		if n.State == StateUpdated && d.moved(n.obs, d.target) && n.obs.TrialPassed != want {
-			d.records = append(d.records, passed(n.obs, d.target))
-		}
-	}
+	d.pool.ascend(d.pool.toRecord, func(m *member) bool {
+		d.records = append(d.records, passed(&m.obs, d.target))
+		return true
+	})
 }
 
 // lastProgress is the status' lastProgressTime: now when the rollout
@@ -78,10 +76,14 @@ func (d *decider) recheckAfter() time.Duration {
 	if d.moving() {
 		sooner(d.progressTime.Add(d.spec.deadline).Sub(d.in.Now.Time))
 	}
-	for _, n := range d.nodes {
-		if n.State == StateInTrial && reportsUpdated(n.obs.Status, d.target) {
-			sooner(n.obs.TrialEnds.Sub(d.in.Now.Time))
+	// The earliest end of the Nodes still in trial in this decision (a
+	// failed rollout reverts some of them).
+	d.pool.early.Ascend(func(e due) bool {
+		if d.stateOf(d.pool.members[e.name]) != StateInTrial {
+			return true
 		}
-	}
+		sooner(e.ends.Sub(d.in.Now.Time))
+		return false
+	})
 	return after
 }

@@ -26,11 +26,10 @@ func (d *decider) status() v1alpha1.KubeletConfigRolloutStatus {
 		Failed:             int32(c.failed),
 		LastProgressTime:   &d.progressTime,
 	}
-	for _, n := range d.nodes {
-		if n.State == StateSkipped {
-			st.SkippedNodes = append(st.SkippedNodes, v1alpha1.SkippedNode{Name: n.Name, Message: Truncate(d.skipped[n.Name], maxSkipMessage)})
-		}
-	}
+	d.pool.ascend(d.pool.byState[StateSkipped], func(m *member) bool {
+		st.SkippedNodes = append(st.SkippedNodes, v1alpha1.SkippedNode{Name: m.obs.Name, Message: Truncate(d.skipped[m.obs.Name], maxSkipMessage)})
+		return true
+	})
 	st.UnfitNodes = d.unfit()
 	for _, cond := range r.Status.Conditions {
 		st.Conditions = append(st.Conditions, *cond.DeepCopy())
@@ -137,47 +136,31 @@ func (d *decider) moveNote() string {
 	if len(d.assignments) > 0 {
 		return "; assigning " + names(changedNodes(d.assignments))
 	}
-	var waiting []string
-	for _, n := range d.nodes {
-		if n.Unavailable && n.State != StateConflicted && n.State != StateDegraded {
-			entry := n.Name
-			if n.Detail != "" {
-				entry += " (" + n.Detail + ")"
-			} else {
-				entry += " (in trial)"
-			}
-			waiting = append(waiting, entry)
-		}
-	}
-	if len(waiting) == 0 {
+	if d.pool.waiting.Len() == 0 {
 		return ""
 	}
-	return "; waiting on " + names(waiting)
+	return "; waiting on " + d.pool.listed(d.pool.waiting, func(m *member) string {
+		if m.verdict.Detail != "" {
+			return m.obs.Name + " (" + m.verdict.Detail + ")"
+		}
+		return m.obs.Name + " (in trial)"
+	})
 }
 
 // skipNote names the Nodes skipped for their own state, and the Nodes
 // that report the target failed outside a trial of this rollout's.
 func (d *decider) skipNote() string {
-	var degraded []string
-	for _, n := range d.nodes {
-		if n.State == StateDegraded {
-			degraded = append(degraded, n.Name+" ("+n.Detail+")")
-		}
-	}
 	note := ""
-	if len(degraded) > 0 {
-		note = fmt.Sprintf("; %d Nodes report a failure of their own, which fails no other Node: %s", len(degraded), names(degraded))
+	if degraded := d.pool.byState[StateDegraded]; degraded.Len() > 0 {
+		note = fmt.Sprintf("; %d Nodes report a failure of their own, which fails no other Node: %s", degraded.Len(),
+			d.pool.listed(degraded, func(m *member) string { return m.obs.Name + " (" + m.verdict.Detail + ")" }))
 	}
-	var skipped []string
-	for _, n := range d.nodes {
-		if n.State == StateSkipped {
-			skipped = append(skipped, n.Name)
-		}
-	}
-	if len(skipped) == 0 {
+	skipped := d.pool.byState[StateSkipped]
+	if skipped.Len() == 0 {
 		return note
 	}
-	return note + fmt.Sprintf("; %d Nodes skipped, refused the target by admission for their own state: %s", len(skipped), names(skipped))
+	return note + fmt.Sprintf("; %d Nodes skipped, refused the target by admission for their own state: %s", skipped.Len(),
+		d.pool.listed(skipped, func(m *member) string { return m.obs.Name }))
 }
 
 // maxSkipMessage bounds each refusal kept in the status, which holds one
@@ -196,16 +179,12 @@ func Truncate(s string, n int) string {
 // conflictNote names the Nodes left alone because another rollout selects
 // them too, for every rollout involved to say the same.
 func (d *decider) conflictNote() string {
-	var conflicted []string
-	for _, n := range d.nodes {
-		if n.State == StateConflicted {
-			conflicted = append(conflicted, fmt.Sprintf("%s (%s)", n.Name, n.Detail))
-		}
-	}
-	if len(conflicted) == 0 {
+	conflicted := d.pool.byState[StateConflicted]
+	if conflicted.Len() == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; %d Nodes left alone, selected by other rollouts too: %s", len(conflicted), names(conflicted))
+	return fmt.Sprintf("; %d Nodes left alone, selected by other rollouts too: %s", conflicted.Len(),
+		d.pool.listed(conflicted, func(m *member) string { return m.obs.Name + " (" + m.verdict.Detail + ")" }))
 }
 
 func (d *decider) targetName() string {
