@@ -374,4 +374,3 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(a, b) })
 	return keys
 }
-

@@ -80,6 +80,8 @@ type Controller struct {
 	metadataFactory metadatainformer.SharedInformerFactory
 	rolloutFactory  externalversions.SharedInformerFactory
 	nodeInformer    cache.SharedIndexInformer
+	// nodes is nodeInformer's cache.
+	nodes           cache.Indexer
 	rolloutInformer cache.SharedIndexInformer
 	rolloutLister   nodeguardlisters.KubeletConfigRolloutLister
 	cmInformer      cache.SharedIndexInformer
@@ -142,6 +144,7 @@ func New(cfg Config) (*Controller, error) {
 
 	c.nodeFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Kube, cfg.Resync, informers.WithTransform(stripManagedFields))
 	c.nodeInformer = c.nodeFactory.Core().V1().Nodes().Informer()
+	c.nodes = c.nodeInformer.GetIndexer()
 	c.metadataFactory = metadatainformer.NewFilteredSharedInformerFactory(cfg.Metadata, cfg.Resync, metav1.NamespaceAll, func(o *metav1.ListOptions) {
 		o.LabelSelector = labels.Set{contract.EligibleLabel: contract.EligibleLabelValue}.String()
 	})
@@ -173,8 +176,8 @@ func New(cfg Config) (*Controller, error) {
 		{c.cmInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.configMapEvent, UpdateFunc: func(_, n any) { c.configMapEvent(n) }, DeleteFunc: c.configMapEvent}},
 		{c.rolloutInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.addRollout, UpdateFunc: c.updateRollout, DeleteFunc: c.deleteRollout}},
 		// Pods wake no rollout: they only refine a report, which the next
-		// sync brings up to date.
-		{c.podInformer, cache.ResourceEventHandlerFuncs{}},
+		// sync brings up to date for the Nodes they mark.
+		{c.podInformer, cache.ResourceEventHandlerFuncs{AddFunc: c.podEvent, UpdateFunc: func(o, n any) { c.podEvent(o); c.podEvent(n) }, DeleteFunc: c.podEvent}},
 	} {
 		registration, err := reg.informer.AddEventHandler(reg.handler)
 		if err != nil {
@@ -271,7 +274,7 @@ func unwrap(obj any) any {
 func (c *Controller) addNode(obj any) {
 	if node, ok := unwrap(obj).(*corev1.Node); ok {
 		c.observed.set(node)
-		c.enqueueSelecting(node.Labels)
+		c.touchSelecting(node.Name, true, node.Labels)
 	}
 }
 
@@ -285,14 +288,11 @@ func (c *Controller) updateNode(oldObj, newObj any) {
 	// one is read once here, for this comparison and every sync after it.
 	before, _ := c.observed.of(oldNode)
 	after := c.observed.set(newNode).obs
-	if decidedAlike(oldNode, newNode, before, after) {
-		// Nearly every Node update is a kubelet's heartbeat. A sync for
-		// each would keep every rollout syncing back to back on a large
-		// pool, and the update that matters would wait for the one in
-		// progress.
-		return
-	}
-	c.enqueueSelecting(oldNode.Labels, newNode.Labels)
+	// Nearly every Node update is a kubelet's heartbeat. A sync for each
+	// would keep every rollout syncing back to back on a large pool, and
+	// the update that matters would wait for the one in progress: such an
+	// update is only marked, for the next decision to read.
+	c.touchSelecting(newNode.Name, !decidedAlike(oldNode, newNode, before, after), oldNode.Labels, newNode.Labels)
 }
 
 // decidedAlike reports whether no decision can tell the two versions of a
@@ -315,14 +315,15 @@ func decidedAlike(a, b *corev1.Node, obsA, obsB rollout.NodeObservation) bool {
 func (c *Controller) deleteNode(obj any) {
 	if node, ok := unwrap(obj).(*corev1.Node); ok {
 		c.observed.remove(node.Name)
-		c.enqueueSelecting(node.Labels)
+		c.touchSelecting(node.Name, true, node.Labels)
 	}
 }
 
-// enqueueSelecting enqueues every rollout whose selector picks any of the
-// label sets: a Node that left a selection matters to the rollout it left
-// (its counts, a Node no longer shared) as much as to the one it joined.
-func (c *Controller) enqueueSelecting(sets ...map[string]string) {
+// touchSelecting marks the Node for every rollout whose selector picks any
+// of the label sets, and enqueues those rollouts when enqueue is true: a
+// Node that left a selection matters to the rollout it left (its counts, a
+// Node no longer shared) as much as to the one it joined.
+func (c *Controller) touchSelecting(node string, enqueue bool, sets ...map[string]string) {
 	for _, r := range c.rolloutsCached() {
 		selector, err := rollout.Selector(r)
 		if err != nil {
@@ -330,7 +331,10 @@ func (c *Controller) enqueueSelecting(sets ...map[string]string) {
 		}
 		for _, set := range sets {
 			if selector.Matches(labels.Set(set)) {
-				c.queue.Add(r.Name)
+				c.state(r.Name).touch(node)
+				if enqueue {
+					c.queue.Add(r.Name)
+				}
 				break
 			}
 		}

@@ -55,27 +55,23 @@ func (c *Controller) stateEvents(r *v1alpha1.KubeletConfigRollout, st *rolloutSt
 	}
 }
 
-// verdicts records what follows from a decision's verdicts on the Nodes
-// against the decision before: the metrics, and a Warning on each Node that
-// became Degraded (it reports the target failed outside a trial of this
-// rollout's: shown for that Node, failing nothing) or Skipped (admission
-// refused it the target for its own state).
-func (c *Controller) verdicts(r *v1alpha1.KubeletConfigRollout, st *rolloutState, results []rollout.NodeResult, nodes map[string]*corev1.Node, now time.Time) {
-	current := make(map[string]rollout.NodeState, len(results))
-	for _, res := range results {
-		current[res.Name] = res.State
-	}
-	previous, through := st.decided(current)
-	c.metrics.observe(r.Name, results, previous, through, now)
-	for _, res := range results {
-		if (res.State != rollout.StateDegraded && res.State != rollout.StateSkipped) || previous[res.Name] == res.State {
+// verdicts records what follows from the verdicts a decision changed:
+// the metrics, and a Warning on each Node that became Degraded (it reports
+// the target failed outside a trial of this rollout's: shown for that Node,
+// failing nothing) or Skipped (admission refused it the target for its
+// own state).
+func (c *Controller) verdicts(r *v1alpha1.KubeletConfigRollout, st *rolloutState, d rollout.Decision, now time.Time) {
+	v := st.decided(d.Nodes, d.Left)
+	c.metrics.observe(r.Name, d.Nodes, v, now)
+	for _, res := range d.Nodes {
+		if (res.State != rollout.StateDegraded && res.State != rollout.StateSkipped) || v.previous[res.Name] == res.State {
 			continue
 		}
 		reason := "NodeFailedOutsideTrial"
 		if res.State == rollout.StateSkipped {
 			reason = "NodeSkipped"
 		}
-		c.event(nodes[res.Name], r, corev1.EventTypeWarning, reason, "Sync", fmt.Sprintf("rollout %s: %s", r.Name, res.Detail))
+		c.event(c.cachedNode(res.Name), r, corev1.EventTypeWarning, reason, "Sync", fmt.Sprintf("rollout %s: %s", r.Name, res.Detail))
 	}
 }
 

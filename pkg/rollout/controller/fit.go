@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -98,32 +99,88 @@ func (t *targetConfigs) get(ctx context.Context, target contract.ConfigMapVersio
 	return cfg
 }
 
+// fits is a rollout's report of the Nodes its target would leave unable to
+// hold their pods, kept as the Nodes and their pods change: each Node is
+// fitted again when it changes or a pod bound to it does, every Node when
+// the target changes. Only the sync reads and writes it, but stale, which
+// the pod handler marks, under the rolloutState's mu.
+type fits struct {
+	// target is what why was made against; unfit Nodes are in why.
+	target *contract.ConfigMapVersion
+	why    map[string]string
+	// stale are the Nodes whose pods changed since.
+	stale sets.Set[string]
+}
+
+func newFits() fits { return fits{why: map[string]string{}, stale: sets.New[string]()} }
+
+// podsChanged marks a Node whose bound pods changed, for the next sync to
+// fit again. Pods wake no rollout: they only refine a report.
+func (st *rolloutState) podsChanged(node string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.fits.stale.Insert(node)
+}
+
+// takeStaleFits returns the Nodes whose pods changed since it was last
+// called.
+func (st *rolloutState) takeStaleFits() sets.Set[string] {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := st.fits.stale
+	st.fits.stale = sets.New[string]()
+	return out
+}
+
+// podEvent marks the Node a pod is bound to for every rollout.
+func (c *Controller) podEvent(obj any) {
+	pod, ok := unwrap(obj).(*corev1.Pod)
+	if !ok || pod.Spec.NodeName == "" {
+		return
+	}
+	c.statesMu.Lock()
+	defer c.statesMu.Unlock()
+	for _, st := range c.states {
+		st.podsChanged(pod.Spec.NodeName)
+	}
+}
+
 // unfit is rollout.Input.Unfit: for each selected Node not assigned the
 // target, why the target would leave it unable to hold the pods bound to
-// it, when it would.
-func (c *Controller) unfit(ctx context.Context, target *contract.ConfigMapVersion, nodes []*corev1.Node, observations []rollout.NodeObservation) map[string]string {
+// it, when it would. It fits again the Nodes changed (read again into the
+// pool since the last decision) and those whose pods changed; all of them
+// when the target changed.
+func (c *Controller) unfit(ctx context.Context, st *rolloutState, target *contract.ConfigMapVersion, changed sets.Set[string]) map[string]string {
+	f := &st.fits
+	stale := changed.Union(st.takeStaleFits())
 	if target == nil {
+		f.target = nil
 		return nil
 	}
-	pending := map[string]bool{}
-	for _, obs := range observations {
-		if !obs.Assigned || obs.Assignment.ConfigMap != (contract.ConfigMapRef{Namespace: target.Namespace, Name: target.Name}) {
-			pending[obs.Name] = true
-		}
-	}
-	if len(pending) == 0 {
-		return nil
+	if f.target == nil || *f.target != *target {
+		clear(f.why)
+		stale = sets.New(st.pool.Names()...)
 	}
 	cfg := c.targets.get(ctx, *target)
 	if cfg == nil {
+		// Nothing to report until it can be read: fitted afresh then.
+		f.target = nil
 		return nil
 	}
-	out := map[string]string{}
-	for _, node := range nodes {
-		if !pending[node.Name] {
+	kept := *target
+	f.target = &kept
+	ref := contract.ConfigMapRef{Namespace: target.Namespace, Name: target.Name}
+	for name := range stale {
+		delete(f.why, name)
+		obs, ok := st.pool.Observation(name)
+		if !ok || (obs.Assigned && obs.Assignment.ConfigMap == ref) {
 			continue
 		}
-		objs, err := c.podInformer.GetIndexer().ByIndex(nodeNameIndex, node.Name)
+		node := c.cachedNode(name)
+		if node == nil {
+			continue
+		}
+		objs, err := c.podInformer.GetIndexer().ByIndex(nodeNameIndex, name)
 		if err != nil {
 			continue
 		}
@@ -135,12 +192,12 @@ func (c *Controller) unfit(ctx context.Context, target *contract.ConfigMapVersio
 		}
 		why, err := rollout.WouldNotFit(cfg, node, requests)
 		if err != nil {
-			klog.FromContext(ctx).V(2).Info("Cannot tell whether the target fits a Node", "node", node.Name, "err", err)
+			klog.FromContext(ctx).V(2).Info("Cannot tell whether the target fits a Node", "node", name, "err", err)
 			continue
 		}
 		if why != "" {
-			out[node.Name] = why
+			f.why[name] = why
 		}
 	}
-	return out
+	return f.why
 }

@@ -31,10 +31,20 @@ type Metrics struct {
 	queue *queueMetrics
 }
 
-// batch is the Nodes one sync assigned, and when.
+// batch is the Nodes one sync assigned, and when; open is how many of
+// them keep it open (inBatch) at the last decision.
 type batch struct {
 	start time.Time
 	nodes []string
+	open  int
+}
+
+// finishedBatch is a batch through its trials, and how it ended: updated
+// (all of its Nodes), failed (one failed or was reverted), or other (they
+// left the selection or the rollout).
+type finishedBatch struct {
+	start  time.Time
+	result string
 }
 
 // NewMetrics registers the controller's metrics on reg.
@@ -87,49 +97,23 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // The methods below do nothing on a nil *Metrics. They keep nothing
 // about a rollout: what they compare with is in its rolloutState.
 
-// observe records a decision's verdicts: the gauge, the transitions from
-// the states the Nodes were in at the decision before, and the batches
-// through their trials.
-func (m *Metrics) observe(name string, results []rollout.NodeResult, previous map[string]rollout.NodeState, through []batch, now time.Time) {
+// observe records a decision's verdicts: the gauge, the transitions of
+// the Nodes whose state changed, and the batches through their trials.
+func (m *Metrics) observe(name string, changed []rollout.NodeResult, v verdictChanges, now time.Time) {
 	if m == nil {
 		return
 	}
-	counts := map[rollout.NodeState]int{}
-	current := make(map[string]rollout.NodeState, len(results))
-	for _, r := range results {
-		counts[r.State]++
-		current[r.Name] = r.State
-		if was, seen := previous[r.Name]; seen && was != r.State {
+	for _, r := range changed {
+		if was, seen := v.previous[r.Name]; seen && was != r.State {
 			m.transitions.WithLabelValues(name, string(was), string(r.State)).Inc()
 		}
 	}
 	for _, s := range allStates {
-		m.nodes.WithLabelValues(name, string(s)).Set(float64(counts[s]))
+		m.nodes.WithLabelValues(name, string(s)).Set(float64(v.counts[s]))
 	}
-	for _, b := range through {
-		result, _ := batchResult(b, current)
-		m.batch.WithLabelValues(result).Observe(now.Sub(b.start).Seconds())
+	for _, b := range v.through {
+		m.batch.WithLabelValues(b.result).Observe(now.Sub(b.start).Seconds())
 	}
-}
-
-// batchResult says whether none of the batch's Nodes is in trial any more,
-// and how it ended.
-func batchResult(b batch, current map[string]rollout.NodeState) (string, bool) {
-	result := "updated"
-	for _, node := range b.nodes {
-		switch current[node] {
-		case rollout.StateInTrial, rollout.StatePending:
-			return "", false
-		case rollout.StateUpdated:
-		case rollout.StateFailed, rollout.StateReverting:
-			result = "failed"
-		default:
-			if result == "updated" {
-				result = "other"
-			}
-		}
-	}
-	return result, true
 }
 
 func (m *Metrics) change(name, action, result string) {

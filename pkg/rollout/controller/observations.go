@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -67,28 +66,6 @@ func (o *observations) of(node *corev1.Node) (rollout.NodeObservation, error) {
 	return rollout.ObserveNode(node, nil)
 }
 
-// selectedBy is rollout.ObserveSelected over the index: the Nodes among
-// nodes that selector picks, each with the other rollouts that pick it
-// too, whose selectors are parsed once rather than once per Node.
-func (o *observations) selectedBy(selector labels.Selector, self string, rollouts []*v1alpha1.KubeletConfigRollout, nodes []*corev1.Node) ([]rollout.NodeObservation, error) {
-	others := otherSelectors(rollouts, self)
-	var out []rollout.NodeObservation
-	var errs []error
-	for _, node := range nodes {
-		set := labels.Set(node.Labels)
-		if !selector.Matches(set) {
-			continue
-		}
-		obs, err := o.of(node)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		obs.OtherRollouts = others.matching(set)
-		out = append(out, obs)
-	}
-	return out, errors.Join(errs...)
-}
-
 // namedSelectors are the selectors of rollouts, by name, sorted by name;
 // a rollout whose selector does not parse selects nothing (as
 // rollout.OtherRollouts has it).
@@ -123,4 +100,15 @@ func (s namedSelectors) matching(set labels.Set) []string {
 		}
 	}
 	return out
+}
+
+// poolBasis names the selector and the other rollouts' selectors a pool is
+// read with: a rollout's pool is read afresh when it changes.
+func poolBasis(selector labels.Selector, others namedSelectors) string {
+	var b strings.Builder
+	b.WriteString(selector.String())
+	for _, o := range others {
+		b.WriteString("\x00" + o.name + "=" + o.selector.String())
+	}
+	return b.String()
 }

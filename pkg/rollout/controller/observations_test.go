@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,12 +24,13 @@ import (
 // TestObservationsMatchFullReading drives the Node handlers with arbitrary
 // event sequences, as an informer delivers them (each version a new object,
 // deletions sometimes as tombstones, events sometimes replayed), and checks
-// after every event that what a sync reads through the index is what
-// reading every Node afresh gives (rollout.ObserveSelected), that the index
-// holds the cached object of every Node and nothing of a deleted one, and
-// that a copy of a cached Node (as rolloutState.overlay makes) is read
-// afresh. A pure test: the handlers' input is what makes it, no apiserver
-// needed.
+// after every event that each rollout's pool, brought up to date from the
+// Nodes the handlers touched (refreshPool), holds what reading every Node
+// afresh gives (rollout.ObserveSelected), that the index holds the cached
+// object of every Node and nothing of a deleted one, and that a copy of a
+// cached Node (as rolloutState.overlay makes) is read afresh. Some steps
+// skip the check, so that touches pile up between two refreshes. A pure
+// test: the handlers' input is what makes it, no apiserver needed.
 func TestObservationsMatchFullReading(t *testing.T) {
 	rollouts := []*v1alpha1.KubeletConfigRollout{
 		testRollout("blue", map[string]string{"pool": "blue"}),
@@ -48,6 +52,7 @@ func TestObservationsMatchFullReading(t *testing.T) {
 					// An add, or, for a Node the store holds, a relist's add.
 					node := randomNode(rng, name, version)
 					store[name] = node
+					must(t, c.nodes.Add(node))
 					if exists {
 						c.updateNode(old, node)
 					} else {
@@ -55,6 +60,7 @@ func TestObservationsMatchFullReading(t *testing.T) {
 					}
 				case op == 1:
 					delete(store, name)
+					must(t, c.nodes.Delete(old))
 					if rng.IntN(2) == 0 {
 						c.deleteNode(cache.DeletedFinalStateUnknown{Key: name, Obj: old})
 					} else {
@@ -71,9 +77,12 @@ func TestObservationsMatchFullReading(t *testing.T) {
 						node.ResourceVersion = strconv.Itoa(version)
 					}
 					store[name] = node
+					must(t, c.nodes.Update(node))
 					c.updateNode(old, node)
 				}
-				checkObservations(t, step, c, store, rollouts)
+				if rng.IntN(3) > 0 {
+					checkObservations(t, step, c, store, rollouts)
+				}
 			}
 		})
 	}
@@ -98,21 +107,41 @@ func checkObservations(t *testing.T, step int, c *Controller, store map[string]*
 		// A copy, as overlay makes, with an annotation of its own.
 		changed := nodes[0].DeepCopy()
 		changed.Annotations = map[string]string{contract.ConfigSourceAnnotation: "kubelet-configs/other"}
-		nodes[0] = changed
+		want, wantErr := rollout.ObserveNode(changed, nil)
+		got, gotErr := c.observed.of(changed)
+		if !reflect.DeepEqual(got, want) || (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("step %d: a copy of %s reads %+v (%v), want %+v (%v)", step, changed.Name, got, gotErr, want, wantErr)
+		}
 	}
+	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
 	for _, r := range rollouts {
 		selector, err := rollout.Selector(r)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want, wantErr := rollout.ObserveSelected(selector, r.Name, rollouts, nodes)
-		got, gotErr := c.observed.selectedBy(selector, r.Name, rollouts, nodes)
+		st := c.state(r.Name)
+		_, gotErr := c.refreshPool(r.Name, selector, rollouts, st, time.Unix(0, 0))
+		var got []rollout.NodeObservation
+		for _, name := range st.pool.Names() {
+			obs, _ := st.pool.Observation(name)
+			got = append(got, obs)
+		}
 		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("step %d, rollout %s: through the index\n%+v\nread afresh\n%+v", step, r.Name, got, want)
+			t.Fatalf("step %d, rollout %s: the pool holds\n%+v\nread afresh\n%+v", step, r.Name, got, want)
 		}
-		if (gotErr == nil) != (wantErr == nil) {
-			t.Fatalf("step %d, rollout %s: error %v through the index, %v read afresh", step, r.Name, gotErr, wantErr)
+		if gotErr != nil && wantErr == nil {
+			// The pool reads only the Nodes touched: an error says one of
+			// them is unreadable, which a full reading finds too.
+			t.Fatalf("step %d, rollout %s: error %v through the pool, none read afresh", step, r.Name, gotErr)
 		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -128,7 +157,10 @@ func handlerController(t *testing.T, rollouts []*v1alpha1.KubeletConfigRollout) 
 	}
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	t.Cleanup(queue.ShutDown)
-	return &Controller{observed: newObservations(), queue: queue, rolloutLister: nodeguardlisters.NewKubeletConfigRolloutLister(indexer)}
+	return &Controller{
+		observed: newObservations(), queue: queue, rolloutLister: nodeguardlisters.NewKubeletConfigRolloutLister(indexer),
+		nodes: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), states: map[string]*rolloutState{}, expectationsTimeout: time.Minute,
+	}
 }
 
 func testRollout(name string, selector map[string]string) *v1alpha1.KubeletConfigRollout {

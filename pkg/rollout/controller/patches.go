@@ -80,7 +80,6 @@ func (c *Controller) patchNodes(ctx context.Context, r *v1alpha1.KubeletConfigRo
 // on.
 func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout, st *rolloutState, d rollout.Decision, seen observed) error {
 	logger := klog.FromContext(ctx)
-	nodes := seen.nodes
 	var errs []error
 	requeue := false
 	send := func(action string) func(context.Context, rollout.Change) (string, error) {
@@ -92,7 +91,7 @@ func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout
 		c.metrics.change(r.Name, "revert", p.result)
 		switch p.result {
 		case resultOK:
-			c.event(nodes[p.change.Node], r, corev1.EventTypeNormal, "Reverted", "Revert",
+			c.event(c.cachedNode(p.change.Node), r, corev1.EventTypeNormal, "Reverted", "Revert",
 				fmt.Sprintf("rollout %s failed; re-pointed to the previous source %s", r.Name, sourceName(p.change.Annotations[contract.ConfigSourceAnnotation])))
 			logger.Info("Reverted Node", "node", p.change.Node)
 		case resultConflict:
@@ -109,7 +108,7 @@ func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout
 		switch p.result {
 		case resultOK:
 			assigned = append(assigned, p.change.Node)
-			c.event(nodes[p.change.Node], r, corev1.EventTypeNormal, "Assigned", "Assign",
+			c.event(c.cachedNode(p.change.Node), r, corev1.EventTypeNormal, "Assigned", "Assign",
 				fmt.Sprintf("rollout %s assigned %s", r.Name, sourceName(p.change.Annotations[contract.ConfigSourceAnnotation])))
 			logger.Info("Assigned Node", "node", p.change.Node, "target", target)
 		case resultConflict:
@@ -118,7 +117,7 @@ func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout
 			if target != nil {
 				st.refuse(*target, rollout.Refusal{Node: p.change.Node, Message: p.err.Error()})
 			}
-			c.event(r, nodes[p.change.Node], corev1.EventTypeWarning, v1alpha1.ReasonAssignmentRefused, "Assign",
+			c.event(r, c.cachedNode(p.change.Node), corev1.EventTypeWarning, v1alpha1.ReasonAssignmentRefused, "Assign",
 				fmt.Sprintf("assigning Node %s was refused: %v", p.change.Node, p.err))
 			logger.Info("Assignment refused by admission", "node", p.change.Node, "err", p.err)
 			requeue = true
@@ -135,7 +134,7 @@ func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout
 		}
 	}
 	if len(assigned) > 0 {
-		st.started(batch{start: c.clock.Now(), nodes: assigned})
+		st.started(c.clock.Now(), assigned)
 	}
 	for _, p := range patchAll(ctx, d.Record, maxPatchesInFlight, false, send("record")) {
 		c.metrics.change(r.Name, "record", p.result)
@@ -172,8 +171,22 @@ type decisionBasis struct {
 	rollout  string
 	selector labels.Selector
 	rollouts []*v1alpha1.KubeletConfigRollout
-	// observed are the selected Nodes as the decision saw them, by name.
+	// observed are the Nodes the decision changes, as it saw them, by name.
 	observed map[string]rollout.NodeObservation
+}
+
+// decidedOn returns the observations the decision's changes were made on,
+// by Node, from the pool as the decision read it.
+func decidedOn(pool *rollout.Pool, d rollout.Decision) map[string]rollout.NodeObservation {
+	out := make(map[string]rollout.NodeObservation, len(d.Assign)+len(d.Revert)+len(d.Record))
+	for _, changes := range [][]rollout.Change{d.Assign, d.Revert, d.Record} {
+		for _, change := range changes {
+			if obs, ok := pool.Observation(change.Node); ok {
+				out[change.Node] = obs
+			}
+		}
+	}
+	return out
 }
 
 // unchanged reports whether node, as it is now, is still the Node the

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
@@ -50,13 +51,28 @@ type rolloutState struct {
 	refusedTarget contract.ConfigMapVersion
 	refusals      []rollout.Refusal
 	// reason is the Progressing reason of the last status written, and
-	// nodes the selected Nodes' states at the last decision (nil before
-	// the first), for Events and metrics on changes only.
+	// nodes the selected Nodes' states at the last decision, for Events and
+	// metrics on changes only.
 	reason string
 	nodes  map[string]rollout.NodeState
-	// batches are the assignments not yet through their trials, for the
-	// batch duration metric.
-	batches []batch
+	counts map[rollout.NodeState]int
+	// batchOf are the assignments not yet through their trials, by Node,
+	// and through those through since the last decision, for the batch
+	// duration metric.
+	batchOf map[string]*batch
+	through []finishedBatch
+
+	// pool is the selected Nodes as the last decision read them, with
+	// their verdicts (rollout.Pool), read from the Nodes of poolBasis: the
+	// rollout's selector and the other rollouts'. touched are the Nodes
+	// changed since, whose reading the next decision brings up to date:
+	// the Nodes' own events and the changes the controller sent mark them.
+	// Only the sync touches pool and poolBasis.
+	pool      *rollout.Pool
+	poolBasis string
+	touched   sets.Set[string]
+	// fits is the report of unfit Nodes (fit.go), kept the same way.
+	fits fits
 }
 
 func newRolloutState(timeout time.Duration) *rolloutState {
@@ -64,7 +80,38 @@ func newRolloutState(timeout time.Duration) *rolloutState {
 		timeout: timeout,
 		slots:   make(chan struct{}, maxPatchesInFlight),
 		unseen:  map[string]*unseenChange{},
+		touched: sets.New[string](),
+		nodes:   map[string]rollout.NodeState{},
+		counts:  map[rollout.NodeState]int{},
+		batchOf: map[string]*batch{},
+		fits:    newFits(),
 	}
+}
+
+// touch marks Nodes whose reading the next decision must bring up to date.
+func (st *rolloutState) touch(names ...string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.touched.Insert(names...)
+}
+
+// takeTouched returns the Nodes touched since it was last called, and
+// forgets them; with them, the Nodes whose unseen change the cache shows
+// by now or that timed out, which it drops (read again, they are as the
+// cache shows them), and those whose change is unseen still (read again,
+// they carry the answer's resourceVersion once answered).
+func (st *rolloutState) takeTouched(now time.Time) sets.Set[string] {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := st.touched
+	st.touched = sets.New[string]()
+	for name, c := range st.unseen {
+		if !c.answered.IsZero() && now.Sub(c.answered) >= st.timeout {
+			delete(st.unseen, name)
+		}
+		out.Insert(name)
+	}
+	return out
 }
 
 // state returns the rollout's state, made on first use.
@@ -150,6 +197,7 @@ func (st *rolloutState) sending(changes ...[]rollout.Change) {
 	defer st.mu.Unlock()
 	for _, c := range slices.Concat(changes...) {
 		st.unseen[c.Node] = &unseenChange{change: c}
+		st.touched.Insert(c.Node)
 	}
 }
 
@@ -161,6 +209,7 @@ func (st *rolloutState) applied(change rollout.Change, w write, now time.Time) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.unseen[change.Node] = &unseenChange{change: change, answered: now, w: w}
+	st.touched.Insert(change.Node)
 }
 
 // failed drops a change that did not apply: the Node is as the cache shows
@@ -169,6 +218,7 @@ func (st *rolloutState) failed(node string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	delete(st.unseen, node)
+	st.touched.Insert(node)
 }
 
 // inFlight reports whether any change awaits its answer.
@@ -183,52 +233,38 @@ func (st *rolloutState) inFlight() bool {
 	return false
 }
 
-// overlay returns the cached nodes with the unseen changes applied, each
-// to a copy (the cache's objects are never modified). An answered change
-// also gives the copy the resourceVersion it produced, which the next
-// change of that Node is made over. Changes the cache shows, or answered
-// longer than the timeout ago, are dropped.
-func (st *rolloutState) overlay(nodes []*corev1.Node, now time.Time) []*corev1.Node {
+// overlay returns the cached node with its unseen change applied, to a
+// copy (the cache's objects are never modified); node itself when it has
+// none. An answered change also gives the copy the resourceVersion it
+// produced, which the next change of that Node is made over. A change the
+// cache shows, or answered longer than the timeout ago, is dropped.
+func (st *rolloutState) overlay(node *corev1.Node, now time.Time) *corev1.Node {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if len(st.unseen) == 0 {
-		return nodes
+	c, ok := st.unseen[node.Name]
+	if !ok {
+		return node
 	}
-	out := make([]*corev1.Node, len(nodes))
-	for i, node := range nodes {
-		out[i] = node
-		c, ok := st.unseen[node.Name]
-		if !ok {
-			continue
-		}
-		if !c.answered.IsZero() && (c.w.shownBy(node.ResourceVersion) || now.Sub(c.answered) >= st.timeout) {
-			delete(st.unseen, node.Name)
-			continue
-		}
-		changed := node.DeepCopy()
-		changed.Annotations = maps.Clone(changed.Annotations)
-		if changed.Annotations == nil {
-			changed.Annotations = map[string]string{}
-		}
-		for key, value := range c.change.Annotations {
-			if value == nil {
-				delete(changed.Annotations, key)
-			} else {
-				changed.Annotations[key] = *value
-			}
-		}
-		if !c.answered.IsZero() {
-			changed.ResourceVersion = c.w.produced
-		}
-		out[i] = changed
+	if !c.answered.IsZero() && (c.w.shownBy(node.ResourceVersion) || now.Sub(c.answered) >= st.timeout) {
+		delete(st.unseen, node.Name)
+		return node
 	}
-	for name, c := range st.unseen {
-		// A Node no longer selected (or gone) is not listed above.
-		if !c.answered.IsZero() && now.Sub(c.answered) >= st.timeout {
-			delete(st.unseen, name)
+	changed := node.DeepCopy()
+	changed.Annotations = maps.Clone(changed.Annotations)
+	if changed.Annotations == nil {
+		changed.Annotations = map[string]string{}
+	}
+	for key, value := range c.change.Annotations {
+		if value == nil {
+			delete(changed.Annotations, key)
+		} else {
+			changed.Annotations[key] = *value
 		}
 	}
-	return out
+	if !c.answered.IsZero() {
+		changed.ResourceVersion = c.w.produced
+	}
+	return changed
 }
 
 // refuse keeps a refusal of an assignment of target; refusals of an
@@ -265,30 +301,106 @@ func (st *rolloutState) recorded(target contract.ConfigMapVersion) {
 	}
 }
 
-// decided records the Nodes' states in a decision, and returns the states
-// they were in at the decision before (nil before the first) and the
-// batches through their trials now, which it drops.
-func (st *rolloutState) decided(current map[string]rollout.NodeState) (previous map[string]rollout.NodeState, through []batch) {
+// decided records the Nodes' states a decision changed and the Nodes that
+// left the selection, and returns what the metrics record of it: the
+// states those Nodes were in at the decision before, how many Nodes are in
+// each state now, and the batches through their trials now, which it
+// drops. Its work is that of the Nodes changed, not of the pool.
+func (st *rolloutState) decided(changed []rollout.NodeResult, left []string) verdictChanges {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	previous, st.nodes = st.nodes, current
-	var open []batch
-	for _, b := range st.batches {
-		if _, done := batchResult(b, current); done {
-			through = append(through, b)
+	out := verdictChanges{previous: make(map[string]rollout.NodeState, len(changed)+len(left))}
+	move := func(name string, now rollout.NodeState) {
+		was, ok := st.nodes[name]
+		if ok {
+			out.previous[name] = was
+			st.counts[was]--
+		}
+		if now == "" {
+			delete(st.nodes, name)
 		} else {
-			open = append(open, b)
+			st.nodes[name] = now
+			st.counts[now]++
+		}
+		b := st.batchOf[name]
+		if b == nil {
+			return
+		}
+		switch {
+		case inBatch(was) && !inBatch(now):
+			b.open--
+		case !inBatch(was) && inBatch(now):
+			b.open++
+		}
+		if b.open == 0 {
+			st.finish(b)
 		}
 	}
-	st.batches = open
-	return previous, through
+	for _, res := range changed {
+		move(res.Name, res.State)
+	}
+	for _, name := range left {
+		move(name, "")
+	}
+	out.counts = maps.Clone(st.counts)
+	out.through, st.through = st.through, nil
+	return out
 }
 
-// started records a batch of assignments.
-func (st *rolloutState) started(b batch) {
+// verdictChanges are what decided returns.
+type verdictChanges struct {
+	previous map[string]rollout.NodeState
+	counts   map[rollout.NodeState]int
+	through  []finishedBatch
+}
+
+// inBatch reports whether a Node in state s keeps its batch open: it is
+// in trial, or not yet seen assigned.
+func inBatch(s rollout.NodeState) bool {
+	return s == rollout.StateInTrial || s == rollout.StatePending
+}
+
+// started records a batch of assignments. A Node assigned again leaves the
+// batch it was in, which it no longer keeps open.
+func (st *rolloutState) started(start time.Time, nodes []string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.batches = append(st.batches, b)
+	b := &batch{start: start, nodes: nodes}
+	for _, name := range nodes {
+		if old := st.batchOf[name]; old != nil && inBatch(st.nodes[name]) {
+			if old.open--; old.open == 0 {
+				st.finish(old)
+			}
+		}
+		st.batchOf[name] = b
+		if inBatch(st.nodes[name]) {
+			b.open++
+		}
+	}
+	if b.open == 0 {
+		st.finish(b)
+	}
+}
+
+// finish moves a batch none of whose Nodes is in trial any more to those
+// the next decision reports, with how it ended.
+func (st *rolloutState) finish(b *batch) {
+	result := "updated"
+	for _, name := range b.nodes {
+		if st.batchOf[name] == b {
+			delete(st.batchOf, name)
+		}
+		switch st.nodes[name] {
+		case rollout.StateUpdated:
+		case rollout.StateFailed, rollout.StateReverting:
+			result = "failed"
+		default:
+			if result == "updated" {
+				result = "other"
+			}
+		}
+	}
+	st.through = append(st.through, finishedBatch{start: b.start, result: result})
 }
 
 // progressed records the Progressing reason of a status written, and

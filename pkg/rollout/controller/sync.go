@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
@@ -68,7 +68,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 
 	// Decide.
-	decision, err := rollout.Decide(seen.input)
+	decision, err := st.pool.Decide(seen.input)
 	if err != nil {
 		c.event(r, nil, corev1.EventTypeWarning, "InvalidSpec", "Sync", err.Error())
 		logger.Error(err, "Rollout cannot be decided")
@@ -76,7 +76,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 
 	// Carry out.
-	c.verdicts(r, st, decision.Nodes, seen.nodes, now)
+	c.verdicts(r, st, decision, now)
 	progressing := meta.FindStatusCondition(decision.Status.Conditions, v1alpha1.ConditionProgressing)
 	c.metrics.progressing(name, progressing != nil && progressing.Reason == v1alpha1.ReasonProgressDeadlineExceeded)
 	c.metrics.failure(name, meta.IsStatusConditionTrue(decision.Status.Conditions, v1alpha1.ConditionFailed))
@@ -112,6 +112,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		// rollout); the refusals behind it need not be fed back again.
 		st.recorded(*decision.Status.Target)
 	}
+	seen.basis.observed = decidedOn(st.pool, decision)
 	if err := c.patchNodes(ctx, r, st, decision, seen); err != nil {
 		return err
 	}
@@ -127,57 +128,82 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 // observed is what a decision is made on.
 type observed struct {
 	input rollout.Input
-	// nodes are the selected Nodes, unseen changes applied, by name.
-	nodes map[string]*corev1.Node
 	// basis tells a Node patch's conflict that invalidates the decision
 	// from one that does not.
 	basis decisionBasis
 }
 
-// observe reads what rollout.Decide needs from the caches: the Nodes
-// selector picks, each the controller has patched and the cache does not
-// show yet as the patch leaves it (rolloutState.overlay), so that a
-// decision never waits for a patch's round trip and no Node is picked
-// twice; the target; and the refusals of the target not yet in the status.
+// observe brings the rollout's pool (rolloutState.pool) up to date and
+// reads what else rollout.Pool.Decide needs: the target, and the refusals
+// of the target not yet in the status. Only the Nodes touched since the
+// last decision are read again, each as the cache shows it with the
+// change the controller sent and the cache does not show yet applied
+// (rolloutState.overlay), so that a decision never waits for a patch's
+// round trip and no Node is picked twice. The pool is read afresh from
+// every cached Node when the rollout's selector or another rollout's
+// changed, since which Nodes it selects, and which it shares, may have.
 func (c *Controller) observe(ctx context.Context, r *v1alpha1.KubeletConfigRollout, selector labels.Selector, st *rolloutState, now time.Time) (observed, error) {
-	var nodes []*corev1.Node
-	err := cache.ListAll(c.nodeInformer.GetIndexer(), selector, func(obj any) {
-		if node, ok := obj.(*corev1.Node); ok {
-			nodes = append(nodes, node)
-		}
-	})
-	if err != nil {
-		return observed{}, fmt.Errorf("listing cached Nodes: %w", err)
-	}
-	nodes = st.overlay(nodes, now)
 	rollouts := c.rolloutsCached()
-	observations, err := c.observed.selectedBy(selector, r.Name, rollouts, nodes)
+	changed, err := c.refreshPool(r.Name, selector, rollouts, st, now)
 	if err != nil {
 		// Usable all the same; the agents report the same problems.
 		klog.FromContext(ctx).V(2).Info("Nodes partly unreadable", "err", err)
 	}
 	target, ineligible := c.target(ctx, r.Spec.ConfigMapRef)
-	out := observed{
+	return observed{
 		input: rollout.Input{
 			Rollout:            r,
 			Target:             target,
 			TargetIneligible:   ineligible,
-			Nodes:              observations,
 			Refusals:           st.refusalsOf(target),
 			Now:                metav1.NewTime(now),
 			DefaultTrialPeriod: c.trialPeriod,
-			Unfit:              c.unfit(ctx, target, nodes, observations),
+			Unfit:              c.unfit(ctx, st, target, changed),
 		},
-		nodes: make(map[string]*corev1.Node, len(nodes)),
-		basis: decisionBasis{rollout: r.Name, selector: selector, rollouts: rollouts, observed: make(map[string]rollout.NodeObservation, len(observations))},
+		basis: decisionBasis{rollout: r.Name, selector: selector, rollouts: rollouts},
+	}, nil
+}
+
+// refreshPool reads the Nodes touched since the last decision into the
+// rollout's pool, every cached Node when the selectors it is read with
+// changed (poolBasis), and returns the Nodes it read.
+func (c *Controller) refreshPool(name string, selector labels.Selector, rollouts []*v1alpha1.KubeletConfigRollout, st *rolloutState, now time.Time) (sets.Set[string], error) {
+	others := otherSelectors(rollouts, name)
+	changed := st.takeTouched(now)
+	if basis := poolBasis(selector, others); st.pool == nil || st.poolBasis != basis {
+		if st.pool == nil {
+			st.pool = rollout.NewPool(name)
+		}
+		st.poolBasis = basis
+		changed.Insert(st.pool.Names()...)
+		changed.Insert(c.nodes.ListKeys()...)
 	}
-	for _, node := range nodes {
-		out.nodes[node.Name] = node
+	var errs []error
+	for name := range changed {
+		node := c.cachedNode(name)
+		if node == nil || !selector.Matches(labels.Set(node.Labels)) {
+			st.pool.Delete(name)
+			continue
+		}
+		node = st.overlay(node, now)
+		obs, err := c.observed.of(node)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		obs.OtherRollouts = others.matching(labels.Set(node.Labels))
+		st.pool.Set(obs)
 	}
-	for _, obs := range observations {
-		out.basis.observed[obs.Name] = obs
+	return changed, errors.Join(errs...)
+}
+
+// cachedNode returns the Node the cache holds by name, nil when none.
+func (c *Controller) cachedNode(name string) *corev1.Node {
+	obj, exists, err := c.nodes.GetByKey(name)
+	if err != nil || !exists {
+		return nil
 	}
-	return out, nil
+	node, _ := obj.(*corev1.Node)
+	return node
 }
 
 // target is the eligible ConfigMap ref names, nil when there is none

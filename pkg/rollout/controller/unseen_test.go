@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
@@ -13,6 +14,15 @@ import (
 
 func cachedNode(name, rv string, annotations map[string]string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv, Annotations: annotations}}
+}
+
+// overlayAll overlays each Node.
+func overlayAll(u *rolloutState, now time.Time, nodes ...*corev1.Node) []*corev1.Node {
+	out := make([]*corev1.Node, len(nodes))
+	for i, node := range nodes {
+		out[i] = u.overlay(node, now)
+	}
+	return out
 }
 
 func TestUnseenOverlaysChangesUntilTheCacheShowsThem(t *testing.T) {
@@ -26,7 +36,7 @@ func TestUnseenOverlaysChangesUntilTheCacheShowsThem(t *testing.T) {
 	a := cachedNode("a", "10", map[string]string{contract.ConfigStatusAnnotation: status})
 	b := cachedNode("b", "20", map[string]string{contract.ConfigSourceAnnotation: "kubelet-configs/v1"})
 	c := cachedNode("c", "30", nil)
-	got := u.overlay([]*corev1.Node{a, b, c}, now)
+	got := overlayAll(u, now, a, b, c)
 	if got[0].Annotations[contract.ConfigSourceAnnotation] != source || got[0].Annotations[contract.ConfigStatusAnnotation] != status {
 		t.Errorf("a in flight reads %v, want its assignment over what the cache has", got[0].Annotations)
 	}
@@ -48,7 +58,7 @@ func TestUnseenOverlaysChangesUntilTheCacheShowsThem(t *testing.T) {
 	if u.inFlight() {
 		t.Error("in flight once every change was answered")
 	}
-	got = u.overlay([]*corev1.Node{a, b}, now)
+	got = overlayAll(u, now, a, b)
 	if got[0].ResourceVersion != "11" || got[0].Annotations[contract.ConfigSourceAnnotation] != source {
 		t.Errorf("a answered reads rv %s %v, want its write's version and its assignment", got[0].ResourceVersion, got[0].Annotations)
 	}
@@ -57,10 +67,10 @@ func TestUnseenOverlaysChangesUntilTheCacheShowsThem(t *testing.T) {
 	}
 
 	shown := cachedNode("a", "12", map[string]string{contract.ConfigSourceAnnotation: "someone/else"})
-	if got = u.overlay([]*corev1.Node{shown}, now); got[0] != shown {
+	if got = overlayAll(u, now, shown); got[0] != shown {
 		t.Error("a change the cache shows still overlaid")
 	}
-	if got = u.overlay([]*corev1.Node{a}, now); got[0] != a {
+	if got = overlayAll(u, now, a); got[0] != a {
 		t.Error("a change dropped once shown came back")
 	}
 }
@@ -75,11 +85,14 @@ func TestUnseenDropsAnswersPastTheTimeout(t *testing.T) {
 		u.applied(change, write{produced: "11", over: []string{"10"}}, now)
 	}
 	a := cachedNode("a", "10", nil)
-	if got := u.overlay([]*corev1.Node{a}, now.Add(59*time.Second)); got[0] == a {
+	if got := overlayAll(u, now.Add(59*time.Second), a); got[0] == a {
 		t.Error("dropped before the timeout")
 	}
-	if got := u.overlay([]*corev1.Node{a}, now.Add(time.Minute)); got[0] != a {
+	if got := overlayAll(u, now.Add(time.Minute), a); got[0] != a {
 		t.Error("still overlaid at the timeout")
+	}
+	if touched := u.takeTouched(now.Add(time.Minute)); !touched.Has("gone") {
+		t.Errorf("the unlisted Node's change dropped at the timeout is not read again: touched %v", sets.List(touched))
 	}
 	if n := len(u.unseen); n != 0 {
 		t.Errorf("%d changes kept past the timeout, the unlisted Node's among them", n)
