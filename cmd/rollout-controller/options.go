@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeguard/nodeguard/pkg/rollout"
+	"github.com/nodeguard/nodeguard/pkg/rollout/controller"
 )
 
 // Options are the controller's command-line settings.
@@ -21,10 +22,11 @@ type Options struct {
 	KubeAPIQPS   float32
 	KubeAPIBurst int
 
-	Workers       int
-	ResyncPeriod  time.Duration
-	TrialPeriod   time.Duration
-	ListenAddress string
+	Workers        int
+	ResyncPeriod   time.Duration
+	TrialPeriod    time.Duration
+	StatusInterval time.Duration
+	ListenAddress  string
 
 	LeaderElect        bool
 	LeaseName          string
@@ -48,6 +50,7 @@ func NewOptions() *Options {
 		Workers:            2,
 		ResyncPeriod:       10 * time.Minute,
 		TrialPeriod:        rollout.DefaultTrialPeriod,
+		StatusInterval:     controller.DefaultStatusInterval,
 		ListenAddress:      ":8080",
 		LeaderElect:        true,
 		LeaseName:          "nodeguard-rollout-controller",
@@ -66,6 +69,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Rollouts synced at once. One rollout is never synced by two workers at a time.")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often every rollout is synced again without an event. 0 disables; events alone drive the controller, this is a backstop.")
+	fs.DurationVar(&o.StatusInterval, "status-interval", o.StatusInterval, "How often at most a rollout's status is written while only its counts and message change (a Node passing its trial, the next one assigned). A change of the rollout's state (the canary done, a pause, a failure, a new target) is written at once, before any Node moves on it.")
 	fs.DurationVar(&o.TrialPeriod, "trial-period", o.TrialPeriod, "How long a Node's trial lasts, for rollouts whose spec.trial gives no periodSeconds: set it to the agents' --trial-period (five minutes by default). The controller counts a Node it assigned updated no sooner than this long after the assignment (written on the Node as nodeguard.dev/trial-ends), whatever its agent reports.")
 	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "host:port for /healthz, /livez, /readyz and /metrics (plain HTTP). Empty disables. /readyz fails on the leader until its caches have synced; a standby is ready.")
 
@@ -90,6 +94,9 @@ func (o *Options) Validate() []error {
 	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers %d: must be at least 1", o.Workers))
+	}
+	if o.StatusInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--status-interval %v: must be positive", o.StatusInterval))
 	}
 	if o.TrialPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("--trial-period %v: must be positive", o.TrialPeriod))
@@ -133,6 +140,7 @@ type config struct {
 	Workers        int
 	Resync         time.Duration
 	TrialPeriod    time.Duration
+	StatusInterval time.Duration
 	ListenAddress  string
 	LeaderElection leaderElection
 }
@@ -150,11 +158,12 @@ type leaderElection struct {
 
 func (o *Options) config(kube *rest.Config) config {
 	return config{
-		Kube:          kube,
-		Workers:       o.Workers,
-		Resync:        o.ResyncPeriod,
-		TrialPeriod:   o.TrialPeriod,
-		ListenAddress: o.ListenAddress,
+		Kube:           kube,
+		Workers:        o.Workers,
+		Resync:         o.ResyncPeriod,
+		TrialPeriod:    o.TrialPeriod,
+		StatusInterval: o.StatusInterval,
+		ListenAddress:  o.ListenAddress,
 		LeaderElection: leaderElection{
 			Enabled:       o.LeaderElect,
 			Namespace:     o.LeaseNamespace,

@@ -90,7 +90,8 @@ func run(ctx context.Context, opts *Options) error {
 
 	ctrl, err := controller.New(controller.Config{
 		Kube: kube, Metadata: md, Rollouts: rollouts, Recorder: recorder, Metrics: metrics, Resync: cfg.Resync,
-		TrialPeriod: cfg.TrialPeriod,
+		TrialPeriod:    cfg.TrialPeriod,
+		StatusInterval: cfg.StatusInterval,
 	})
 	if err != nil {
 		return err

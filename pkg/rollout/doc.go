@@ -14,6 +14,18 @@
 // OtherRollouts tell which Nodes a rollout picks and which other rollouts
 // pick the same Node.
 //
+// A Pool is the same decision kept up to date one Node at a time, for a
+// controller whose pool holds thousands of Nodes: each Node set into it is
+// judged again at the next decision, and what a decision reads of the
+// Nodes (the counts, the Nodes of each state in name order, the Nodes
+// whose trial period ends next) is updated from that Node's change, so a
+// decision costs what changed rather than the pool. Pool.Decide decides
+// exactly as Decide over the same Nodes (Decide is a Pool filled at once;
+// TestPoolDecidesAsDecide holds the two together), but returns only the
+// verdicts that changed since its previous decision. A new target, or a
+// clock that goes back, has it judge every Node again; a failed rollout
+// walks the pool to revert it.
+//
 // # How Nodes are judged
 //
 // Against the target (namespace, name, uid, resourceVersion), a selected
@@ -104,14 +116,16 @@
 // # Applying a decision
 //
 // Write the status first, then the Node changes, whenever
-// Decision.StatusFirst says so: a revert must never run ahead of the Failed
-// condition that explains it, since the reverted Nodes no longer show the
-// failure, and a change of state is fenced by the status write's
+// Decision.ChangesState says so: a revert must never run ahead of the
+// Failed condition that explains it, since the reverted Nodes no longer
+// show the failure, and a change of state is fenced by the status write's
 // resourceVersion. The next Nodes of a batch going on in the same state
-// may be patched while the status is written. Each Change carries the resourceVersion of
+// may be patched before or while the status is written, and such statuses
+// may be folded into the last. Each Change carries the resourceVersion of
 // the Node it was decided on, so a Node that moved since fails the patch
-// instead of being overwritten. The controller must also not decide again
-// until its cache shows its own writes (client-go's expectations
-// pattern): Decide on a stale cache would see an assigned Node as Pending
-// and could pick another one beside it.
+// instead of being overwritten. The controller must also decide on its own
+// writes, not on a cache that does not show them yet (client-go's
+// expectations pattern): deciding on a stale cache would see an assigned
+// Node as Pending and could pick another one beside it, or lose a failure
+// the status recorded.
 package rollout

@@ -211,26 +211,32 @@ func boolStatus(b bool) metav1.ConditionStatus {
 }
 
 // StatusFirst reports whether the decision's status must be stored before
-// any of its Node changes is sent, given the status stored now.
-//
-// It must when the decision reverts (the reverted Nodes no longer show the
-// failure, so the Failed condition explaining them goes first), when the
-// rollout has failed, and when the decision changes the rollout's state:
-// a new generation or target, or any condition's status or reason (the
-// canary, the first batch after it, a pause shown). Stored over the
-// rollout's resourceVersion, that write fails if the spec changed since
-// the cache showed it, before any Node moves on the old one.
-//
-// It need not when the decision only moves a rollout on in the state it is
-// in, the counts and the message changing: the next Nodes of the same
-// batch after one was updated. Such a status write fences little, since a
-// pause or an edit can land just after it as well as just before, and it
-// would add a round trip to the apiserver to every reaction. It goes out
-// beside the assignments instead. A controller that stops between the two
-// loses nothing: the Nodes' bookkeeping says what it moved, and the next
-// decision recomputes the status from them.
+// any of its Node changes is sent, given the status stored now: when it
+// changes the rollout's state (ChangesState), and when it sends no Node
+// forward, which leaves the status as the only thing to write.
 func (d Decision) StatusFirst(stored v1alpha1.KubeletConfigRolloutStatus) bool {
-	if len(d.Revert) > 0 || len(d.Assign) == 0 {
+	return len(d.Assign) == 0 || d.ChangesState(stored)
+}
+
+// ChangesState reports whether the decision changes the rollout's state
+// against the status stored now: it reverts (the reverted Nodes no longer
+// show the failure, so the Failed condition explaining them goes first),
+// the rollout has failed, or the generation, the target, or any
+// condition's status or reason changes (the canary, the first batch after
+// it, a pause shown). Stored over the rollout's resourceVersion before any
+// Node moves, such a status fails if the spec changed since it was read.
+//
+// A decision that only moves a rollout on in the state it is in changes
+// the counts and the message alone: the next Nodes of the same batch after
+// one was updated. Such a status fences little, since a pause or an edit
+// can land just after it as well as just before, and writing it first
+// would add a round trip to the apiserver to every reaction. It may go out
+// beside the Node changes or after them, and several such statuses may be
+// folded into the last one: a controller that stops before writing it
+// loses nothing, since the Nodes' bookkeeping says what it moved and the
+// next decision counts them again.
+func (d Decision) ChangesState(stored v1alpha1.KubeletConfigRolloutStatus) bool {
+	if len(d.Revert) > 0 {
 		return true
 	}
 	st := d.Status

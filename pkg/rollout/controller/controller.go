@@ -61,6 +61,10 @@ type Config struct {
 	ExpectationsTimeout time.Duration
 	// Clock; nil means the real one.
 	Clock clock.WithTicker
+	// StatusInterval is how often at most a rollout's status is written
+	// while only its counts change (status.go); zero means
+	// DefaultStatusInterval.
+	StatusInterval time.Duration
 	// TrialPeriod is how long a trial is counted as lasting for a rollout
 	// whose spec.trial gives no period (rollout.Input.DefaultTrialPeriod);
 	// zero means rollout.DefaultTrialPeriod.
@@ -93,9 +97,10 @@ type Controller struct {
 	targets     *targetConfigs
 	// observed is each cached Node's reading, made by the Node handlers
 	// (observations.go).
-	observed    *observations
-	trialPeriod time.Duration
-	synced      []cache.InformerSynced
+	observed       *observations
+	trialPeriod    time.Duration
+	statusInterval time.Duration
+	synced         []cache.InformerSynced
 
 	queue workqueue.TypedRateLimitingInterface[string]
 	// sending are the assignments sent in the background (patches.go),
@@ -131,6 +136,7 @@ func New(cfg Config) (*Controller, error) {
 
 		expectationsTimeout: cfg.ExpectationsTimeout,
 		trialPeriod:         cfg.TrialPeriod,
+		statusInterval:      cfg.StatusInterval,
 		targets:             &targetConfigs{client: cfg.Kube, byRef: map[contract.ConfigMapVersion]*kubeletconfigv1beta1.KubeletConfiguration{}},
 	}
 	if c.clock == nil {
@@ -138,6 +144,9 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if c.expectationsTimeout <= 0 {
 		c.expectationsTimeout = DefaultExpectationsTimeout
+	}
+	if c.statusInterval <= 0 {
+		c.statusInterval = DefaultStatusInterval
 	}
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "kubeletconfigrollout", Clock: c.clock, MetricsProvider: c.metrics.queueProvider()})

@@ -121,6 +121,9 @@ func readyNode(name string, labels map[string]string) *corev1.Node {
 // expectationsTimeout is the harness controller's.
 const expectationsTimeout = 300 * time.Millisecond
 
+// statusInterval is the harness controller's Config.StatusInterval.
+const statusInterval = 100 * time.Millisecond
+
 type harness struct {
 	kube     *fake.Clientset
 	rollouts *fakeRollouts
@@ -199,7 +202,7 @@ func startAll(t *testing.T, r *v1alpha1.KubeletConfigRollout, setup func(*fake.C
 	// period the controller holds an early report to is pkg/rollout's to
 	// test (TestAnEarlyReportIsNotCountedUpdated), so it is as short as
 	// nodeguard.dev/trial-ends can say here.
-	ctrl, err := New(Config{Kube: client, Metadata: md, Rollouts: rollouts, Metrics: metrics, ExpectationsTimeout: expectationsTimeout,
+	ctrl, err := New(Config{Kube: client, Metadata: md, Rollouts: rollouts, Metrics: metrics, ExpectationsTimeout: expectationsTimeout, StatusInterval: statusInterval,
 		TrialPeriod: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -278,16 +281,28 @@ func TestCanaryAloneAndStatusFirst(t *testing.T) {
 	if r.Status.Selected != 3 || r.Status.Target == nil || r.Status.Target.UID != "uid-v2" {
 		t.Errorf("status %+v", r.Status)
 	}
-	if got := h.rollouts.writes.list(); len(got) < 2 || got[0] != "status" || got[1] != "patch a" {
+	if got := h.rollouts.writes.list(); len(got) < 2 || got[0] != "status" || slices.Index(got, "patch a") < 1 {
 		t.Errorf("writes %v, want the status, then the canary's patch", got)
 	}
 	m := h.ctrl.metrics
+	// Once the status says the canary is waited on, nothing changes: the
+	// syncs below read the rollout as the controller's last status write
+	// left it, whether the cache shows the write yet or not, and write
+	// nothing again.
+	h.eventually(t, "the status waiting on the canary", func() (bool, string) {
+		r, err = h.rollouts.Get(context.Background(), "r", metav1.GetOptions{})
+		c := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionProgressing)
+		return err == nil && c != nil && strings.Contains(c.Message, "waiting on a"), fmt.Sprint(err, c)
+	})
+	time.Sleep(2 * statusInterval)
+	before := len(h.rollouts.writes.list())
 	for range 5 {
 		h.ctrl.queue.Add("r")
 		time.Sleep(20 * time.Millisecond)
 	}
-	if got := testutil.ToFloat64(m.syncs.WithLabelValues("waiting")); got < 1 {
-		t.Errorf("no sync waited for the cache to show the controller's writes")
+	time.Sleep(2 * statusInterval)
+	if got := h.rollouts.writes.list(); slices.Index(got[before:], "status") >= 0 {
+		t.Errorf("writes %v, want no status written again after the %d first", got, before)
 	}
 	time.Sleep(2 * expectationsTimeout)
 	h.ctrl.queue.Add("r")
@@ -426,25 +441,34 @@ func TestIsAdmissionRefusal(t *testing.T) {
 	}
 }
 
-func TestExpectations(t *testing.T) {
+// TestNewestReadsTheLastWriteUntilTheCacheShowsIt: a decision reads the
+// rollout as the controller's last status write left it while the cache
+// holds an older version, the cache once it shows the write or a later
+// version, and the cache again past the timeout.
+func TestNewestReadsTheLastWriteUntilTheCacheShowsIt(t *testing.T) {
 	now := time.Unix(1000, 0)
 	st := newRolloutState(time.Minute)
-	if ok, _ := st.statusShown("5", now); !ok {
-		t.Fatal("not satisfied with nothing expected")
+	version := func(rv string) *v1alpha1.KubeletConfigRollout {
+		return &v1alpha1.KubeletConfigRollout{ObjectMeta: metav1.ObjectMeta{Name: "r", ResourceVersion: rv}}
 	}
-	st.expectStatus(write{produced: "6", over: []string{"5"}}, now)
-	if ok, wait := st.statusShown("5", now.Add(30*time.Second)); ok || wait != 30*time.Second {
-		t.Fatalf("before the cache moved: ok %v wait %v, want false and 30s", ok, wait)
+	cached := version("5")
+	if got := st.newest(cached, now); got != cached {
+		t.Fatal("with nothing written, not the cached rollout")
 	}
-	if ok, _ := st.statusShown("6", now); !ok {
-		t.Fatal("not satisfied once the cache moved")
+	written := version("6")
+	st.wrote(written, write{produced: "6", over: []string{"5"}}, now)
+	if got := st.newest(cached, now.Add(30*time.Second)); got != written {
+		t.Fatalf("before the cache moved: rv %s, want the write's", got.ResourceVersion)
 	}
-	st.expectStatus(write{produced: "8", over: []string{"7"}}, now)
-	if ok, _ := st.statusShown("7", now.Add(2*time.Minute)); !ok {
-		t.Fatal("not satisfied past the timeout")
+	if later := version("7"); st.newest(later, now) != later {
+		t.Fatal("a cache past the write is not read")
 	}
-	if ok, _ := st.statusShown("7", now.Add(2*time.Minute)); !ok {
-		t.Fatal("a write dropped at its timeout still expected")
+	if st.newest(cached, now) != cached {
+		t.Fatal("a write the cache showed is read again")
+	}
+	st.wrote(version("8"), write{produced: "8", over: []string{"7"}}, now)
+	if seven := version("7"); st.newest(seven, now.Add(2*time.Minute)) != seven {
+		t.Fatal("the write is still read past the timeout")
 	}
 }
 

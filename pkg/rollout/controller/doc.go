@@ -1,11 +1,11 @@
 // Package controller runs the KubeletConfigRollout controller: it watches
 // KubeletConfigRollouts, Nodes and the identity of eligible ConfigMaps,
-// asks rollout.Decide what to do for each rollout, and carries the
+// asks its rollout.Pool what to do for each rollout, and carries the
 // decision out against the apiserver. It holds no state a restart would
-// miss: everything Decide needs is on the Nodes and in the rollouts'
+// miss: everything a decision needs is on the Nodes and in the rollouts'
 // status, and what this package keeps in memory about a rollout (its
-// rolloutState: the writes it waits for the caches to show, refusals not
-// yet written, what Events and metrics compare with) is rebuilt or
+// rolloutState: the pool, the writes the caches do not show yet, refusals
+// not yet written, what Events and metrics compare with) is rebuilt or
 // harmlessly lost.
 //
 // # Informers and the queue
@@ -26,11 +26,14 @@
 // its old or its new labels, a ConfigMap event the rollouts that name it,
 // a rollout event the rollout itself (and, when its spec changed or it
 // came or went, every rollout, since which Nodes are shared may have
-// changed). A Node update that changes neither its labels nor anything
-// Decide reads (a kubelet's heartbeat, nearly every update) enqueues
-// nothing: on a large pool those alone would keep a rollout syncing back
-// to back. Handlers unwrap DeletedFinalStateUnknown tombstones, so a
-// replayed or repeated event costs one idempotent sync.
+// changed). Each Node event also marks the Node as touched for those
+// rollouts, whose next sync reads it again. A Node update that changes
+// neither its labels nor anything Decide reads (a kubelet's heartbeat,
+// nearly every update) is marked and enqueues nothing: on a large pool
+// those alone would keep a rollout syncing back to back. A pod event marks
+// its Node for the report of unfit Nodes (fit.go) and wakes no rollout.
+// Handlers unwrap DeletedFinalStateUnknown tombstones, so a replayed or
+// repeated event costs one idempotent sync.
 //
 // The Node handlers also read each Node once per event into what Decide
 // reads of it (observations.go, rollout.ObserveNode), kept by name beside
@@ -46,40 +49,51 @@
 // What the controller keeps in memory about a rollout between its syncs is
 // one rolloutState (state.go), made on the rollout's first sync and
 // dropped, with its metrics, by forget when a sync finds the rollout gone:
-// the status write the cache must show, the Node patches it does not show
-// yet, the refusals not yet in the status, the rollout's patch slots, and
-// the last verdicts, Progressing reason and batches that Events and
-// metrics are recorded against.
+// the rollout's pool (rollout.Pool: its selected Nodes, their verdicts and
+// what a decision reads of them) and the Nodes touched since, the last
+// status write the cache may not show yet and the routine status not yet
+// written (status.go), the Node patches the cache does not show yet, the
+// refusals not yet in the status, the report of unfit Nodes, the
+// rollout's patch slots, and the last verdicts, Progressing reason and
+// batches that Events and metrics are recorded against. None of a sync's
+// work grows with the pool but for a changed selector (the pool is read
+// afresh), a new target (every Node judged and fitted again) and a failed
+// rollout's revert.
 //
 // Observe:
 //
-//  1. Wait until the rollout cache shows this controller's last status
-//     write at the resourceVersion it returned or a later one
-//     (resourceVersions compare since Kubernetes 1.35): the decision reads
-//     the status and writes the next over it. Its event wakes the rollout
-//     up again; a deadline guards against waiting forever.
-//  2. Read the selected Nodes from the cache, each the controller has
-//     patched and the cache does not show yet as the patch leaves it: in
-//     flight, or answered and not yet delivered. So a decision never
-//     waits for a patch's round trip, a Node being assigned counts as
-//     unavailable from the moment its patch is sent, and no Node is picked
-//     twice.
+//  1. Read the rollout as this controller's last status write left it
+//     (the apiserver's answer) until the cache shows that write, at the
+//     resourceVersion it returned or a later one (resourceVersions compare
+//     since Kubernetes 1.35); a deadline returns to the cache if it never
+//     does. A decision reads the status and writes the next over it, and
+//     so waits on no watch delivery of its own writes.
+//  2. Read the Nodes touched since the last decision from the cache into
+//     the pool, each the controller has patched and the cache does not
+//     show yet as the patch leaves it: in flight, or answered and not yet
+//     delivered. So a decision never waits for a patch's round trip, a
+//     Node being assigned counts as unavailable from the moment its patch
+//     is sent, and no Node is picked twice. A Node no longer selected
+//     leaves the pool.
 //  3. Collect the admission refusals of the current target not yet
-//     recorded in the status, for Decide.
+//     recorded in the status, and fit again the Nodes touched or whose
+//     pods changed, for the decision.
 //
-// Decide (rollout.Decide), then carry out:
+// Decide (rollout.Pool.Decide), then carry out:
 //
 //  4. Write the status (UpdateStatus, retried on conflicts unless the spec
-//     changed meanwhile) when it differs from what is stored, before any
-//     Node is patched when the decision reverts or changes the rollout's
-//     state (rollout.Decision.StatusFirst). Made over the rollout's
-//     resourceVersion, it fails once the rollout was paused, edited or
-//     deleted since the cache showed it, before any Node moves. Such a
-//     decision first waits for the assignments in flight: the status must
-//     follow their outcome, and a revert must cover them. Assignments of
-//     a batch going on in the same state are sent before the status is
-//     written: there it would fence little (a pause can land just after
-//     it as well as before) and cost every reaction a round trip. An
+//     changed meanwhile) when it differs from what is stored. A decision
+//     that reverts or changes the rollout's state
+//     (rollout.Decision.ChangesState) writes it within the sync, before
+//     any Node is patched. Made over the rollout's resourceVersion, it
+//     fails once the rollout was paused, edited or deleted since, before
+//     any Node moves. Such a decision first waits for the assignments in
+//     flight: the status must follow their outcome, and a revert must
+//     cover them. A status that only counts what moved goes to the
+//     rollout's background writer (status.go), which writes the last one
+//     decided at most once a Config.StatusInterval: there it would fence
+//     little (a pause can land just after it as well as before), and
+//     written by the sync it would cost every reaction a round trip. An
 //     unchanged status is not written, and fences nothing.
 //  5. Patch the Nodes (patches.go, all of the Node patch code), each a
 //     JSON merge patch carrying the resourceVersion it was decided on,

@@ -19,7 +19,8 @@ import (
 // writes it waits for are then in the caches, the refusals are made again
 // by the next assignment, and the Events and metrics start over.
 //
-// mu guards every field but timeout and slots, which never change.
+// mu guards every field but timeout and slots, which never change, and
+// pool, poolBasis and fits, which only the rollout's sync touches.
 type rolloutState struct {
 	// timeout bounds the wait for the caches to show the controller's own
 	// writes, the status write and the Node patches alike, so that an
@@ -31,13 +32,8 @@ type rolloutState struct {
 	slots chan struct{}
 
 	mu sync.Mutex
-	// statusWrite is the controller's last status write that the rollout
-	// cache has not shown yet (client-go's expectations), made at
-	// statusWritten; zero when none. The next decision reads the status
-	// (its target, its Failed condition) and writes the next one over its
-	// resourceVersion, so it waits for the cache to show it.
-	statusWrite   write
-	statusWritten time.Time
+	// status is the controller's status writes (status.go).
+	status statusState
 	// unseen are the Node changes sent whose effect the Node cache does not
 	// show yet, by Node: in flight, or answered and not yet delivered by
 	// the watch. The next decision reads each such Node as the change
@@ -156,31 +152,6 @@ func (w write) shownBy(cached string) bool {
 		return c >= 0
 	}
 	return !slices.Contains(w.over, cached)
-}
-
-// expectStatus records a successful status write made at now.
-func (st *rolloutState) expectStatus(w write, now time.Time) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.statusWrite, st.statusWritten = w, now
-}
-
-// statusShown reports whether the rollout cache, holding the rollout at
-// cached, shows the last status write, dropping it once it does. Past the
-// timeout it is dropped too; wait is how long is left otherwise.
-func (st *rolloutState) statusShown(cached string, now time.Time) (ok bool, wait time.Duration) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.statusWritten.IsZero() {
-		return true, 0
-	}
-	if !st.statusWrite.shownBy(cached) {
-		if left := st.statusWritten.Add(st.timeout).Sub(now); left > 0 {
-			return false, left
-		}
-	}
-	st.statusWrite, st.statusWritten = write{}, time.Time{}
-	return true, 0
 }
 
 // unseenChange is a Node change sent and not yet shown by the cache.

@@ -13,17 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
-
-// errSpecChanged ends a status write whose decision was made on a spec
-// that has changed since: the rollout is decided again instead.
-var errSpecChanged = errors.New("the rollout's spec changed since the decision")
 
 // sync makes and carries out one decision for the rollout name: observe
 // (the rollout once the cache shows the controller's last status write, the
@@ -46,15 +41,9 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	st := c.state(name)
 	now := c.clock.Now()
 
-	// Observe.
-	if ok, wait := st.statusShown(r.ResourceVersion, now); !ok {
-		// The write's event wakes the rollout up; the deadline is a
-		// backstop.
-		logger.V(4).Info("Waiting for the cache to show the controller's last status write", "atMost", wait)
-		c.queue.AddAfter(name, wait)
-		c.metrics.sync("waiting")
-		return nil
-	}
+	// Observe. Until the cache shows the controller's last status write,
+	// the rollout is read as that write left it (statusState.newest).
+	r = st.newest(r, now)
 	selector, err := rollout.Selector(r)
 	if err != nil {
 		// The CRD refuses such a spec; nothing to retry until it changes.
@@ -85,14 +74,15 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		c.queue.AddAfter(name, decision.RecheckAfter)
 	}
 	// The status goes first when the decision reverts or changes the
-	// rollout's state (rollout.Decision.StatusFirst): a revert must not run
-	// ahead of the Failed condition that explains it, and the write, made
-	// over the rollout's resourceVersion, fails once the rollout was
-	// paused, edited or deleted since the cache showed it, before any Node
-	// is patched on the old spec. Otherwise it goes out after the
-	// assignments are sent, which then wait on no round trip of their own.
+	// rollout's state (rollout.Decision.ChangesState): a revert must not
+	// run ahead of the Failed condition that explains it, and the write,
+	// made over the rollout's resourceVersion, fails once the rollout was
+	// paused, edited or deleted since, before any Node is patched on the
+	// old spec. Otherwise the status only counts what moved: it is written
+	// in the background (writeStatusLater), at most once a statusInterval,
+	// and the decision waits on no round trip of its own.
 	pending := !equality.Semantic.DeepEqual(r.Status, decision.Status)
-	statusFirst := pending && decision.StatusFirst(r.Status)
+	statusFirst := pending && decision.ChangesState(r.Status)
 	if (statusFirst || len(decision.Revert) > 0) && st.inFlight() {
 		// A change of state or a revert waits for the assignments in
 		// flight: the status that fences it must follow their outcome, and
@@ -102,7 +92,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return nil
 	}
 	if statusFirst {
-		if err := c.writeStatus(ctx, r, st, &decision.Status); err != nil {
+		if err := c.writeStatusNow(ctx, r, st, &decision.Status); err != nil {
 			return err
 		}
 	}
@@ -117,9 +107,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return err
 	}
 	if pending && !statusFirst {
-		if err := c.writeStatus(ctx, r, st, &decision.Status); err != nil {
-			return err
-		}
+		c.writeStatusLater(ctx, r, st, decision.Status)
 	}
 	c.metrics.sync("ok")
 	return nil
@@ -230,46 +218,4 @@ func (c *Controller) target(ctx context.Context, ref contract.ConfigMapRef) (tar
 		return nil, false
 	}
 	return rollout.TargetOf(m)
-}
-
-// writeStatus writes the decided status over the rollout r it was decided
-// on, retrying conflicts on the latest rollout as long as its spec is the
-// one decided on, and records what follows: the expectation that the
-// cache shows the write, and the Events of a change of state.
-func (c *Controller) writeStatus(ctx context.Context, r *v1alpha1.KubeletConfigRollout, st *rolloutState, status *v1alpha1.KubeletConfigRolloutStatus) error {
-	current := r.DeepCopy()
-	var w write
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		current.Status = *status
-		w.over = append(w.over, current.ResourceVersion)
-		updated, err := c.rollouts.UpdateStatus(ctx, current, metav1.UpdateOptions{FieldManager: FieldManager})
-		if err == nil {
-			w.produced = updated.ResourceVersion
-			return nil
-		}
-		if !apierrors.IsConflict(err) {
-			return err
-		}
-		latest, getErr := c.rollouts.Get(ctx, r.Name, metav1.GetOptions{})
-		if getErr != nil {
-			return getErr
-		}
-		if latest.Generation != r.Generation {
-			return errSpecChanged
-		}
-		current = latest
-		return err
-	})
-	switch {
-	case errors.Is(err, errSpecChanged), apierrors.IsNotFound(err):
-		// Decided again on the new spec, or forgotten, by the sync its
-		// event brings.
-		klog.FromContext(ctx).V(2).Info("Status not written", "reason", err)
-		return fmt.Errorf("rollout %s: status: %w", r.Name, err)
-	case err != nil:
-		return fmt.Errorf("rollout %s: writing the status: %w", r.Name, err)
-	}
-	st.expectStatus(w, c.clock.Now())
-	c.stateEvents(r, st, status)
-	return nil
 }
