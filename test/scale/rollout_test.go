@@ -2,46 +2,61 @@ package scale
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 )
 
 // TestRolloutShort is the short version of the rollout benchmark (scale
 // --rollout): 30 simulated kubelets and agents, canary 1, maxUnavailable
-// 10%. It asserts outcomes only, never times: the rollout completes, the
-// harness never sees more Nodes unavailable than maxUnavailable, every
-// Node is assigned the target exactly once, and every Node's update is
-// timed from its agent's write.
+// 10%, once as is and once drain-class (spec.drain: Always). It asserts
+// outcomes only, never times: the rollout completes, the harness never
+// sees more Nodes unavailable than maxUnavailable, every Node is assigned
+// the target exactly once, and every Node's update is timed from its
+// agent's write; drain-class, every Node is seen cordoned by its agent
+// and Draining, never judged available while cordoned, and released.
 func TestRolloutShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane and the rollout controller")
 	}
-	o := RolloutOptions{
-		Nodes: 30, Trial: time.Second, MaxUnavailablePercent: 10, Canary: 1,
-		Period: 10 * time.Second, Timeout: 3 * time.Minute, WorkDir: t.TempDir(),
-	}
-	var progress bytes.Buffer
-	o.Progress = &progress
-	r, err := RunRollout(t.Context(), o)
-	var report bytes.Buffer
-	if werr := WriteRolloutReport(&report, o, r); werr != nil {
-		t.Errorf("report: %v", werr)
-	}
-	t.Logf("progress:\n%s\nreport:\n%s", progress.String(), report.String())
-	if err != nil {
-		t.Fatalf("rollout: %v", err)
-	}
-	if !r.Complete || r.Updated != o.Nodes {
-		t.Errorf("complete %t with %d of %d Nodes updated, want complete with all", r.Complete, r.Updated, o.Nodes)
-	}
-	if r.MaxUnavailable > o.Batch() {
-		t.Errorf("up to %d Nodes unavailable at once, want at most maxUnavailable (%d)", r.MaxUnavailable, o.Batch())
-	}
-	if r.Assigned[1] != o.Nodes {
-		t.Errorf("Nodes by times assigned: %v, want all %d exactly once", r.Assigned, o.Nodes)
-	}
-	if r.WriteToWatch.OK != o.Nodes {
-		t.Errorf("%d Nodes' updates timed from their agents' writes, want all %d", r.WriteToWatch.OK, o.Nodes)
+	for _, drain := range []bool{false, true} {
+		t.Run(fmt.Sprintf("drain=%t", drain), func(t *testing.T) {
+			o := RolloutOptions{
+				Nodes: 30, Trial: time.Second, MaxUnavailablePercent: 10, Canary: 1,
+				Period: 10 * time.Second, Timeout: 3 * time.Minute, WorkDir: t.TempDir(),
+				Drain: drain, DrainTime: 500 * time.Millisecond,
+			}
+			var progress bytes.Buffer
+			o.Progress = &progress
+			r, err := RunRollout(t.Context(), o)
+			var report bytes.Buffer
+			if werr := WriteRolloutReport(&report, o, r); werr != nil {
+				t.Errorf("report: %v", werr)
+			}
+			t.Logf("progress:\n%s\nreport:\n%s", progress.String(), report.String())
+			if err != nil {
+				t.Fatalf("rollout: %v", err)
+			}
+			if !r.Complete || r.Updated != o.Nodes {
+				t.Errorf("complete %t with %d of %d Nodes updated, want complete with all", r.Complete, r.Updated, o.Nodes)
+			}
+			if r.MaxUnavailable > o.Batch() {
+				t.Errorf("up to %d Nodes unavailable at once, want at most maxUnavailable (%d)", r.MaxUnavailable, o.Batch())
+			}
+			if r.Assigned[1] != o.Nodes {
+				t.Errorf("Nodes by times assigned: %v, want all %d exactly once", r.Assigned, o.Nodes)
+			}
+			if r.WriteToWatch.OK != o.Nodes {
+				t.Errorf("%d Nodes' updates timed from their agents' writes, want all %d", r.WriteToWatch.OK, o.Nodes)
+			}
+			if drain {
+				if err := DrainOutcomes(o, r); err != nil {
+					t.Error(err)
+				}
+			} else if r.Drain != nil {
+				t.Errorf("a drain was reported for a rollout without one: %+v", *r.Drain)
+			}
+		})
 	}
 }
 

@@ -17,12 +17,21 @@ const RolloutJSONPrefix = "rollout-results: "
 // then one line of JSON after RolloutJSONPrefix.
 func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
-	p("rollout over %d Nodes: canary %d, maxUnavailable %d%% = %d Nodes, trial %s; complete: %t (%d updated)",
-		r.Nodes, o.Canary, o.MaxUnavailablePercent, r.Batch, o.Trial, r.Complete, r.Updated)
-	p("background load: each kubelet renews its Lease every %s and patches its Node's status every %s", o.Period, o.fleetOptions().statusPeriod())
+	class := "no drain (spec.drain unset)"
+	if o.Drain {
+		class = fmt.Sprintf("drain-class (spec.drain: Always; each agent drains for %s before its trial)", o.DrainTime)
+	}
+	p("rollout over %d Nodes: canary %d, maxUnavailable %d%% = %d Nodes, trial %s, %s; complete: %t (%d updated)",
+		r.Nodes, o.Canary, o.MaxUnavailablePercent, r.Batch, o.Trial, class, r.Complete, r.Updated)
+	binary := "this tree's cmd/rollout-controller"
+	if o.ControllerBinary != "" {
+		binary = o.ControllerBinary + " (--controller-binary)"
+	}
+	p("controller: %s", binary)
+	p("simulated kubelets: %s", o.describeNodes())
 	p("total time (rollout created to Complete seen in the harness's watch): %.1fs", r.TotalSeconds)
-	p("beyond the trials: %.1fs = total - %d trials on the critical path (canary + ceil((%d-%d)/%d)) x %s",
-		r.BeyondTrialsSeconds, r.TrialsOnPath, r.Nodes, o.Canary, r.Batch, o.Trial)
+	p("total over the trials: %.2fx; beyond them: %.1fs = total - %d waves on the critical path (canary + ceil((%d-%d)/%d)) x %s (%s)",
+		r.OverTrials, r.BeyondTrialsSeconds, r.TrialsOnPath, r.Nodes, o.Canary, r.Batch, o.Wave(), o.waveWords())
 	p("reaction (a Node's update seen -> the next assignment seen, both in the harness's Node watch, FIFO-paired; %d pairs): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",
 		r.Reactions.OK, r.Reactions.P50Ms, r.Reactions.P90Ms, r.Reactions.P99Ms, r.Reactions.MaxMs)
 	sp := r.ReactionSplit
@@ -38,8 +47,12 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 		times = append(times, fmt.Sprintf("%d Nodes %d time(s)", r.Assigned[n], n))
 	}
 	p("assigned the target: %s", strings.Join(times, ", "))
-	p("controller (/proc): CPU %.1f%% of a core over the rollout (%.1f CPU-seconds), RSS %.0f MiB at the end, %.0f MiB at most",
-		r.Controller.CPUPercent, r.CPUSeconds, r.Controller.RSSMiB, r.PeakRSSMiB)
+	if d := r.Drain; d != nil {
+		p("drain, as the harness's Node watch saw it: %d Nodes cordoned by their agent, %d reported Draining, %d cordons released, %d Nodes still cordoned at the end; views of a cordoned Node judged available: %d (each counts against maxUnavailable while cordoned)",
+			d.Cordoned, d.Draining, d.Released, d.StillCordoned, d.CordonedAvailable)
+	}
+	p("controller (/proc): CPU %.1f%% of a core over the rollout (%.1f CPU-seconds, %.2f per 1,000 Nodes moved), RSS %.0f MiB at the end, %.0f MiB at most",
+		r.Controller.CPUPercent, r.CPUSeconds, r.CPUPerThousand, r.Controller.RSSMiB, r.PeakRSSMiB)
 	var reqs []string
 	for _, k := range slices.Sorted(maps.Keys(r.Requests)) {
 		reqs = append(reqs, fmt.Sprintf("%s %d", k, r.Requests[k]))
