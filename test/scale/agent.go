@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
@@ -75,6 +78,8 @@ type agent struct {
 	lastPatch, updatedSent time.Time
 	// reported is closed once the initial (local) status is on the Node.
 	reported chan struct{}
+	// readRetries counts the reads of an assigned ConfigMap retried.
+	readRetries atomic.Int64
 }
 
 func newAgent(k *kubelet, trial, drainTime time.Duration) (*agent, error) {
@@ -292,24 +297,30 @@ func (a *agent) markReported() {
 
 // download reads the assigned ConfigMap by name with the node's
 // credentials (a named list, as the agent's informer starts), retrying
-// while nodeguard's graph has not yet seen the assignment.
+// while nodeguard's graph has not yet seen the assignment, after the
+// backoff of client-go's reflector (readBackoff), as the agent's informer
+// retries. Each retry is counted.
 func (a *agent) download(ctx context.Context, ref contract.ConfigMapRef) (*contract.ConfigMapVersion, bool) {
+	backoff := readBackoff
 	for {
 		list, err := a.k.core.ConfigMaps(ref.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + ref.Name})
 		if err == nil && len(list.Items) == 1 {
 			cm := list.Items[0]
 			return &contract.ConfigMapVersion{Namespace: cm.Namespace, Name: cm.Name, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion}, true
 		}
+		a.readRetries.Add(1)
 		select {
 		case <-ctx.Done():
 			return nil, false
-		case <-time.After(agentRetry):
+		case <-time.After(backoff.Step()):
 		}
 	}
 }
 
-// agentRetry spaces a simulated agent's retries of a read or a write.
-const agentRetry = 100 * time.Millisecond
+// readBackoff is client-go's reflector's backoff after a failed list
+// (0.8 s doubling to 30 s, each wait up to twice as long): the manifests'
+// authorization configuration counts on it.
+var readBackoff = wait.Backoff{Duration: 800 * time.Millisecond, Factor: 2, Jitter: 1, Steps: math.MaxInt32, Cap: 30 * time.Second}
 
 // report writes the report with the agent's Reporter, retrying until it
 // is on the Node.

@@ -109,10 +109,15 @@
 // Under a rollout the simulated kubelets renew their Lease every 10 s and
 // patch their status as often up to 1,000 Nodes; above, the status every
 // 5 minutes (the kubelet's default nodeStatusReportFrequency, a quiet
-// cluster), and above 2,000 Nodes the lease period grows with the pool
-// (10 s x Nodes / 2,000: 25 s at 5,000) so that the fleet renews at most
-// 200 Leases a second (RolloutPeriods; --period and --status-period set
-// them instead). Every Node keeps two named watches of itself, its
+// cluster), and the lease period grows with the pool (10 s x Nodes /
+// 1,000: 50 s at 5,000) so that the fleet renews no more Leases a second
+// than 1,000 kubelets do at the default, 100 (RolloutPeriods; --period
+// and --status-period set them instead). The controller runs with the
+// shipped Lease timings (15 s, renewed within 10 s, retried every 2 s),
+// not test/e2e/framework's short ones. A simulated agent whose read of
+// the target is refused (nodeguard's graph has not seen the assignment
+// yet) retries after client-go's reflector backoff (0.8 s doubling), as
+// the agent's informer does; the report counts those retries. Every Node keeps two named watches of itself, its
 // kubelet's and its agent's, as on a real node; the agents start a hundred
 // at a time, each hundred once the one before has reported, so that the
 // rollout starts from the steady state and not from a start-up storm. Each

@@ -138,6 +138,9 @@ type RolloutResult struct {
 	// reaction, which holds a write and two deliveries besides the
 	// controller's own work.
 	WriteToWatch OpStats `json:"write_to_watch"`
+	// ReadRetries counts the agents' reads of the target retried (refused
+	// until nodeguard's graph saw the assignment).
+	ReadRetries int64 `json:"agent_read_retries"`
 	// Admission is what validating webhooks cost the rollout's writes.
 	Admission      AdmissionStats `json:"admission"`
 	MaxUnavailable int            `json:"max_unavailable_observed"`
@@ -236,8 +239,11 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 	}
 
 	// The simulated agents' trial is the period the controller counts a
-	// Node's trial as lasting (its --trial-period; later flags win).
-	controllerArgs := append([]string{"--trial-period=" + o.Trial.String()}, o.ControllerArgs...)
+	// Node's trial as lasting (its --trial-period), and its Lease has the
+	// shipped timings (framework's are short, for failover tests, and a
+	// busy apiserver would cost it the Lease); later flags win.
+	controllerArgs := append([]string{"--trial-period=" + o.Trial.String(), "--leader-elect-lease-duration=15s",
+		"--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s"}, o.ControllerArgs...)
 	proxy, ctrl, ctrlPID, err := startController(ctx, c, o.WorkDir, o.ControllerBinary, controllerArgs)
 	if err != nil {
 		return r, err
@@ -365,6 +371,9 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 	r.Reactions = latencyStats(reactions(s.events))
 	r.ReactionSplit = newReactionSplit(pairs, patches)
 	r.WriteToWatch = latencyStats(writesToWatch(s.events, agents))
+	for _, a := range agents {
+		r.ReadRetries += a.readRetries.Load()
+	}
 	err = errors.Join(err, perr)
 	return r, err
 }

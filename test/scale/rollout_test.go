@@ -130,8 +130,8 @@ func TestRolloutPeriodsLightenAboveAThousandNodes(t *testing.T) {
 	}{
 		{30, 10 * time.Second, 10 * time.Second},
 		{1000, 10 * time.Second, 10 * time.Second},
-		{2000, 10 * time.Second, 5 * time.Minute},
-		{5000, 25 * time.Second, 5 * time.Minute},
+		{2000, 20 * time.Second, 5 * time.Minute},
+		{5000, 50 * time.Second, 5 * time.Minute},
 	} {
 		lease, status := RolloutPeriods(c.nodes)
 		if lease != c.lease || status != c.status {

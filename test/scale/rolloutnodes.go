@@ -21,21 +21,21 @@ const (
 	// this two-core machine, which also serves the rollout, cannot carry
 	// past a thousand Nodes.
 	quietAbove = 1000
-	// maxLeaseRate bounds the fleet's lease renewals per second: above
-	// maxLeaseRate x 10 s Nodes the period grows with the pool, because
-	// the apiserver of a two-core machine that also runs etcd, the
-	// webhook, the controller and every simulated node cannot carry 5,000
-	// Nodes renewing every 10 s.
-	maxLeaseRate = 200
+	// maxLeaseRate bounds the fleet's lease renewals per second to a
+	// thousand kubelets' at their default: above a thousand Nodes the
+	// period grows with the pool, because the apiserver of a two-core
+	// machine that also runs etcd, the webhook, the controller and every
+	// simulated node cannot carry thousands of Nodes renewing every 10 s
+	// beside the rollout.
+	maxLeaseRate = 100
 )
 
 // RolloutPeriods are the lease renewal and status patch periods of nodes
 // simulated kubelets under a rollout when the run does not set them: the
 // kubelet's defaults (a lease every 10 s, the status every lease period,
 // the worst case) up to a thousand Nodes; above it the status every 5
-// minutes, a quiet cluster's, and above two thousand the lease period
-// stretched so that the fleet renews at most maxLeaseRate Leases a
-// second.
+// minutes, a quiet cluster's, and the lease period stretched so that the
+// fleet renews at most maxLeaseRate Leases a second.
 func RolloutPeriods(nodes int) (lease, status time.Duration) {
 	lease, status = kubeletLeasePeriod, kubeletLeasePeriod
 	if nodes > quietAbove {

@@ -39,6 +39,7 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 		sp.ToSend.OK, sp.ToSend.P50Ms, sp.ToSend.P99Ms, sp.Write.P50Ms, sp.Write.P99Ms, sp.ToWatch.P50Ms, sp.ToWatch.P99Ms, sp.SlowestMs[0], sp.SlowestMs[1], sp.SlowestMs[2])
 	p("the apiserver's share, same run (an agent sends the write that makes its Node Updated -> the harness's Node watch shows it; %d Nodes): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",
 		r.WriteToWatch.OK, r.WriteToWatch.P50Ms, r.WriteToWatch.P90Ms, r.WriteToWatch.P99Ms, r.WriteToWatch.MaxMs)
+	p("the agents' reads of the target retried (refused before nodeguard's graph saw the assignment; client-go's reflector backoff, 0.8s doubling): %d", r.ReadRetries)
 	p("validating webhook calls during the rollout: %d, mean %.1f ms as the apiserver timed them; nodeguard's /validate: %d reviews, mean %.1f ms as it timed them",
 		r.Admission.Calls, r.Admission.ApiserverMeanMs, r.Admission.WebhookReviews, r.Admission.WebhookMeanMs)
 	p("most Nodes unavailable at once (harness's view): %d (maxUnavailable %d)", r.MaxUnavailable, r.Batch)

@@ -64,9 +64,8 @@ the rollout does not complete, if more Nodes than maxUnavailable are ever unavai
 if a Node is assigned more than once. "make rollout-scale" runs it at 1,000 Nodes.
 Unless --period or --status-period are given, a rollout run's kubelets renew their
 Lease every 10s and patch their status as often up to 1,000 Nodes; above, the status
-every 5m (a quiet cluster's), and above 2,000 Nodes the Lease period grows so that
-the fleet renews at most 200 Leases a second (10s x Nodes/2,000). The report says the
-periods used. --drain makes the rollout drain-class; then it also fails unless every
+every 5m (a quiet cluster's) and the Lease period grows so that the fleet renews at
+most 100 Leases a second (10s x Nodes/1,000). The report says the periods used. --drain makes the rollout drain-class; then it also fails unless every
 Node was seen cordoned by its agent, counted unavailable while cordoned, and released.
 
 Flags:
@@ -79,7 +78,7 @@ Flags:
 		nodes      = fs.Int("nodes", 100, "Number of simulated kubelets.")
 		window     = fs.Duration("window", 2*time.Minute, "Length of the measured steady window, after the warm-up.")
 		warmup     = fs.Duration("warmup", 30*time.Second, "Load before the window; at least --period, so that every kubelet's timers have fired.")
-		period     = fs.Duration("period", 10*time.Second, "Each kubelet's lease renewal interval (the kubelet's default: 10s), and its status patch interval unless --status-period. With --rollout and unset: 10s, longer above 2,000 Nodes (see above).")
+		period     = fs.Duration("period", 10*time.Second, "Each kubelet's lease renewal interval (the kubelet's default: 10s), and its status patch interval unless --status-period. With --rollout and unset: 10s, longer above 1,000 Nodes (see above).")
 		statusPer  = fs.Duration("status-period", 0, "Each kubelet's status patch interval; 0 means --period. A real kubelet patches its status when it changed or every nodeStatusReportFrequency (5m by default): --period is the worst case of a status that keeps changing, 5m a quiet cluster. With --rollout and neither set: --period up to 1,000 Nodes, 5m above.")
 		settle     = fs.Duration("down-settle", 10*time.Second, "In webhook-down, time between killing the webhook and the window, so that the apiserver's cached Allows (authorizedTTL, 10s as shipped) have expired.")
 		fraction   = fs.Float64("config-fraction", 0.1, "Fraction of the nodes assigned a kubelet configuration, which they read by name (a get and a named watch).")
