@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
@@ -108,9 +107,7 @@ func (o RolloutOptions) Wave() time.Duration {
 
 // RolloutResult is one rollout's figures.
 type RolloutResult struct {
-	Nodes int `json:"nodes"`
-	// ControllerBinary is the controller run, when not this tree's.
-	ControllerBinary    string    `json:"controller_binary,omitempty"`
+	Nodes               int       `json:"nodes"`
 	Batch               int       `json:"batch"`
 	TrialSeconds        float64   `json:"trial_seconds"`
 	LeasePeriodSeconds  float64   `json:"lease_period_seconds"`
@@ -163,6 +160,8 @@ type RolloutResult struct {
 	// Syncs is the controller's nodeguard_rollout_syncs_total by result;
 	// "waiting" syncs were held back until its caches showed its own writes.
 	Syncs map[string]float64 `json:"controller_syncs"`
+	// ControllerBinary is the controller run, when not this tree's.
+	ControllerBinary string `json:"controller_binary,omitempty"`
 	// QueueWaitMs and SyncMs are the mean time a rollout waited in the
 	// controller's workqueue and the mean sync, from its workqueue metrics.
 	QueueWaitMs float64 `json:"controller_queue_wait_ms"`
@@ -458,64 +457,4 @@ func createRollout(ctx context.Context, rollouts nodeguardclient.KubeletConfigRo
 		return fmt.Errorf("creating the rollout: %w", err)
 	}
 	return nil
-}
-
-// waitRollout watches the rollout until Complete or Failed is True (the
-// time the event arrived is the rollout's end), calling tick meanwhile; an
-// error from tick ends the wait with it.
-func waitRollout(ctx context.Context, rollouts nodeguardclient.KubeletConfigRolloutInterface, timeout time.Duration, tick func() error, progress io.Writer, obs *observer) (time.Time, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	ticker := time.NewTicker(rssSampleEvery)
-	defer ticker.Stop()
-	lastLog := time.Now()
-	for {
-		w, err := rollouts.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + rolloutName})
-		if err != nil {
-			if ctx.Err() != nil {
-				return time.Now(), false, fmt.Errorf("the rollout did not end within %s: %w", timeout, ctx.Err())
-			}
-			pause(ctx)
-			continue
-		}
-	events:
-		for {
-			select {
-			case <-ctx.Done():
-				w.Stop()
-				return time.Now(), false, fmt.Errorf("the rollout did not end within %s (updated %d): %w", timeout, obs.snapshot().updated, ctx.Err())
-			case <-ticker.C:
-				if err := tick(); err != nil {
-					w.Stop()
-					return time.Now(), false, fmt.Errorf("%w (updated %d)", err, obs.snapshot().updated)
-				}
-				if time.Since(lastLog) > 10*time.Second {
-					lastLog = time.Now()
-					logf(progress, "rollout: %d Nodes updated", obs.snapshot().updated)
-				}
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					break events
-				}
-				ro, isRollout := ev.Object.(*v1alpha1.KubeletConfigRollout)
-				if ev.Type == watch.Error || !isRollout {
-					continue
-				}
-				for _, cond := range ro.Status.Conditions {
-					if cond.Status != metav1.ConditionTrue {
-						continue
-					}
-					switch cond.Type {
-					case v1alpha1.ConditionComplete:
-						w.Stop()
-						return time.Now(), true, nil
-					case v1alpha1.ConditionFailed:
-						w.Stop()
-						return time.Now(), false, fmt.Errorf("the rollout failed: %s: %s", cond.Reason, cond.Message)
-					}
-				}
-			}
-		}
-		w.Stop()
-	}
 }
