@@ -4,15 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/drain"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/kubeclient"
 	"github.com/nodeguard/nodeguard/pkg/nodeagent/status"
 )
@@ -54,11 +58,17 @@ func (t timedNodes) Patch(ctx context.Context, name string, pt types.PatchType, 
 // change of nodeguard.dev/config-source reads the assigned ConfigMap by
 // name, reports it assigned and active on trial, and after trial reports
 // it last-known-good, with the condition reasons and messages the real
-// agent uses. It never fails a trial.
+// agent uses. An assignment that says nodeguard.dev/drain: Always is
+// drained first, as the real agent's reconciler drains it (drain.go): the
+// cordon, then the phase Draining for drainTime, then the trial; the cordon
+// is lifted when the trial passes, before the report that says so. It
+// never fails a trial.
 type agent struct {
-	k        *kubelet
-	trial    time.Duration
-	reporter *status.Reporter
+	k         *kubelet
+	trial     time.Duration
+	drainTime time.Duration
+	reporter  *status.Reporter
+	drainer   *drain.Drainer
 
 	mu   sync.Mutex
 	node *corev1.Node
@@ -68,12 +78,19 @@ type agent struct {
 	lastPatch, updatedSent time.Time
 	// reported is closed once the initial (local) status is on the Node.
 	reported chan struct{}
+	// readRetries counts the reads of an assigned ConfigMap retried.
+	readRetries atomic.Int64
 }
 
-func newAgent(k *kubelet, trial time.Duration) *agent {
-	a := &agent{k: k, trial: trial, reported: make(chan struct{})}
+func newAgent(k *kubelet, trial, drainTime time.Duration) (*agent, error) {
+	a := &agent{k: k, trial: trial, drainTime: drainTime, reported: make(chan struct{})}
 	a.reporter = status.NewReporter(agentClient{a}, k.name, a.cachedNode, nil)
-	return a
+	d, err := drain.New(agentClient{a}, k.name)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", k.name, err)
+	}
+	a.drainer = d
+	return a, nil
 }
 
 func (a *agent) cachedNode() *corev1.Node {
@@ -90,16 +107,24 @@ func describe(ref *contract.ConfigMapVersion) string {
 	return fmt.Sprintf("ConfigMap %s/%s (uid %s, resourceVersion %s)", ref.Namespace, ref.Name, ref.UID, ref.ResourceVersion)
 }
 
+// change is the assignment an agent is applying: drained (cordoned is the
+// Node as the agent's cordon left it) and then on trial.
+type change struct {
+	target   *contract.ConfigMapVersion
+	cordoned *corev1.Node
+	drainEnd <-chan time.Time
+	trialEnd <-chan time.Time
+}
+
 // run is the agent's loop until ctx ends.
 func (a *agent) run(ctx context.Context) {
 	var (
-		handled  = "\x00" // the config-source value last acted on; never a real one
-		lkg      *contract.ConfigMapVersion
-		onTrial  *contract.ConfigMapVersion
-		trialEnd <-chan time.Time
-		events   <-chan watch.Event
-		w        watch.Interface
-		rv       string
+		handled = "\x00" // the config-source value last acted on; never a real one
+		lkg     *contract.ConfigMapVersion
+		ch      change
+		events  <-chan watch.Event
+		w       watch.Interface
+		rv      string
 	)
 	defer func() {
 		if w != nil {
@@ -119,9 +144,14 @@ func (a *agent) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-trialEnd:
-			trialEnd = nil
-			lkg, onTrial = onTrial, nil
+		case <-ch.drainEnd:
+			ch.drainEnd = nil
+			ch.trialEnd = a.startTrial(ctx, ch.target, lkg)
+		case <-ch.trialEnd:
+			if ch.cordoned != nil && !a.uncordon(ctx, ch.cordoned) {
+				return
+			}
+			lkg, ch = ch.target, change{}
 			a.report(ctx, status.Report{
 				// As the real agent reports it once the kubelet's /configz
 				// shows the configuration.
@@ -154,7 +184,9 @@ func (a *agent) run(ctx context.Context) {
 			if source == handled {
 				continue
 			}
-			handled, trialEnd, onTrial = source, nil, nil
+			// The harness assigns each Node once and never takes it back,
+			// so a change under way is never left cordoned here.
+			handled, ch = source, change{}
 			ref, assigned, err := contract.ParseConfigSource(source)
 			if err != nil || !assigned {
 				// The harness never assigns garbage; anything unassigned is
@@ -170,14 +202,79 @@ func (a *agent) run(ctx context.Context) {
 			if !ok {
 				return
 			}
-			onTrial = target
-			started := time.Now().UTC()
-			a.report(ctx, status.Report{
-				Status: contract.ConfigStatus{Assigned: target, Active: target, LastKnownGood: lkg},
-				Condition: status.Condition{Status: corev1.ConditionFalse, Reason: contract.ReasonTrialInProgress, Message: fmt.Sprintf(
-					"%s is active and on trial since %s for %v", describe(target), started.Format("2006-01-02T15:04:05Z"), a.trial)},
-			})
-			trialEnd = time.After(a.trial)
+			ch.target = target
+			if node.Annotations[contract.DrainAnnotation] != contract.DrainAlways {
+				ch.trialEnd = a.startTrial(ctx, target, lkg)
+				continue
+			}
+			if ch.cordoned, ok = a.startDrain(ctx, node, target, lkg); !ok {
+				return
+			}
+			ch.drainEnd = time.After(a.drainTime)
+		}
+	}
+}
+
+// startTrial reports target active and on trial, as the real agent does
+// once the kubelet runs it, and returns when the trial ends.
+func (a *agent) startTrial(ctx context.Context, target, lkg *contract.ConfigMapVersion) <-chan time.Time {
+	started := time.Now().UTC()
+	a.report(ctx, status.Report{
+		Status: contract.ConfigStatus{Assigned: target, Active: target, LastKnownGood: lkg, Phase: contract.PhaseTrialInProgress},
+		Condition: status.Condition{Status: corev1.ConditionFalse, Reason: contract.ReasonTrialInProgress, Message: fmt.Sprintf(
+			"%s is active and on trial since %s for %v", describe(target), started.Format("2006-01-02T15:04:05Z"), a.trial)},
+	})
+	return time.After(a.trial)
+}
+
+// startDrain takes the real agent's first step of a drain (the
+// reconciler's drainStep): the cordon with its mark, in one patch
+// conditioned on the Node's resourceVersion (drain.Drainer.Cordon), the
+// list of the pods bound to the Node (none here: the harness runs no
+// pods, so drainTime stands for their evictions), then the phase Draining
+// reported. It returns the Node as the cordon left it; false once ctx has
+// ended.
+func (a *agent) startDrain(ctx context.Context, node *corev1.Node, target, lkg *contract.ConfigMapVersion) (*corev1.Node, bool) {
+	var cordoned *corev1.Node
+	for {
+		var err error
+		if cordoned, err = a.drainer.Cordon(ctx, node, describe(target)); err == nil {
+			break
+		}
+		if pause(ctx); ctx.Err() != nil {
+			return nil, false
+		}
+		if fresh := a.cachedNode(); fresh != nil {
+			node = fresh
+		}
+	}
+	for {
+		if _, err := a.drainer.ListPods(ctx); err == nil {
+			break
+		}
+		if pause(ctx); ctx.Err() != nil {
+			return nil, false
+		}
+	}
+	why := contract.DrainAnnotation + " is " + contract.DrainAlways
+	a.report(ctx, status.Report{
+		Status: contract.ConfigStatus{Assigned: target, Active: lkg, LastKnownGood: lkg, Phase: contract.PhaseDraining},
+		Condition: status.Condition{Status: corev1.ConditionFalse, Reason: contract.ReasonDraining, Message: fmt.Sprintf(
+			"draining the Node to apply %s (%s): waiting on the simulated evictions (%v)", describe(target), why, a.drainTime)},
+	})
+	return cordoned, ctx.Err() == nil
+}
+
+// uncordon lifts the agent's cordon once the trial has passed, as the
+// real agent's releaseCordon does before it reports the pass; false once
+// ctx has ended.
+func (a *agent) uncordon(ctx context.Context, cordoned *corev1.Node) bool {
+	for {
+		if _, err := a.drainer.Uncordon(ctx, cordoned); err == nil {
+			return true
+		}
+		if pause(ctx); ctx.Err() != nil {
+			return false
 		}
 	}
 }
@@ -200,24 +297,30 @@ func (a *agent) markReported() {
 
 // download reads the assigned ConfigMap by name with the node's
 // credentials (a named list, as the agent's informer starts), retrying
-// while nodeguard's graph has not yet seen the assignment.
+// while nodeguard's graph has not yet seen the assignment, after the
+// backoff of client-go's reflector (readBackoff), as the agent's informer
+// retries. Each retry is counted.
 func (a *agent) download(ctx context.Context, ref contract.ConfigMapRef) (*contract.ConfigMapVersion, bool) {
+	backoff := readBackoff
 	for {
 		list, err := a.k.core.ConfigMaps(ref.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + ref.Name})
 		if err == nil && len(list.Items) == 1 {
 			cm := list.Items[0]
 			return &contract.ConfigMapVersion{Namespace: cm.Namespace, Name: cm.Name, UID: string(cm.UID), ResourceVersion: cm.ResourceVersion}, true
 		}
+		a.readRetries.Add(1)
 		select {
 		case <-ctx.Done():
 			return nil, false
-		case <-time.After(agentRetry):
+		case <-time.After(backoff.Step()):
 		}
 	}
 }
 
-// agentRetry spaces a simulated agent's retries of a read or a write.
-const agentRetry = 100 * time.Millisecond
+// readBackoff is client-go's reflector's backoff after a failed list
+// (0.8 s doubling to 30 s, each wait up to twice as long): the manifests'
+// authorization configuration counts on it.
+var readBackoff = wait.Backoff{Duration: 800 * time.Millisecond, Factor: 2, Jitter: 1, Steps: math.MaxInt32, Cap: 30 * time.Second}
 
 // report writes the report with the agent's Reporter, retrying until it
 // is on the Node.

@@ -103,5 +103,50 @@
 // harness's watch showed it. The apiserver's and the webhook's own
 // histograms, read before and after, give the mean validating-webhook call
 // as each side timed it. The simulated agents never fail a trial, download
-// nothing but the ConfigMap's identity and restart no kubelet.
+// nothing but the ConfigMap's identity and restart no kubelet; their trial
+// report carries the phase TrialInProgress, as the real agent's does.
+//
+// Under a rollout the simulated kubelets renew their Lease every 10 s and
+// patch their status as often up to 1,000 Nodes; above, the status every
+// 5 minutes (the kubelet's default nodeStatusReportFrequency, a quiet
+// cluster), and the lease period grows with the pool (10 s x Nodes /
+// 1,000: 50 s at 5,000) so that the fleet renews no more Leases a second
+// than 1,000 kubelets do at the default, 100 (RolloutPeriods; --period
+// and --status-period set them instead). The controller runs with the
+// shipped Lease timings (15 s, renewed within 10 s, retried every 2 s),
+// not test/e2e/framework's short ones. A simulated agent whose read of
+// the target is refused (nodeguard's graph has not seen the assignment
+// yet) retries after client-go's reflector backoff (0.8 s doubling), as
+// the agent's informer does; the report counts those retries. Every Node keeps two named watches of itself, its
+// kubelet's and its agent's, as on a real node; the agents start a hundred
+// at a time, each hundred once the one before has reported, so that the
+// rollout starts from the steady state and not from a start-up storm. Each
+// simulated kubelet has its own ECDSA P-256 client certificate, issued by
+// the control plane's CA at start. The report prints the periods and
+// watches of the run.
+//
+// --drain makes the rollout drain-class (spec.drain: Always, written on
+// each assignment as nodeguard.dev/drain). A simulated agent given such an
+// assignment drains as the real agent's reconciler does (drain.go), with
+// pkg/nodeagent/drain's own Drainer and the node's credentials: it cordons
+// (spec.unschedulable and nodeguard.dev/cordoned in one merge patch
+// conditioned on the Node's resourceVersion), lists the pods bound to its
+// Node (none: the harness runs no pods, so --drain-time stands for their
+// evictions), reports the phase Draining (reason Draining, the target
+// assigned, the previous configuration still active) for --drain-time,
+// then reports the trial; when the trial passes it lifts the cordon and
+// then reports ConfigActive. The real agent's Restarting report between
+// the drain and the trial is left out. The harness's judge counts a Node
+// unavailable while its agent reports any phase, as pkg/rollout does, and
+// checks that every Node was seen cordoned and Draining, never judged
+// available while cordoned, and released by the end; the report prints
+// those counts. A wave on the critical path is then the drain time plus
+// the trial.
+//
+// The report gives, beside the figures above, the rollout's total over the
+// waves on its critical path (1 is a controller and an apiserver that cost
+// nothing) and the controller's CPU-seconds per 1,000 Nodes moved.
+// --controller-binary runs a cmd/rollout-controller built elsewhere (the
+// tree before a change) in place of this tree's, with the same flags, so
+// that two builds are measured by one harness in one window.
 package scale

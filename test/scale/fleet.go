@@ -104,15 +104,26 @@ func (f *fleet) goRun(fn func()) {
 }
 
 func (f *fleet) registerAll(ctx context.Context) error {
+	return f.each(ctx, func(k *kubelet) error { return k.register(ctx) })
+}
+
+// each calls fn for every kubelet, registerParallelism at a time, and
+// joins the errors.
+func (f *fleet) each(ctx context.Context, fn func(*kubelet) error) error {
 	sem := make(chan struct{}, registerParallelism)
 	errs := make([]error, len(f.kubelets))
 	var wg sync.WaitGroup
 	for i, k := range f.kubelets {
-		sem <- struct{}{}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return ctx.Err()
+		}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			errs[i] = k.register(ctx)
+			errs[i] = fn(k)
 		}()
 	}
 	wg.Wait()
@@ -148,12 +159,12 @@ func (f *fleet) assign(ctx context.Context, admin kubernetes.Interface, fraction
 // rollout must select on.
 func (f *fleet) pool(ctx context.Context, admin kubernetes.Interface, name string) error {
 	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, contract.PoolLabel, name)
-	for _, k := range f.kubelets {
+	return f.each(ctx, func(k *kubelet) error {
 		if _, err := admin.CoreV1().Nodes().Patch(ctx, k.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return fmt.Errorf("putting %s in pool %s: %w", k.name, name, err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // waitConfigRead waits until every config reader has its watch open, so

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
+	"github.com/nodeguard/nodeguard/pkg/nodeagent/drain"
 )
 
 // nodeView is how the harness judges one Node against the target, by
@@ -22,6 +23,9 @@ type nodeView struct {
 	assigned    bool // config-source names the target
 	updated     bool
 	unavailable bool
+	// cordoned: unschedulable under the agent's mark; draining: its agent
+	// reports the phase Draining.
+	cordoned, draining bool
 }
 
 func judge(node *corev1.Node, source string, target contract.ConfigMapVersion) nodeView {
@@ -36,10 +40,15 @@ func judge(node *corev1.Node, source string, target contract.ConfigMapVersion) n
 			configActive = configReady && c.Reason == "ConfigActive"
 		}
 	}
-	if st, ok := statusOf(node); ok && v.assigned && configActive {
+	st, reported := statusOf(node)
+	if reported && v.assigned && configActive {
 		v.updated = st.Active != nil && *st.Active == target && st.LastKnownGood != nil && *st.LastKnownGood == target
 	}
-	v.unavailable = !ready || !configReady || (v.assigned && !v.updated)
+	// A change under way (ConfigStatus.Phase), whatever configuration it
+	// is about, counts as pkg/rollout counts it.
+	v.unavailable = !ready || !configReady || (v.assigned && !v.updated) || (reported && st.Phase != "")
+	v.cordoned = node.Spec.Unschedulable && drain.CordonedByAgent(node)
+	v.draining = reported && st.Phase == contract.PhaseDraining
 	return v
 }
 
@@ -58,6 +67,23 @@ type observer struct {
 	assignments    map[string]int
 	// events are assignments and updates in the order they were seen.
 	events []nodeEvent
+	drain  DrainSeen
+}
+
+// DrainSeen is what the harness's Node watch showed of the agents'
+// cordons (a drain-class rollout).
+type DrainSeen struct {
+	// Cordoned, Draining and Released count the Nodes seen at least once
+	// cordoned by their agent, reporting the phase Draining, and going
+	// from cordoned to not.
+	Cordoned int `json:"cordoned"`
+	Draining int `json:"draining"`
+	Released int `json:"released"`
+	// CordonedAvailable counts the times a Node was seen cordoned while
+	// the harness judged it available: it must stay 0.
+	CordonedAvailable int `json:"cordoned_while_available"`
+	// StillCordoned is how many Nodes the last view shows cordoned.
+	StillCordoned int `json:"still_cordoned"`
 }
 
 type nodeEvent struct {
@@ -128,6 +154,18 @@ func (o *observer) see(node *corev1.Node, at time.Time) {
 	if at.IsZero() {
 		return
 	}
+	if v.cordoned && !was.cordoned {
+		o.drain.Cordoned++
+	}
+	if v.draining && !was.draining {
+		o.drain.Draining++
+	}
+	if was.cordoned && !v.cordoned {
+		o.drain.Released++
+	}
+	if v.cordoned && !v.unavailable {
+		o.drain.CordonedAvailable++
+	}
 	if v.assigned && !was.assigned {
 		o.assignments[node.Name]++
 		o.events = append(o.events, nodeEvent{at: at, node: node.Name})
@@ -143,18 +181,22 @@ type observed struct {
 	assignments    map[string]int
 	events         []nodeEvent
 	updated        int
+	drain          DrainSeen
 }
 
 func (o *observer) snapshot() observed {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	s := observed{maxUnavailable: o.maxUnavailable, assignments: map[string]int{}, events: append([]nodeEvent(nil), o.events...)}
+	s := observed{maxUnavailable: o.maxUnavailable, assignments: map[string]int{}, events: append([]nodeEvent(nil), o.events...), drain: o.drain}
 	for k, v := range o.assignments {
 		s.assignments[k] = v
 	}
 	for _, v := range o.views {
 		if v.updated {
 			s.updated++
+		}
+		if v.cordoned {
+			s.drain.StillCordoned++
 		}
 	}
 	return s

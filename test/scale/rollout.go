@@ -8,13 +8,13 @@ import (
 	"math"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
@@ -45,6 +45,15 @@ type RolloutOptions struct {
 	// ControllerArgs are added to the controller's flags (later flags
 	// win), e.g. --kube-api-qps, to see what bounds it.
 	ControllerArgs []string
+	// ControllerBinary, when set, is a cmd/rollout-controller already
+	// built (e.g. from the tree before a change) to run instead of this
+	// tree's; it must take the flags startController passes.
+	ControllerBinary string
+	// Drain makes the rollout drain-class (spec.drain: Always): each
+	// agent cordons its Node and reports Draining for DrainTime before
+	// its trial, and lifts the cordon when the trial passes.
+	Drain     bool
+	DrainTime time.Duration
 	// WorkDir holds the cluster's certificates and logs.
 	WorkDir string
 	// Progress receives a line per step; nil discards them.
@@ -61,8 +70,8 @@ func (o RolloutOptions) validate() error {
 	if o.Nodes < 2 {
 		errs = append(errs, fmt.Errorf("nodes must be at least 2, not %d", o.Nodes))
 	}
-	if o.Trial <= 0 || o.Period <= 0 || o.StatusPeriod < 0 || o.Timeout <= 0 {
-		errs = append(errs, errors.New("trial, period and timeout must be positive, the status period not negative"))
+	if o.Trial <= 0 || o.Period <= 0 || o.StatusPeriod < 0 || o.Timeout <= 0 || o.DrainTime < 0 {
+		errs = append(errs, errors.New("trial, period and timeout must be positive, the status period and the drain time not negative"))
 	}
 	if o.MaxUnavailablePercent < 1 || o.MaxUnavailablePercent > 100 {
 		errs = append(errs, fmt.Errorf("max-unavailable %d%% is not between 1%% and 100%%", o.MaxUnavailablePercent))
@@ -87,6 +96,15 @@ func (o RolloutOptions) TrialsOnPath() int {
 	return 1 + int(math.Ceil(float64(rest)/float64(o.Batch())))
 }
 
+// Wave is what each Node on the critical path takes by itself: its
+// simulated drain, if any, then its trial.
+func (o RolloutOptions) Wave() time.Duration {
+	if o.Drain {
+		return o.DrainTime + o.Trial
+	}
+	return o.Trial
+}
+
 // RolloutResult is one rollout's figures.
 type RolloutResult struct {
 	Nodes               int       `json:"nodes"`
@@ -99,6 +117,13 @@ type RolloutResult struct {
 	TotalSeconds        float64   `json:"total_seconds"`
 	TrialsOnPath        int       `json:"trials_on_path"`
 	BeyondTrialsSeconds float64   `json:"beyond_trials_seconds"`
+	// OverTrials is the total over the trials on the critical path (with
+	// the drain before each in a drain-class rollout): 1 is a controller
+	// and an apiserver that cost nothing.
+	OverTrials float64 `json:"total_over_trials"`
+	// Drain is what the harness saw of the agents' cordons, in a
+	// drain-class rollout.
+	Drain *DrainSeen `json:"drain,omitempty"`
 	// Reactions are from a Node reaching Updated to the next assignment.
 	Reactions OpStats `json:"reactions"`
 	// ReactionSplit divides the reactions at the controller's patch
@@ -110,6 +135,9 @@ type RolloutResult struct {
 	// reaction, which holds a write and two deliveries besides the
 	// controller's own work.
 	WriteToWatch OpStats `json:"write_to_watch"`
+	// ReadRetries counts the agents' reads of the target retried (refused
+	// until nodeguard's graph saw the assignment).
+	ReadRetries int64 `json:"agent_read_retries"`
 	// Admission is what validating webhooks cost the rollout's writes.
 	Admission      AdmissionStats `json:"admission"`
 	MaxUnavailable int            `json:"max_unavailable_observed"`
@@ -120,7 +148,9 @@ type RolloutResult struct {
 	// the end; PeakRSSMiB the most RSS sampled.
 	Controller ProcStats `json:"controller"`
 	CPUSeconds float64   `json:"controller_cpu_seconds"`
-	PeakRSSMiB float64   `json:"controller_peak_rss_mib"`
+	// CPUPerThousand is CPUSeconds per 1,000 Nodes moved.
+	CPUPerThousand float64 `json:"controller_cpu_seconds_per_1000_nodes"`
+	PeakRSSMiB     float64 `json:"controller_peak_rss_mib"`
 	// Requests are the controller's requests during the rollout by verb
 	// and resource, counted on the wire.
 	Requests map[string]int `json:"controller_requests"`
@@ -130,6 +160,8 @@ type RolloutResult struct {
 	// Syncs is the controller's nodeguard_rollout_syncs_total by result;
 	// "waiting" syncs were held back until its caches showed its own writes.
 	Syncs map[string]float64 `json:"controller_syncs"`
+	// ControllerBinary is the controller run, when not this tree's.
+	ControllerBinary string `json:"controller_binary,omitempty"`
 	// QueueWaitMs and SyncMs are the mean time a rollout waited in the
 	// controller's workqueue and the mean sync, from its workqueue metrics.
 	QueueWaitMs float64 `json:"controller_queue_wait_ms"`
@@ -151,8 +183,8 @@ func (r RolloutResult) RequestsPerNode() float64 {
 const (
 	rolloutName      = "scale-rollout"
 	rolloutConfigMap = "scale-rollout-v2"
-	controllerComm   = "rollout-control" // comm is cut at 15 bytes
 	rssSampleEvery   = 250 * time.Millisecond
+	agentStartBatch  = 100
 )
 
 // RunRollout starts a cluster with nodeguard as shipped, the rollout
@@ -160,7 +192,7 @@ const (
 // counting proxy), N simulated kubelets each with a simulated agent, then
 // rolls a new configuration out over all of them and measures it.
 func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err error) {
-	r := RolloutResult{Nodes: o.Nodes, Batch: o.Batch(), TrialSeconds: o.Trial.Seconds(), TrialsOnPath: o.TrialsOnPath(),
+	r := RolloutResult{Nodes: o.Nodes, Batch: o.Batch(), TrialSeconds: o.Trial.Seconds(), TrialsOnPath: o.TrialsOnPath(), ControllerBinary: o.ControllerBinary,
 		LeasePeriodSeconds: o.Period.Seconds(), StatusPeriodSeconds: o.fleetOptions().statusPeriod().Seconds()}
 	if err := o.validate(); err != nil {
 		return r, fmt.Errorf("rollout options: %w", err)
@@ -181,14 +213,23 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 	defer f.stop()
 	agents := make([]*agent, len(f.kubelets))
 	for i, k := range f.kubelets {
-		agents[i] = newAgent(k, o.Trial)
-		f.goRun(func() { agents[i].run(f.runCtx) })
+		if agents[i], err = newAgent(k, o.Trial, o.DrainTime); err != nil {
+			return r, err
+		}
 	}
-	for _, a := range agents {
-		select {
-		case <-a.reported:
-		case <-ctx.Done():
-			return r, ctx.Err()
+	// The agents start agentStartBatch at a time, each batch once the one
+	// before has reported: thousands of first watches and reports at once
+	// are a start-up storm, not the steady state the rollout runs in.
+	for batch := range slices.Chunk(agents, agentStartBatch) {
+		for _, a := range batch {
+			f.goRun(func() { a.run(f.runCtx) })
+		}
+		for _, a := range batch {
+			select {
+			case <-a.reported:
+			case <-ctx.Done():
+				return r, ctx.Err()
+			}
 		}
 	}
 	logf(o.Progress, "rollout: %d kubelets and agents report the local configuration", o.Nodes)
@@ -197,9 +238,12 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 	}
 
 	// The simulated agents' trial is the period the controller counts a
-	// Node's trial as lasting (its --trial-period; later flags win).
-	controllerArgs := append([]string{"--trial-period=" + o.Trial.String()}, o.ControllerArgs...)
-	proxy, ctrl, ctrlPID, err := startController(ctx, c, o.WorkDir, controllerArgs)
+	// Node's trial as lasting (its --trial-period), and its Lease has the
+	// shipped timings (framework's are short, for failover tests, and a
+	// busy apiserver would cost it the Lease); later flags win.
+	controllerArgs := append([]string{"--trial-period=" + o.Trial.String(), "--leader-elect-lease-duration=15s",
+		"--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s"}, o.ControllerArgs...)
+	proxy, ctrl, ctrlPID, err := startController(ctx, c, o.WorkDir, o.ControllerBinary, controllerArgs)
 	if err != nil {
 		return r, err
 	}
@@ -299,10 +343,13 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 	after, perr := readProc(ctrlPID)
 	r.Complete = complete
 	r.TotalSeconds = end.Sub(r.Start).Seconds()
-	r.BeyondTrialsSeconds = r.TotalSeconds - float64(r.TrialsOnPath)*o.Trial.Seconds()
+	onPath := float64(r.TrialsOnPath) * o.Wave().Seconds()
+	r.BeyondTrialsSeconds = r.TotalSeconds - onPath
+	r.OverTrials = r.TotalSeconds / onPath
 	if perr == nil {
 		r.Controller = procStats(before, after)
 		r.CPUSeconds = (after.cpu - before.cpu).Seconds()
+		r.CPUPerThousand = 1000 * r.CPUSeconds / float64(o.Nodes)
 		r.PeakRSSMiB = float64(max(peak, after.rssByte)) / (1 << 20)
 	}
 	select {
@@ -312,6 +359,9 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 	}
 	s := obs.snapshot()
 	r.MaxUnavailable, r.Updated = s.maxUnavailable, s.updated
+	if o.Drain {
+		r.Drain = &s.drain
+	}
 	r.Assigned = map[int]int{}
 	for _, k := range f.kubelets {
 		r.Assigned[s.assignments[k.name]]++
@@ -320,6 +370,9 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 	r.Reactions = latencyStats(reactions(s.events))
 	r.ReactionSplit = newReactionSplit(pairs, patches)
 	r.WriteToWatch = latencyStats(writesToWatch(s.events, agents))
+	for _, a := range agents {
+		r.ReadRetries += a.readRetries.Load()
+	}
 	err = errors.Join(err, perr)
 	return r, err
 }
@@ -342,10 +395,11 @@ func writesToWatch(events []nodeEvent, agents []*agent) []time.Duration {
 
 func ptrTo[T any](v T) *T { return &v }
 
-// startController starts one replica of cmd/rollout-controller with the
-// shipped flags that matter here (workers) and framework's, talking to the
-// apiserver through a counting proxy with its ServiceAccount's token.
-func startController(ctx context.Context, c *cluster, dir string, extra []string) (*countingProxy, *framework.RolloutController, int, error) {
+// startController starts one replica of cmd/rollout-controller (this
+// tree's, or binary when set) with the shipped flags that matter here
+// (workers) and framework's, talking to the apiserver through a counting
+// proxy with its ServiceAccount's token.
+func startController(ctx context.Context, c *cluster, dir, binary string, extra []string) (*countingProxy, *framework.RolloutController, int, error) {
 	cfg, err := c.env.RolloutControllerConfig(ctx)
 	if err != nil {
 		return nil, nil, 0, err
@@ -361,15 +415,21 @@ func startController(ctx context.Context, c *cluster, dir string, extra []string
 		proxy.stop()
 		return nil, nil, 0, err
 	}
-	ctrl, err := c.env.StartRolloutController(ctx, "scale", append([]string{"--kubeconfig=" + kubeconfig, "--workers=2"}, extra...)...)
+	args := append([]string{"--kubeconfig=" + kubeconfig, "--workers=2"}, extra...)
+	var ctrl *framework.RolloutController
+	if binary != "" {
+		ctrl, err = c.env.StartRolloutControllerBinary(ctx, binary, "scale", args...)
+	} else {
+		ctrl, err = c.env.StartRolloutController(ctx, "scale", args...)
+	}
 	if err != nil {
 		proxy.stop()
 		return nil, nil, 0, err
 	}
-	pid, err := findChild(controllerComm)
-	if err != nil {
+	pid := ctrl.PID()
+	if pid == 0 {
 		proxy.stop()
-		return nil, nil, 0, err
+		return nil, nil, 0, fmt.Errorf("the rollout controller exited at start:\n%s", ctrl.LogTail(20))
 	}
 	return proxy, ctrl, pid, nil
 }
@@ -390,68 +450,11 @@ func createRollout(ctx context.Context, rollouts nodeguardclient.KubeletConfigRo
 			MaxUnavailable: &mu,
 		},
 	}
+	if o.Drain {
+		ro.Spec.Drain = v1alpha1.DrainAlways
+	}
 	if _, err := rollouts.Create(ctx, ro, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating the rollout: %w", err)
 	}
 	return nil
-}
-
-// waitRollout watches the rollout until Complete or Failed is True (the
-// time the event arrived is the rollout's end), calling tick meanwhile; an
-// error from tick ends the wait with it.
-func waitRollout(ctx context.Context, rollouts nodeguardclient.KubeletConfigRolloutInterface, timeout time.Duration, tick func() error, progress io.Writer, obs *observer) (time.Time, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	ticker := time.NewTicker(rssSampleEvery)
-	defer ticker.Stop()
-	lastLog := time.Now()
-	for {
-		w, err := rollouts.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + rolloutName})
-		if err != nil {
-			if ctx.Err() != nil {
-				return time.Now(), false, fmt.Errorf("the rollout did not end within %s: %w", timeout, ctx.Err())
-			}
-			pause(ctx)
-			continue
-		}
-	events:
-		for {
-			select {
-			case <-ctx.Done():
-				w.Stop()
-				return time.Now(), false, fmt.Errorf("the rollout did not end within %s (updated %d): %w", timeout, obs.snapshot().updated, ctx.Err())
-			case <-ticker.C:
-				if err := tick(); err != nil {
-					w.Stop()
-					return time.Now(), false, fmt.Errorf("%w (updated %d)", err, obs.snapshot().updated)
-				}
-				if time.Since(lastLog) > 10*time.Second {
-					lastLog = time.Now()
-					logf(progress, "rollout: %d Nodes updated", obs.snapshot().updated)
-				}
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					break events
-				}
-				ro, isRollout := ev.Object.(*v1alpha1.KubeletConfigRollout)
-				if ev.Type == watch.Error || !isRollout {
-					continue
-				}
-				for _, cond := range ro.Status.Conditions {
-					if cond.Status != metav1.ConditionTrue {
-						continue
-					}
-					switch cond.Type {
-					case v1alpha1.ConditionComplete:
-						w.Stop()
-						return time.Now(), true, nil
-					case v1alpha1.ConditionFailed:
-						w.Stop()
-						return time.Now(), false, fmt.Errorf("the rollout failed: %s: %s", cond.Reason, cond.Message)
-					}
-				}
-			}
-		}
-		w.Stop()
-	}
 }

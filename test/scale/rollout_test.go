@@ -2,46 +2,67 @@ package scale
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
 // TestRolloutShort is the short version of the rollout benchmark (scale
 // --rollout): 30 simulated kubelets and agents, canary 1, maxUnavailable
-// 10%. It asserts outcomes only, never times: the rollout completes, the
-// harness never sees more Nodes unavailable than maxUnavailable, every
-// Node is assigned the target exactly once, and every Node's update is
-// timed from its agent's write.
+// 10%, once as is and once drain-class (spec.drain: Always). It asserts
+// outcomes only, never times: the rollout completes, the harness never
+// sees more Nodes unavailable than maxUnavailable, every Node is assigned
+// the target exactly once, and every Node's update is timed from its
+// agent's write; drain-class, every Node is seen cordoned by its agent
+// and Draining, never judged available while cordoned, and released.
 func TestRolloutShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane and the rollout controller")
 	}
-	o := RolloutOptions{
-		Nodes: 30, Trial: time.Second, MaxUnavailablePercent: 10, Canary: 1,
-		Period: 10 * time.Second, Timeout: 3 * time.Minute, WorkDir: t.TempDir(),
-	}
-	var progress bytes.Buffer
-	o.Progress = &progress
-	r, err := RunRollout(t.Context(), o)
-	var report bytes.Buffer
-	if werr := WriteRolloutReport(&report, o, r); werr != nil {
-		t.Errorf("report: %v", werr)
-	}
-	t.Logf("progress:\n%s\nreport:\n%s", progress.String(), report.String())
-	if err != nil {
-		t.Fatalf("rollout: %v", err)
-	}
-	if !r.Complete || r.Updated != o.Nodes {
-		t.Errorf("complete %t with %d of %d Nodes updated, want complete with all", r.Complete, r.Updated, o.Nodes)
-	}
-	if r.MaxUnavailable > o.Batch() {
-		t.Errorf("up to %d Nodes unavailable at once, want at most maxUnavailable (%d)", r.MaxUnavailable, o.Batch())
-	}
-	if r.Assigned[1] != o.Nodes {
-		t.Errorf("Nodes by times assigned: %v, want all %d exactly once", r.Assigned, o.Nodes)
-	}
-	if r.WriteToWatch.OK != o.Nodes {
-		t.Errorf("%d Nodes' updates timed from their agents' writes, want all %d", r.WriteToWatch.OK, o.Nodes)
+	for _, drain := range []bool{false, true} {
+		t.Run(fmt.Sprintf("drain=%t", drain), func(t *testing.T) {
+			o := RolloutOptions{
+				Nodes: 30, Trial: time.Second, MaxUnavailablePercent: 10, Canary: 1,
+				Period: 10 * time.Second, Timeout: 3 * time.Minute, WorkDir: t.TempDir(),
+				Drain: drain, DrainTime: 500 * time.Millisecond,
+			}
+			var progress bytes.Buffer
+			o.Progress = &progress
+			r, err := RunRollout(t.Context(), o)
+			var report bytes.Buffer
+			if werr := WriteRolloutReport(&report, o, r); werr != nil {
+				t.Errorf("report: %v", werr)
+			}
+			t.Logf("progress:\n%s\nreport:\n%s", progress.String(), report.String())
+			if err != nil {
+				t.Fatalf("rollout: %v", err)
+			}
+			if !r.Complete || r.Updated != o.Nodes {
+				t.Errorf("complete %t with %d of %d Nodes updated, want complete with all", r.Complete, r.Updated, o.Nodes)
+			}
+			if r.MaxUnavailable > o.Batch() {
+				t.Errorf("up to %d Nodes unavailable at once, want at most maxUnavailable (%d)", r.MaxUnavailable, o.Batch())
+			}
+			if r.Assigned[1] != o.Nodes {
+				t.Errorf("Nodes by times assigned: %v, want all %d exactly once", r.Assigned, o.Nodes)
+			}
+			if r.WriteToWatch.OK != o.Nodes {
+				t.Errorf("%d Nodes' updates timed from their agents' writes, want all %d", r.WriteToWatch.OK, o.Nodes)
+			}
+			if drain {
+				if err := DrainOutcomes(o, r); err != nil {
+					t.Error(err)
+				}
+			} else if r.Drain != nil {
+				t.Errorf("a drain was reported for a rollout without one: %+v", *r.Drain)
+			}
+		})
 	}
 }
 
@@ -99,5 +120,82 @@ func TestSplitReactionsAtTheControllersPatch(t *testing.T) {
 	split := newReactionSplit(pairs, patches)
 	if split.SlowestMs != [3]float64{150, 50, 100} {
 		t.Errorf("slowest 1%% = %v, want [150 50 100]", split.SlowestMs)
+	}
+}
+
+func TestRolloutPeriodsLightenAboveAThousandNodes(t *testing.T) {
+	for _, c := range []struct {
+		nodes         int
+		lease, status time.Duration
+	}{
+		{30, 10 * time.Second, 10 * time.Second},
+		{1000, 10 * time.Second, 10 * time.Second},
+		{2000, 20 * time.Second, 5 * time.Minute},
+		{5000, 50 * time.Second, 5 * time.Minute},
+	} {
+		lease, status := RolloutPeriods(c.nodes)
+		if lease != c.lease || status != c.status {
+			t.Errorf("RolloutPeriods(%d) = %v, %v; want %v, %v", c.nodes, lease, status, c.lease, c.status)
+		}
+	}
+}
+
+// TestObserverSeesTheDrain feeds the observer the views of one Node's
+// drain-class change, in the order the simulated agent writes them.
+func TestObserverSeesTheDrain(t *testing.T) {
+	target := contract.ConfigMapVersion{Namespace: "ns", Name: "cm", UID: "u", ResourceVersion: "1"}
+	node := func(source string, cordoned bool, st *contract.ConfigStatus, reason string, ok bool) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{}}}
+		n.Spec.Unschedulable = cordoned
+		if cordoned {
+			n.Annotations[contract.CordonedAnnotation] = "for the target"
+		}
+		if source != "" {
+			n.Annotations[contract.ConfigSourceAnnotation] = source
+		}
+		if st != nil {
+			data, err := json.Marshal(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.Annotations[contract.ConfigStatusAnnotation] = string(data)
+		}
+		status := corev1.ConditionFalse
+		if ok {
+			status = corev1.ConditionTrue
+		}
+		n.Status.Conditions = []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
+			{Type: contract.ConditionKubeletConfigReady, Status: status, Reason: reason},
+		}
+		return n
+	}
+	o := newObserver(target)
+	src := "ns/cm"
+	steps := []*corev1.Node{
+		node("", false, &contract.ConfigStatus{}, contract.ReasonLocalConfig, true),
+		node(src, false, &contract.ConfigStatus{}, contract.ReasonLocalConfig, true),
+		node(src, true, &contract.ConfigStatus{}, contract.ReasonLocalConfig, true),
+		node(src, true, &contract.ConfigStatus{Assigned: &target, Phase: contract.PhaseDraining}, contract.ReasonDraining, false),
+		node(src, true, &contract.ConfigStatus{Assigned: &target, Active: &target, Phase: contract.PhaseTrialInProgress}, contract.ReasonTrialInProgress, false),
+		node(src, false, &contract.ConfigStatus{Assigned: &target, Active: &target, Phase: contract.PhaseTrialInProgress}, contract.ReasonTrialInProgress, false),
+		node(src, false, &contract.ConfigStatus{Assigned: &target, Active: &target, LastKnownGood: &target}, contract.ReasonConfigActive, true),
+	}
+	for i, n := range steps {
+		at := time.Time{}
+		if i > 0 {
+			at = time.Unix(int64(i), 0)
+		}
+		o.see(n, at)
+	}
+	s := o.snapshot()
+	want := DrainSeen{Cordoned: 1, Draining: 1, Released: 1}
+	if s.drain != want || s.updated != 1 || s.maxUnavailable != 1 {
+		t.Errorf("drain %+v, updated %d, max unavailable %d; want %+v, 1, 1", s.drain, s.updated, s.maxUnavailable, want)
+	}
+	// A cordon on a Node the harness would judge available is counted.
+	o.see(node(src, true, &contract.ConfigStatus{Assigned: &target, Active: &target, LastKnownGood: &target}, contract.ReasonConfigActive, true), time.Unix(10, 0))
+	if s := o.snapshot(); s.drain.CordonedAvailable != 1 || s.drain.StillCordoned != 1 {
+		t.Errorf("after a cordon of an updated Node: %+v, want it counted available while cordoned and still cordoned", s.drain)
 	}
 }

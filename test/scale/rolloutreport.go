@@ -17,12 +17,21 @@ const RolloutJSONPrefix = "rollout-results: "
 // then one line of JSON after RolloutJSONPrefix.
 func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
-	p("rollout over %d Nodes: canary %d, maxUnavailable %d%% = %d Nodes, trial %s; complete: %t (%d updated)",
-		r.Nodes, o.Canary, o.MaxUnavailablePercent, r.Batch, o.Trial, r.Complete, r.Updated)
-	p("background load: each kubelet renews its Lease every %s and patches its Node's status every %s", o.Period, o.fleetOptions().statusPeriod())
+	class := "no drain (spec.drain unset)"
+	if o.Drain {
+		class = fmt.Sprintf("drain-class (spec.drain: Always; each agent drains for %s before its trial)", o.DrainTime)
+	}
+	p("rollout over %d Nodes: canary %d, maxUnavailable %d%% = %d Nodes, trial %s, %s; complete: %t (%d updated)",
+		r.Nodes, o.Canary, o.MaxUnavailablePercent, r.Batch, o.Trial, class, r.Complete, r.Updated)
+	binary := "this tree's cmd/rollout-controller"
+	if o.ControllerBinary != "" {
+		binary = o.ControllerBinary + " (--controller-binary)"
+	}
+	p("controller: %s", binary)
+	p("simulated kubelets: %s", o.describeNodes())
 	p("total time (rollout created to Complete seen in the harness's watch): %.1fs", r.TotalSeconds)
-	p("beyond the trials: %.1fs = total - %d trials on the critical path (canary + ceil((%d-%d)/%d)) x %s",
-		r.BeyondTrialsSeconds, r.TrialsOnPath, r.Nodes, o.Canary, r.Batch, o.Trial)
+	p("total over the trials: %.2fx; beyond them: %.1fs = total - %d waves on the critical path (canary + ceil((%d-%d)/%d)) x %s (%s)",
+		r.OverTrials, r.BeyondTrialsSeconds, r.TrialsOnPath, r.Nodes, o.Canary, r.Batch, o.Wave(), o.waveWords())
 	p("reaction (a Node's update seen -> the next assignment seen, both in the harness's Node watch, FIFO-paired; %d pairs): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",
 		r.Reactions.OK, r.Reactions.P50Ms, r.Reactions.P90Ms, r.Reactions.P99Ms, r.Reactions.MaxMs)
 	sp := r.ReactionSplit
@@ -30,6 +39,7 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 		sp.ToSend.OK, sp.ToSend.P50Ms, sp.ToSend.P99Ms, sp.Write.P50Ms, sp.Write.P99Ms, sp.ToWatch.P50Ms, sp.ToWatch.P99Ms, sp.SlowestMs[0], sp.SlowestMs[1], sp.SlowestMs[2])
 	p("the apiserver's share, same run (an agent sends the write that makes its Node Updated -> the harness's Node watch shows it; %d Nodes): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",
 		r.WriteToWatch.OK, r.WriteToWatch.P50Ms, r.WriteToWatch.P90Ms, r.WriteToWatch.P99Ms, r.WriteToWatch.MaxMs)
+	p("the agents' reads of the target retried (refused before nodeguard's graph saw the assignment; client-go's reflector backoff, 0.8s doubling): %d", r.ReadRetries)
 	p("validating webhook calls during the rollout: %d, mean %.1f ms as the apiserver timed them; nodeguard's /validate: %d reviews, mean %.1f ms as it timed them",
 		r.Admission.Calls, r.Admission.ApiserverMeanMs, r.Admission.WebhookReviews, r.Admission.WebhookMeanMs)
 	p("most Nodes unavailable at once (harness's view): %d (maxUnavailable %d)", r.MaxUnavailable, r.Batch)
@@ -38,8 +48,12 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 		times = append(times, fmt.Sprintf("%d Nodes %d time(s)", r.Assigned[n], n))
 	}
 	p("assigned the target: %s", strings.Join(times, ", "))
-	p("controller (/proc): CPU %.1f%% of a core over the rollout (%.1f CPU-seconds), RSS %.0f MiB at the end, %.0f MiB at most",
-		r.Controller.CPUPercent, r.CPUSeconds, r.Controller.RSSMiB, r.PeakRSSMiB)
+	if d := r.Drain; d != nil {
+		p("drain, as the harness's Node watch saw it: %d Nodes cordoned by their agent, %d reported Draining, %d cordons released, %d Nodes still cordoned at the end; views of a cordoned Node judged available: %d (each counts against maxUnavailable while cordoned)",
+			d.Cordoned, d.Draining, d.Released, d.StillCordoned, d.CordonedAvailable)
+	}
+	p("controller (/proc): CPU %.1f%% of a core over the rollout (%.1f CPU-seconds, %.2f per 1,000 Nodes moved), RSS %.0f MiB at the end, %.0f MiB at most",
+		r.Controller.CPUPercent, r.CPUSeconds, r.CPUPerThousand, r.Controller.RSSMiB, r.PeakRSSMiB)
 	var reqs []string
 	for _, k := range slices.Sorted(maps.Keys(r.Requests)) {
 		reqs = append(reqs, fmt.Sprintf("%s %d", k, r.Requests[k]))

@@ -94,6 +94,13 @@ func (e *Env) StartRolloutController(ctx context.Context, identity string, args 
 	if err != nil {
 		return nil, err
 	}
+	return e.StartRolloutControllerBinary(ctx, binary, identity, args...)
+}
+
+// StartRolloutControllerBinary is StartRolloutController with a
+// cmd/rollout-controller already built, e.g. from another tree, so that
+// one harness can measure two builds; it must take the flags above.
+func (e *Env) StartRolloutControllerBinary(ctx context.Context, binary, identity string, args ...string) (*RolloutController, error) {
 	cfg, err := e.RolloutControllerConfig(ctx)
 	if err != nil {
 		return nil, err
@@ -175,6 +182,16 @@ func (c *RolloutController) Stop() {
 		c.child.stop()
 		c.child = nil
 	}
+}
+
+// PID is the process's id while it runs, else 0.
+func (c *RolloutController) PID() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.child == nil || !c.child.running() {
+		return 0
+	}
+	return c.child.cmd.Process.Pid
 }
 
 // Running reports whether the process runs.

@@ -62,6 +62,11 @@ Node watch) beside the apiserver's share in the same run (an agent's write until
 shows it), the controller's CPU and RSS, and its requests per Node moved; it fails if
 the rollout does not complete, if more Nodes than maxUnavailable are ever unavailable, or
 if a Node is assigned more than once. "make rollout-scale" runs it at 1,000 Nodes.
+Unless --period or --status-period are given, a rollout run's kubelets renew their
+Lease every 10s and patch their status as often up to 1,000 Nodes; above, the status
+every 5m (a quiet cluster's) and the Lease period grows so that the fleet renews at
+most 100 Leases a second (10s x Nodes/1,000). The report says the periods used. --drain makes the rollout drain-class; then it also fails unless every
+Node was seen cordoned by its agent, counted unavailable while cordoned, and released.
 
 Flags:
 `)
@@ -73,8 +78,8 @@ Flags:
 		nodes      = fs.Int("nodes", 100, "Number of simulated kubelets.")
 		window     = fs.Duration("window", 2*time.Minute, "Length of the measured steady window, after the warm-up.")
 		warmup     = fs.Duration("warmup", 30*time.Second, "Load before the window; at least --period, so that every kubelet's timers have fired.")
-		period     = fs.Duration("period", 10*time.Second, "Each kubelet's lease renewal interval (the kubelet's default: 10s), and its status patch interval unless --status-period.")
-		statusPer  = fs.Duration("status-period", 0, "Each kubelet's status patch interval; 0 means --period. A real kubelet patches its status when it changed or every nodeStatusReportFrequency (5m by default): --period is the worst case of a status that keeps changing, 5m a quiet cluster.")
+		period     = fs.Duration("period", 10*time.Second, "Each kubelet's lease renewal interval (the kubelet's default: 10s), and its status patch interval unless --status-period. With --rollout and unset: 10s, longer above 1,000 Nodes (see above).")
+		statusPer  = fs.Duration("status-period", 0, "Each kubelet's status patch interval; 0 means --period. A real kubelet patches its status when it changed or every nodeStatusReportFrequency (5m by default): --period is the worst case of a status that keeps changing, 5m a quiet cluster. With --rollout and neither set: --period up to 1,000 Nodes, 5m above.")
 		settle     = fs.Duration("down-settle", 10*time.Second, "In webhook-down, time between killing the webhook and the window, so that the apiserver's cached Allows (authorizedTTL, 10s as shipped) have expired.")
 		fraction   = fs.Float64("config-fraction", 0.1, "Fraction of the nodes assigned a kubelet configuration, which they read by name (a get and a named watch).")
 		reuse      = fs.Bool("reuse-cluster", false, "Measure webhook-down right after shipped on the same cluster and kubelets, killing the webhook after the shipped window; saves a start-up.")
@@ -87,6 +92,9 @@ Flags:
 		maxUnavailable = fs.Int("max-unavailable", 10, "With --rollout: the rollout's maxUnavailable, as a percentage of the Nodes.")
 		canary         = fs.Int("canary", 1, "With --rollout: the rollout's canary Nodes.")
 		controllerArgs = fs.String("controller-flags", "", "With --rollout: flags added to cmd/rollout-controller's, space-separated, e.g. '--kube-api-qps=200 --kube-api-burst=400'; empty runs it with its defaults.")
+		controllerBin  = fs.String("controller-binary", "", "With --rollout: a cmd/rollout-controller already built (e.g. from the tree before a change: go build -o /tmp/rc-before ./cmd/rollout-controller) to run instead of building this tree's. It is given the same flags: --kubeconfig, --listen-address, --leader-elect*, --resync-period, --trial-period, --workers, -v and --controller-flags.")
+		drain          = fs.Bool("drain", false, "With --rollout: a drain-class rollout (spec.drain: Always): each simulated agent cordons its Node as the agent does, reports Draining for --drain-time, then runs its trial and lifts the cordon when it passes.")
+		drainTime      = fs.Duration("drain-time", 0, "With --drain: how long each simulated drain takes (the harness runs no pods, so this stands for their evictions).")
 		rolloutTimeout = fs.Duration("rollout-timeout", 15*time.Minute, "With --rollout: how long the rollout may take before the run fails.")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -96,9 +104,22 @@ Flags:
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if *rollout {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		lease, status := scale.RolloutPeriods(*nodes)
+		if set["period"] {
+			lease = *period
+		}
+		if set["status-period"] || set["period"] {
+			status = *statusPer
+		}
+		if *drainTime != 0 && !*drain {
+			return errors.New("--drain-time needs --drain")
+		}
 		return runRollout(scale.RolloutOptions{
 			Nodes: *nodes, Trial: *trial, MaxUnavailablePercent: *maxUnavailable, Canary: int32(*canary),
-			Period: *period, StatusPeriod: *statusPer, Timeout: *rolloutTimeout, ControllerArgs: strings.Fields(*controllerArgs),
+			Period: lease, StatusPeriod: status, Timeout: *rolloutTimeout, ControllerArgs: strings.Fields(*controllerArgs),
+			ControllerBinary: *controllerBin, Drain: *drain, DrainTime: *drainTime,
 		}, *workDir, *keep, *jsonOutput, stdout, stderr)
 	}
 	list := *modes

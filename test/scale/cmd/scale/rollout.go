@@ -61,5 +61,8 @@ func outcomes(o scale.RolloutOptions, r scale.RolloutResult) error {
 	if r.Assigned[1] != o.Nodes {
 		errs = append(errs, fmt.Errorf("not every Node was assigned exactly once: %v (times: Nodes)", r.Assigned))
 	}
+	if o.Drain {
+		errs = append(errs, scale.DrainOutcomes(o, r))
+	}
 	return errors.Join(errs...)
 }
