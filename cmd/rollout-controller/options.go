@@ -26,6 +26,7 @@ type Options struct {
 	ResyncPeriod   time.Duration
 	TrialPeriod    time.Duration
 	StatusInterval time.Duration
+	MaxPatches     int
 	ListenAddress  string
 
 	LeaderElect        bool
@@ -51,6 +52,7 @@ func NewOptions() *Options {
 		ResyncPeriod:       10 * time.Minute,
 		TrialPeriod:        rollout.DefaultTrialPeriod,
 		StatusInterval:     controller.DefaultStatusInterval,
+		MaxPatches:         controller.DefaultMaxPatchesInFlight,
 		ListenAddress:      ":8080",
 		LeaderElect:        true,
 		LeaseName:          "nodeguard-rollout-controller",
@@ -69,6 +71,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Rollouts synced at once. One rollout is never synced by two workers at a time.")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often every rollout is synced again without an event. 0 disables; events alone drive the controller, this is a backstop.")
+	fs.IntVar(&o.MaxPatches, "max-patches-in-flight", o.MaxPatches, "A rollout's assignments and reverts in flight at once, and apart from them its trial-passed marks. The window starts at one until admission has let the target onto one Node, then widens with every patch that applies. Wider moves a large pool's waves faster; the apiserver's priority and fairness still queues what exceeds its share.")
 	fs.DurationVar(&o.StatusInterval, "status-interval", o.StatusInterval, "How often at most a rollout's status is written while only its counts and message change (a Node passing its trial, the next one assigned). A change of the rollout's state (the canary done, a pause, a failure, a new target) is written at once, before any Node moves on it.")
 	fs.DurationVar(&o.TrialPeriod, "trial-period", o.TrialPeriod, "How long a Node's trial lasts, for rollouts whose spec.trial gives no periodSeconds: set it to the agents' --trial-period (five minutes by default). The controller counts a Node it assigned updated no sooner than this long after the assignment (written on the Node as nodeguard.dev/trial-ends), whatever its agent reports.")
 	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "host:port for /healthz, /livez, /readyz and /metrics (plain HTTP). Empty disables. /readyz fails on the leader until its caches have synced; a standby is ready.")
@@ -94,6 +97,9 @@ func (o *Options) Validate() []error {
 	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers %d: must be at least 1", o.Workers))
+	}
+	if o.MaxPatches < 1 {
+		errs = append(errs, fmt.Errorf("--max-patches-in-flight %d: must be at least 1", o.MaxPatches))
 	}
 	if o.StatusInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--status-interval %v: must be positive", o.StatusInterval))
@@ -141,6 +147,7 @@ type config struct {
 	Resync         time.Duration
 	TrialPeriod    time.Duration
 	StatusInterval time.Duration
+	MaxPatches     int
 	ListenAddress  string
 	LeaderElection leaderElection
 }
@@ -163,6 +170,7 @@ func (o *Options) config(kube *rest.Config) config {
 		Resync:         o.ResyncPeriod,
 		TrialPeriod:    o.TrialPeriod,
 		StatusInterval: o.StatusInterval,
+		MaxPatches:     o.MaxPatches,
 		ListenAddress:  o.ListenAddress,
 		LeaderElection: leaderElection{
 			Enabled:       o.LeaderElect,

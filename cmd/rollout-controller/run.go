@@ -90,8 +90,9 @@ func run(ctx context.Context, opts *Options) error {
 
 	ctrl, err := controller.New(controller.Config{
 		Kube: kube, Metadata: md, Rollouts: rollouts, Recorder: recorder, Metrics: metrics, Resync: cfg.Resync,
-		TrialPeriod:    cfg.TrialPeriod,
-		StatusInterval: cfg.StatusInterval,
+		TrialPeriod:        cfg.TrialPeriod,
+		StatusInterval:     cfg.StatusInterval,
+		MaxPatchesInFlight: cfg.MaxPatches,
 	})
 	if err != nil {
 		return err

@@ -61,6 +61,10 @@ type Config struct {
 	ExpectationsTimeout time.Duration
 	// Clock; nil means the real one.
 	Clock clock.WithTicker
+	// MaxPatchesInFlight bounds a rollout's assignments and reverts in
+	// flight at once, and apart from them its trial-passed marks; zero
+	// means DefaultMaxPatchesInFlight.
+	MaxPatchesInFlight int
 	// StatusInterval is how often at most a rollout's status is written
 	// while only its counts change (status.go); zero means
 	// DefaultStatusInterval.
@@ -100,6 +104,7 @@ type Controller struct {
 	observed       *observations
 	trialPeriod    time.Duration
 	statusInterval time.Duration
+	maxPatches     int
 	synced         []cache.InformerSynced
 
 	queue workqueue.TypedRateLimitingInterface[string]
@@ -137,6 +142,7 @@ func New(cfg Config) (*Controller, error) {
 		expectationsTimeout: cfg.ExpectationsTimeout,
 		trialPeriod:         cfg.TrialPeriod,
 		statusInterval:      cfg.StatusInterval,
+		maxPatches:          cfg.MaxPatchesInFlight,
 		targets:             &targetConfigs{client: cfg.Kube, byRef: map[contract.ConfigMapVersion]*kubeletconfigv1beta1.KubeletConfiguration{}},
 	}
 	if c.clock == nil {
@@ -144,6 +150,9 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if c.expectationsTimeout <= 0 {
 		c.expectationsTimeout = DefaultExpectationsTimeout
+	}
+	if c.maxPatches <= 0 {
+		c.maxPatches = DefaultMaxPatchesInFlight
 	}
 	if c.statusInterval <= 0 {
 		c.statusInterval = DefaultStatusInterval

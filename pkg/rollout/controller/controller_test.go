@@ -447,7 +447,7 @@ func TestIsAdmissionRefusal(t *testing.T) {
 // version, and the cache again past the timeout.
 func TestNewestReadsTheLastWriteUntilTheCacheShowsIt(t *testing.T) {
 	now := time.Unix(1000, 0)
-	st := newRolloutState(time.Minute)
+	st := newRolloutState(time.Minute, 16)
 	version := func(rv string) *v1alpha1.KubeletConfigRollout {
 		return &v1alpha1.KubeletConfigRollout{ObjectMeta: metav1.ObjectMeta{Name: "r", ResourceVersion: rv}}
 	}

@@ -101,9 +101,12 @@
 //     the sync. Assignments go out in the background and the sync ends
 //     without them, so that a Node passing its trial meanwhile frees its
 //     slot for the next at once; their answers wake the rollout. They go
-//     through a sliding window of 16, the next sent as soon as one is
-//     answered while it is fewer than 16 past the oldest unanswered, and a
-//     rollout never has more than 16 patches in flight across its syncs.
+//     through a sliding window of Config.MaxPatchesInFlight, the next sent
+//     as soon as one is answered while it is fewer than a window past the
+//     oldest unanswered, and a rollout never has more than a window of
+//     assignments and reverts in flight across its syncs; its trial-passed
+//     marks have a window of their own, so that none holds up an
+//     assignment.
 //     Until admission has let the target onto one selected Node, the
 //     assignments start one at a time and widen with each that applies. A
 //     conflict requeues the rollout; an admission refusal (a webhook's or

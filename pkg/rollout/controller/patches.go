@@ -21,12 +21,15 @@ import (
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
-// maxPatchesInFlight bounds a rollout's Node patches sent at once.
-// Patches one after the other cap a rollout at one Node per round trip to
-// the apiserver, which on a large pool is slower than its Nodes finish
-// their trials; a bound keeps one sync of a wide batch from crowding the
-// apiserver's inflight limit, which the kubelets' heartbeats share.
-const maxPatchesInFlight = 16
+// DefaultMaxPatchesInFlight bounds a rollout's assignments and reverts
+// sent at once, and apart from them its trial-passed marks. Patches one
+// after the other cap a rollout at one Node per round trip to the
+// apiserver, which on a large pool is slower than its Nodes finish their
+// trials; a bound keeps one sync of a wide batch from crowding the
+// apiserver's inflight limit, which the kubelets' heartbeats share. The
+// marks have a window of their own: they free no slot, and must never hold
+// up the assignment that does.
+const DefaultMaxPatchesInFlight = 64
 
 // requeueAfterConflict is how soon a rollout whose Node patches did not all
 // apply is decided again, at the latest.
@@ -87,7 +90,7 @@ func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout
 			return c.patch(ctx, r.Name, st, action, change, seen.basis)
 		}
 	}
-	for _, p := range patchAll(ctx, d.Revert, maxPatchesInFlight, false, send("revert")) {
+	for _, p := range patchAll(ctx, d.Revert, c.maxPatches, c.maxPatches, false, send("revert")) {
 		c.metrics.change(r.Name, "revert", p.result)
 		switch p.result {
 		case resultOK:
@@ -103,7 +106,7 @@ func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout
 	var assigned []string
 	target := d.Status.Target
 	// The rollout fails on a refusal: patchAll sends nothing after it.
-	for _, p := range patchAll(ctx, d.Assign, firstAssignments(d), true, send("assign")) {
+	for _, p := range patchAll(ctx, d.Assign, firstAssignments(d, c.maxPatches), c.maxPatches, true, send("assign")) {
 		c.metrics.change(r.Name, "assign", p.result)
 		switch p.result {
 		case resultOK:
@@ -136,7 +139,7 @@ func (c *Controller) apply(ctx context.Context, r *v1alpha1.KubeletConfigRollout
 	if len(assigned) > 0 {
 		st.started(c.clock.Now(), assigned)
 	}
-	for _, p := range patchAll(ctx, d.Record, maxPatchesInFlight, false, send("record")) {
+	for _, p := range patchAll(ctx, d.Record, c.maxPatches, c.maxPatches, false, send("record")) {
 		c.metrics.change(r.Name, "record", p.result)
 		switch p.result {
 		case resultOK:
@@ -210,9 +213,13 @@ func (b decisionBasis) unchanged(node *corev1.Node) bool {
 // once over the Node as it is now, instead of deciding the whole rollout
 // again after a delay.
 func (c *Controller) patch(ctx context.Context, rolloutName string, st *rolloutState, action string, change rollout.Change, basis decisionBasis) (string, error) {
+	slots := st.slots
+	if action == "record" {
+		slots = st.recordSlots
+	}
 	select {
-	case st.slots <- struct{}{}:
-		defer func() { <-st.slots }()
+	case slots <- struct{}{}:
+		defer func() { <-slots }()
 	case <-ctx.Done():
 		st.failed(change.Node)
 		return resultError, fmt.Errorf("patching Node %s: %w", change.Node, context.Cause(ctx))
@@ -290,17 +297,17 @@ type patched struct {
 // answered late holds its own slot, not a whole group behind it, and
 // nothing goes out further than a window past the oldest change not yet
 // answered. The window starts at first and grows by one for each change
-// that applied, up to maxPatchesInFlight: started at one, it doubles every
+// that applied, up to limit: started at one, it doubles every
 // round trip, as ReplicaSet's slowStartBatch does every batch. When
 // stopOnRefusal is set nothing is sent once a refusal is answered, so at
 // most a window of changes follows a refused one; what is in flight then
 // is awaited. The outcomes are in the order of changes; changes never sent
 // are left out.
-func patchAll(ctx context.Context, changes []rollout.Change, first int, stopOnRefusal bool, send func(context.Context, rollout.Change) (string, error)) []patched {
+func patchAll(ctx context.Context, changes []rollout.Change, first, limit int, stopOnRefusal bool, send func(context.Context, rollout.Change) (string, error)) []patched {
 	results := make([]patched, len(changes))
 	done := make([]bool, len(changes))
 	answered := make(chan int)
-	window := min(max(first, 1), maxPatchesInFlight)
+	window := min(max(first, 1), limit)
 	// oldest is the first change not yet answered.
 	next, oldest, inFlight, stopped := 0, 0, 0, false
 	for {
@@ -321,7 +328,7 @@ func patchAll(ctx context.Context, changes []rollout.Change, first int, stopOnRe
 		}
 		switch results[i].result {
 		case resultOK:
-			window = min(window+1, maxPatchesInFlight)
+			window = min(window+1, limit)
 		case resultRefused:
 			stopped = stopped || stopOnRefusal
 		}
@@ -336,9 +343,9 @@ func patchAll(ctx context.Context, changes []rollout.Change, first int, stopOnRe
 // now is one Node's (its kubelet's version or feature gates), and what is
 // assigned beside it is within maxUnavailable, reverted with the rest
 // when the rollout fails.
-func firstAssignments(d rollout.Decision) int {
+func firstAssignments(d rollout.Decision, limit int) int {
 	if d.Status.Updated+d.Status.InTrial+d.Status.Failed > 0 {
-		return maxPatchesInFlight
+		return limit
 	}
 	return 1
 }

@@ -21,6 +21,9 @@ type recordingSender struct {
 	sent []string
 }
 
+// maxPatchesInFlight is the window these tests give patchAll.
+const maxPatchesInFlight = 16
+
 func (s *recordingSender) send(_ context.Context, change rollout.Change) (string, error) {
 	s.mu.Lock()
 	s.sent = append(s.sent, change.Node)
@@ -79,7 +82,7 @@ func TestPatchAllWidensItsWindowUpToTheBound(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &windowSender{t: t, first: tc.first}
-			got := patchAll(t.Context(), changes(tc.n), tc.first, false, s.send)
+			got := patchAll(t.Context(), changes(tc.n), tc.first, maxPatchesInFlight, false, s.send)
 			if len(got) != tc.n {
 				t.Fatalf("%d outcomes, want %d", len(got), tc.n)
 			}
@@ -116,7 +119,7 @@ func TestPatchAllDoesNotWaitForTheSlowestPatch(t *testing.T) {
 		}
 		return resultOK, nil
 	}
-	if got := patchAll(t.Context(), changes(n), maxPatchesInFlight, false, send); len(got) != n {
+	if got := patchAll(t.Context(), changes(n), maxPatchesInFlight, maxPatchesInFlight, false, send); len(got) != n {
 		t.Fatalf("%d outcomes, want %d", len(got), n)
 	}
 }
@@ -146,7 +149,7 @@ func TestPatchAllSendsNothingAWindowPastTheOldestUnanswered(t *testing.T) {
 		}
 		return resultOK, nil
 	}
-	if got := patchAll(t.Context(), changes(3*maxPatchesInFlight), maxPatchesInFlight, false, send); len(got) != 3*maxPatchesInFlight {
+	if got := patchAll(t.Context(), changes(3*maxPatchesInFlight), maxPatchesInFlight, maxPatchesInFlight, false, send); len(got) != 3*maxPatchesInFlight {
 		t.Fatalf("%d outcomes, want %d", len(got), 3*maxPatchesInFlight)
 	}
 }
@@ -163,7 +166,7 @@ func TestFirstAssignmentsWidenOnceAdmissionLetTheTargetOn(t *testing.T) {
 		{"a Node failed it, after admission let it on", v1alpha1.KubeletConfigRolloutStatus{Selected: 5, Failed: 1}, maxPatchesInFlight},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := firstAssignments(rollout.Decision{Status: tc.status}); got != tc.want {
+			if got := firstAssignments(rollout.Decision{Status: tc.status}, maxPatchesInFlight); got != tc.want {
 				t.Errorf("firstAssignments = %d, want %d", got, tc.want)
 			}
 		})
@@ -186,7 +189,7 @@ func TestPatchAllSendsNothingOnceARefusalIsAnswered(t *testing.T) {
 			const n = 100
 			refused := fmt.Sprintf("n%03d", tc.refused)
 			s := &recordingSender{results: map[string]string{refused: resultRefused, "n002": resultConflict}}
-			got := patchAll(t.Context(), changes(n), tc.first, tc.stop, s.send)
+			got := patchAll(t.Context(), changes(n), tc.first, maxPatchesInFlight, tc.stop, s.send)
 			if len(got) != len(s.sent) {
 				t.Fatalf("%d outcomes for %d sent, want one for each", len(got), len(s.sent))
 			}
@@ -210,7 +213,7 @@ func TestPatchAllSendsNothingOnceARefusalIsAnswered(t *testing.T) {
 
 func TestPatchAllOfNothingSendsNothing(t *testing.T) {
 	s := &recordingSender{}
-	if got := patchAll(t.Context(), nil, 1, true, s.send); len(got) != 0 || len(s.sent) != 0 {
+	if got := patchAll(t.Context(), nil, 1, maxPatchesInFlight, true, s.send); len(got) != 0 || len(s.sent) != 0 {
 		t.Errorf("patchAll(nil) = %v after sending %v, want nothing", got, s.sent)
 	}
 }

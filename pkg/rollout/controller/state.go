@@ -19,17 +19,21 @@ import (
 // writes it waits for are then in the caches, the refusals are made again
 // by the next assignment, and the Events and metrics start over.
 //
-// mu guards every field but timeout and slots, which never change, and
+// mu guards every field but timeout, slots and recordSlots, which never
+// change, and
 // pool, poolBasis and fits, which only the rollout's sync touches.
 type rolloutState struct {
 	// timeout bounds the wait for the caches to show the controller's own
 	// writes, the status write and the Node patches alike, so that an
 	// event that never comes cannot stall the rollout.
 	timeout time.Duration
-	// slots is a semaphore of maxPatchesInFlight: the assignments of one
+	// slots is a semaphore of Config.MaxPatchesInFlight: the assignments of one
 	// sync go out while an earlier sync's are still in flight, and
 	// together they stay within the bound.
 	slots chan struct{}
+	// recordSlots is the trial-passed marks' own semaphore of the same
+	// size, so that a mark never holds up an assignment.
+	recordSlots chan struct{}
 
 	mu sync.Mutex
 	// status is the controller's status writes (status.go).
@@ -71,16 +75,17 @@ type rolloutState struct {
 	fits fits
 }
 
-func newRolloutState(timeout time.Duration) *rolloutState {
+func newRolloutState(timeout time.Duration, maxPatches int) *rolloutState {
 	return &rolloutState{
-		timeout: timeout,
-		slots:   make(chan struct{}, maxPatchesInFlight),
-		unseen:  map[string]*unseenChange{},
-		touched: sets.New[string](),
-		nodes:   map[string]rollout.NodeState{},
-		counts:  map[rollout.NodeState]int{},
-		batchOf: map[string]*batch{},
-		fits:    newFits(),
+		timeout:     timeout,
+		slots:       make(chan struct{}, maxPatches),
+		recordSlots: make(chan struct{}, maxPatches),
+		unseen:      map[string]*unseenChange{},
+		touched:     sets.New[string](),
+		nodes:       map[string]rollout.NodeState{},
+		counts:      map[rollout.NodeState]int{},
+		batchOf:     map[string]*batch{},
+		fits:        newFits(),
 	}
 }
 
@@ -116,7 +121,7 @@ func (c *Controller) state(name string) *rolloutState {
 	defer c.statesMu.Unlock()
 	st, ok := c.states[name]
 	if !ok {
-		st = newRolloutState(c.expectationsTimeout)
+		st = newRolloutState(c.expectationsTimeout, c.maxPatches)
 		c.states[name] = st
 	}
 	return st

@@ -27,7 +27,7 @@ func overlayAll(u *rolloutState, now time.Time, nodes ...*corev1.Node) []*corev1
 
 func TestUnseenOverlaysChangesUntilTheCacheShowsThem(t *testing.T) {
 	now := time.Unix(1000, 0)
-	u := newRolloutState(time.Minute)
+	u := newRolloutState(time.Minute, 16)
 	source, status := "kubelet-configs/v2", "{}"
 	assignA := rollout.Change{Node: "a", ResourceVersion: "10", Annotations: map[string]*string{contract.ConfigSourceAnnotation: &source}}
 	revertB := rollout.Change{Node: "b", ResourceVersion: "20", Annotations: map[string]*string{contract.ConfigSourceAnnotation: nil}}
@@ -49,7 +49,7 @@ func TestUnseenOverlaysChangesUntilTheCacheShowsThem(t *testing.T) {
 	if _, ok := a.Annotations[contract.ConfigSourceAnnotation]; ok || b.Annotations[contract.ConfigSourceAnnotation] != "kubelet-configs/v1" {
 		t.Error("the overlay modified the cached objects")
 	}
-	if other := newRolloutState(time.Minute); !u.inFlight() || other.inFlight() {
+	if other := newRolloutState(time.Minute, 16); !u.inFlight() || other.inFlight() {
 		t.Error("inFlight: want r only")
 	}
 
@@ -77,7 +77,7 @@ func TestUnseenOverlaysChangesUntilTheCacheShowsThem(t *testing.T) {
 
 func TestUnseenDropsAnswersPastTheTimeout(t *testing.T) {
 	now := time.Unix(1000, 0)
-	u := newRolloutState(time.Minute)
+	u := newRolloutState(time.Minute, 16)
 	source := "kubelet-configs/v2"
 	for _, name := range []string{"a", "gone"} {
 		change := rollout.Change{Node: name, ResourceVersion: "10", Annotations: map[string]*string{contract.ConfigSourceAnnotation: &source}}
