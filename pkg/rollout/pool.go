@@ -130,9 +130,17 @@ func (p *Pool) Observation(name string) (NodeObservation, bool) {
 	return m.obs, true
 }
 
-// Set adds the Node or replaces it; it is judged at the next decision.
-func (p *Pool) Set(obs NodeObservation) {
+// Set adds the Node or replaces it, and reports whether that changed
+// anything a decision reads; a Node so changed is judged again at the next
+// decision. A Node set again the same but for its resourceVersion (a
+// kubelet's heartbeat) only takes the new resourceVersion, which the next
+// Change of it carries.
+func (p *Pool) Set(obs NodeObservation) bool {
 	m, ok := p.members[obs.Name]
+	if ok && m.judged && SameButVersion(m.obs, obs) {
+		m.obs.ResourceVersion = obs.ResourceVersion
+		return false
+	}
 	if !ok {
 		m = &member{}
 		p.members[obs.Name] = m
@@ -145,6 +153,7 @@ func (p *Pool) Set(obs NodeObservation) {
 	m.obs.OtherRollouts = slices.Clone(obs.OtherRollouts)
 	p.indexMoved(m)
 	p.dirty.Insert(obs.Name)
+	return true
 }
 
 // Delete removes the Node, when it is in the pool.

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -101,18 +102,23 @@ func (t *targetConfigs) get(ctx context.Context, target contract.ConfigMapVersio
 
 // fits is a rollout's report of the Nodes its target would leave unable to
 // hold their pods, kept as the Nodes and their pods change: each Node is
-// fitted again when it changes or a pod bound to it does, every Node when
-// the target changes. Only the sync reads and writes it, but stale, which
-// the pod handler marks, under the rolloutState's mu.
+// fitted again when its reading or its capacity changes or a pod bound to
+// it does, every Node when the target changes. Only the sync reads and
+// writes it, but stale, which the pod handler marks, under the
+// rolloutState's mu.
 type fits struct {
-	// target is what why was made against; unfit Nodes are in why.
-	target *contract.ConfigMapVersion
-	why    map[string]string
+	// target is what why was made against; unfit Nodes are in why, and
+	// capacity is the capacity each Node was last fitted with.
+	target   *contract.ConfigMapVersion
+	why      map[string]string
+	capacity map[string]corev1.ResourceList
 	// stale are the Nodes whose pods changed since.
 	stale sets.Set[string]
 }
 
-func newFits() fits { return fits{why: map[string]string{}, stale: sets.New[string]()} }
+func newFits() fits {
+	return fits{why: map[string]string{}, capacity: map[string]corev1.ResourceList{}, stale: sets.New[string]()}
+}
 
 // podsChanged marks a Node whose bound pods changed, for the next sync to
 // fit again. Pods wake no rollout: they only refine a report.
@@ -147,12 +153,17 @@ func (c *Controller) podEvent(obj any) {
 
 // unfit is rollout.Input.Unfit: for each selected Node not assigned the
 // target, why the target would leave it unable to hold the pods bound to
-// it, when it would. It fits again the Nodes changed (read again into the
-// pool since the last decision) and those whose pods changed; all of them
+// it, when it would. It fits again the Nodes read into the pool whose
+// reading or capacity changed, and those whose pods changed; all of them
 // when the target changed.
-func (c *Controller) unfit(ctx context.Context, st *rolloutState, target *contract.ConfigMapVersion, changed sets.Set[string]) map[string]string {
+func (c *Controller) unfit(ctx context.Context, st *rolloutState, target *contract.ConfigMapVersion, read poolRead) map[string]string {
 	f := &st.fits
-	stale := changed.Union(st.takeStaleFits())
+	stale := read.changed.Union(st.takeStaleFits())
+	for name, node := range read.nodes {
+		if !equality.Semantic.DeepEqual(f.capacity[name], node.Status.Capacity) {
+			stale.Insert(name)
+		}
+	}
 	if target == nil {
 		f.target = nil
 		return nil
@@ -172,6 +183,7 @@ func (c *Controller) unfit(ctx context.Context, st *rolloutState, target *contra
 	ref := contract.ConfigMapRef{Namespace: target.Namespace, Name: target.Name}
 	for name := range stale {
 		delete(f.why, name)
+		delete(f.capacity, name)
 		obs, ok := st.pool.Observation(name)
 		if !ok || (obs.Assigned && obs.Assignment.ConfigMap == ref) {
 			continue
@@ -180,6 +192,7 @@ func (c *Controller) unfit(ctx context.Context, st *rolloutState, target *contra
 		if node == nil {
 			continue
 		}
+		f.capacity[name] = node.Status.Capacity
 		objs, err := c.podInformer.GetIndexer().ByIndex(nodeNameIndex, name)
 		if err != nil {
 			continue

@@ -97,10 +97,10 @@ func (st *rolloutState) touch(names ...string) {
 }
 
 // takeTouched returns the Nodes touched since it was last called, and
-// forgets them; with them, the Nodes whose unseen change the cache shows
-// by now or that timed out, which it drops (read again, they are as the
-// cache shows them), and those whose change is unseen still (read again,
-// they carry the answer's resourceVersion once answered).
+// forgets them; with them, the Nodes whose unseen change timed out, which
+// it drops (read again, they are as the cache shows them). A change sent,
+// answered or failed touches its Node, and so does the event of the cache
+// showing it.
 func (st *rolloutState) takeTouched(now time.Time) sets.Set[string] {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -109,8 +109,8 @@ func (st *rolloutState) takeTouched(now time.Time) sets.Set[string] {
 	for name, c := range st.unseen {
 		if !c.answered.IsZero() && now.Sub(c.answered) >= st.timeout {
 			delete(st.unseen, name)
+			out.Insert(name)
 		}
-		out.Insert(name)
 	}
 	return out
 }

@@ -132,7 +132,7 @@ type observed struct {
 // changed, since which Nodes it selects, and which it shares, may have.
 func (c *Controller) observe(ctx context.Context, r *v1alpha1.KubeletConfigRollout, selector labels.Selector, st *rolloutState, now time.Time) (observed, error) {
 	rollouts := c.rolloutsCached()
-	changed, err := c.refreshPool(r.Name, selector, rollouts, st, now)
+	read, err := c.refreshPool(r.Name, selector, rollouts, st, now)
 	if err != nil {
 		// Usable all the same; the agents report the same problems.
 		klog.FromContext(ctx).V(2).Info("Nodes partly unreadable", "err", err)
@@ -146,7 +146,7 @@ func (c *Controller) observe(ctx context.Context, r *v1alpha1.KubeletConfigRollo
 			Refusals:           st.refusalsOf(target),
 			Now:                metav1.NewTime(now),
 			DefaultTrialPeriod: c.trialPeriod,
-			Unfit:              c.unfit(ctx, st, target, changed),
+			Unfit:              c.unfit(ctx, st, target, read),
 		},
 		basis: decisionBasis{rollout: r.Name, selector: selector, rollouts: rollouts},
 	}, nil
@@ -154,8 +154,8 @@ func (c *Controller) observe(ctx context.Context, r *v1alpha1.KubeletConfigRollo
 
 // refreshPool reads the Nodes touched since the last decision into the
 // rollout's pool, every cached Node when the selectors it is read with
-// changed (poolBasis), and returns the Nodes it read.
-func (c *Controller) refreshPool(name string, selector labels.Selector, rollouts []*v1alpha1.KubeletConfigRollout, st *rolloutState, now time.Time) (sets.Set[string], error) {
+// changed (poolBasis), and returns what it read.
+func (c *Controller) refreshPool(name string, selector labels.Selector, rollouts []*v1alpha1.KubeletConfigRollout, st *rolloutState, now time.Time) (poolRead, error) {
 	others := otherSelectors(rollouts, name)
 	changed := st.takeTouched(now)
 	if basis := poolBasis(selector, others); st.pool == nil || st.poolBasis != basis {
@@ -166,11 +166,13 @@ func (c *Controller) refreshPool(name string, selector labels.Selector, rollouts
 		changed.Insert(st.pool.Names()...)
 		changed.Insert(c.nodes.ListKeys()...)
 	}
+	read := poolRead{changed: sets.New[string](), nodes: map[string]*corev1.Node{}}
 	var errs []error
 	for name := range changed {
 		node := c.cachedNode(name)
 		if node == nil || !selector.Matches(labels.Set(node.Labels)) {
 			st.pool.Delete(name)
+			read.changed.Insert(name)
 			continue
 		}
 		node = st.overlay(node, now)
@@ -179,9 +181,20 @@ func (c *Controller) refreshPool(name string, selector labels.Selector, rollouts
 			errs = append(errs, err)
 		}
 		obs.OtherRollouts = others.matching(labels.Set(node.Labels))
-		st.pool.Set(obs)
+		if st.pool.Set(obs) {
+			read.changed.Insert(name)
+		}
+		read.nodes[name] = node
 	}
-	return changed, errors.Join(errs...)
+	return read, errors.Join(errs...)
+}
+
+// poolRead is what refreshPool read: the selected Nodes it read, by name,
+// and of those and the Nodes that left, the ones whose reading changed
+// (not only their resourceVersion).
+type poolRead struct {
+	nodes   map[string]*corev1.Node
+	changed sets.Set[string]
 }
 
 // cachedNode returns the Node the cache holds by name, nil when none.
