@@ -1,0 +1,215 @@
+package scale
+
+import (
+	"encoding/json"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// deliveries records when the counting proxy passed each Node watch event
+// on to the controller, by Node name, in the order it passed them. It is
+// where the controller's own share of a reaction starts: the moment its
+// watch had the update, whatever the harness's own watch was doing.
+type deliveries struct {
+	mu sync.Mutex
+	on bool
+	// byNode holds each Node's deliveries in the order they were passed.
+	byNode map[string][]delivery
+}
+
+// delivery is one watch event the controller was given: the Node's
+// resourceVersion in it and when its last byte went through the proxy.
+type delivery struct {
+	rv uint64
+	at time.Time
+}
+
+func newDeliveries() *deliveries { return &deliveries{byNode: map[string][]delivery{}} }
+
+// start forgets what was recorded and records from now on.
+func (d *deliveries) start() {
+	d.mu.Lock()
+	d.byNode, d.on = map[string][]delivery{}, true
+	d.mu.Unlock()
+}
+
+func (d *deliveries) record(node string, rv uint64, at time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.on {
+		d.byNode[node] = append(d.byNode[node], delivery{rv: rv, at: at})
+	}
+}
+
+// match says how a lookup found the controller's delivery of an update.
+type match int
+
+const (
+	// matchNone: the controller was given no event of the Node at or
+	// after the update's resourceVersion.
+	matchNone match = iota
+	// matchExact: the controller was given the very same resourceVersion.
+	matchExact
+	// matchLater: the controller was first given a later resourceVersion
+	// (its watch coalesced or relisted past the update).
+	matchLater
+)
+
+// lookup returns when the controller was given the update of node at
+// resourceVersion rv: that very event if it was given it, else the first
+// event it was given at or after rv (resourceVersions of one Node compare
+// as integers).
+func (d *deliveries) lookup(node, rv string) (time.Time, match) {
+	want, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return time.Time{}, matchNone
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var later time.Time
+	for _, e := range d.byNode[node] {
+		if e.rv == want {
+			return e.at, matchExact
+		}
+		if e.rv > want && later.IsZero() {
+			later = e.at
+		}
+	}
+	if later.IsZero() {
+		return later, matchNone
+	}
+	return later, matchLater
+}
+
+// watchEvent is as much of a JSON watch event as the tap needs.
+type watchEvent struct {
+	Type   string `json:"type"`
+	Object struct {
+		Metadata struct {
+			Name            string `json:"name"`
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	} `json:"object"`
+}
+
+// tapChunks bounds the chunks a tap holds for its decoder before the
+// stream waits for it: enough that a burst of events never waits on the
+// decoder, bounded so that a stuck decoder cannot grow memory without end.
+const tapChunks = 4096
+
+// tapWatch wraps the body of a JSON Node watch on its way to the
+// controller: every chunk read from it is stamped with the time it went
+// through and handed to a decoder in its own goroutine, which records each
+// ADDED, MODIFIED and DELETED event (not BOOKMARK, not ERROR) with the stamp
+// of the chunk that completed it. The stream itself passes through
+// unchanged; the decoder only ever sees a copy.
+func tapWatch(body io.ReadCloser, d *deliveries) io.ReadCloser {
+	return newTap(body, d, time.Now)
+}
+
+func newTap(body io.ReadCloser, d *deliveries, now func() time.Time) *tappedBody {
+	chunks := make(chan stampedChunk, tapChunks)
+	t := &tappedBody{ReadCloser: body, now: now, chunks: chunks, decoded: make(chan struct{})}
+	go func() {
+		defer close(t.decoded)
+		decodeWatch(&chunkReader{chunks: chunks}, d)
+	}()
+	return t
+}
+
+type stampedChunk struct {
+	data []byte
+	at   time.Time
+}
+
+type tappedBody struct {
+	io.ReadCloser
+	now func() time.Time
+	// decoded is closed when the decoder has read the last chunk.
+	decoded chan struct{}
+	// mu guards chunks against a Read after the end: the tap closes
+	// chunks once, at the stream's first error or at Close.
+	mu     sync.Mutex
+	chunks chan<- stampedChunk
+}
+
+func (t *tappedBody) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	at := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n > 0 && t.chunks != nil {
+		t.chunks <- stampedChunk{data: append([]byte(nil), p[:n]...), at: at}
+	}
+	if err != nil {
+		t.end()
+	}
+	return n, err
+}
+
+func (t *tappedBody) Close() error {
+	err := t.ReadCloser.Close()
+	t.mu.Lock()
+	t.end()
+	t.mu.Unlock()
+	return err
+}
+
+func (t *tappedBody) end() {
+	if t.chunks != nil {
+		close(t.chunks)
+		t.chunks = nil
+	}
+}
+
+// chunkReader reads the stamped chunks back as one stream and remembers
+// the stamp of the chunk it last gave bytes from.
+type chunkReader struct {
+	chunks <-chan stampedChunk
+	cur    stampedChunk
+	last   time.Time
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	for len(r.cur.data) == 0 {
+		c, ok := <-r.chunks
+		if !ok {
+			return 0, io.EOF
+		}
+		r.cur = c
+	}
+	n := copy(p, r.cur.data)
+	r.cur.data = r.cur.data[n:]
+	r.last = r.cur.at
+	return n, nil
+}
+
+// decodeWatch records the events of the stream until it ends or stops
+// being JSON; then it drains the rest so that the stream never waits on
+// it. encoding/json's Decoder reads only when the buffered bytes do not
+// hold a whole event, so the chunk last read is the one that completed it.
+func decodeWatch(r *chunkReader, d *deliveries) {
+	defer func() {
+		for range r.chunks {
+		}
+	}()
+	dec := json.NewDecoder(r)
+	for {
+		var ev watchEvent
+		if err := dec.Decode(&ev); err != nil {
+			return
+		}
+		switch ev.Type {
+		case "ADDED", "MODIFIED", "DELETED":
+		default:
+			continue
+		}
+		rv, err := strconv.ParseUint(ev.Object.Metadata.ResourceVersion, 10, 64)
+		if err != nil || ev.Object.Metadata.Name == "" {
+			continue
+		}
+		d.record(ev.Object.Metadata.Name, rv, r.last)
+	}
+}

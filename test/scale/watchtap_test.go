@@ -1,0 +1,152 @@
+package scale
+
+import (
+	"bytes"
+	"io"
+	"testing"
+	"time"
+)
+
+// chunkedBody is a response body that gives its pieces one Read each, as a
+// watch stream arrives in frames; a fake because the point is where the
+// pieces split, which no real apiserver lets a test choose.
+type chunkedBody struct{ pieces [][]byte }
+
+func (b *chunkedBody) Read(p []byte) (int, error) {
+	if len(b.pieces) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, b.pieces[0])
+	if b.pieces[0] = b.pieces[0][n:]; len(b.pieces[0]) == 0 {
+		b.pieces = b.pieces[1:]
+	}
+	return n, nil
+}
+
+func (b *chunkedBody) Close() error { return nil }
+
+// readThrough reads the tapped body to its end as the proxy does, closes
+// it and waits for its decoder, returning what passed through.
+func readThrough(t *testing.T, tb *tappedBody) []byte {
+	t.Helper()
+	var out []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := tb.Read(buf)
+		out = append(out, buf[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	if err := tb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-tb.decoded
+	return out
+}
+
+// tick is a clock that moves one millisecond at each reading.
+func tick() func() time.Time {
+	n := int64(0)
+	return func() time.Time { n++; return time.UnixMilli(n) }
+}
+
+func TestTapRecordsEachNodeEventAtTheChunkThatCompletedIt(t *testing.T) {
+	// A recorded JSON watch of Nodes (objects trimmed), with a BOOKMARK
+	// and the ERROR an apiserver sends when it cannot resume.
+	added := `{"type":"ADDED","object":{"kind":"Node","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"10","labels":{"x":"y"}},"status":{"conditions":[{"type":"Ready","status":"True"}]}}}` + "\n"
+	modified := `{"type":"MODIFIED","object":{"kind":"Node","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"12"},"spec":{}}}` + "\n"
+	bookmark := `{"type":"BOOKMARK","object":{"kind":"Node","apiVersion":"v1","metadata":{"resourceVersion":"13","annotations":{"k8s.io/initial-events-end":"true"}}}}` + "\n"
+	other := `{"type":"MODIFIED","object":{"kind":"Node","apiVersion":"v1","metadata":{"name":"b","resourceVersion":"14"}}}` + "\n"
+	failed := `{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 9 (13)","reason":"Expired","code":410}}` + "\n"
+	stream := added + modified + bookmark + other + failed
+	// Read 1 ends inside the MODIFIED event, read 2 completes it and
+	// ends inside b's, read 3 completes b's.
+	cut1, cut2 := len(added)+20, len(added)+len(modified)+len(bookmark)+7
+	body := &chunkedBody{pieces: [][]byte{[]byte(stream[:cut1]), []byte(stream[cut1:cut2]), []byte(stream[cut2:])}}
+
+	d := newDeliveries()
+	d.start()
+	got := readThrough(t, newTap(body, d, tick()))
+	if !bytes.Equal(got, []byte(stream)) {
+		t.Errorf("the stream changed on its way through:\n%s", got)
+	}
+	want := map[string][]delivery{
+		"a": {{rv: 10, at: time.UnixMilli(1)}, {rv: 12, at: time.UnixMilli(2)}},
+		"b": {{rv: 14, at: time.UnixMilli(3)}},
+	}
+	if len(d.byNode) != len(want) {
+		t.Errorf("recorded %v, want %v", d.byNode, want)
+	}
+	for node, w := range want {
+		g := d.byNode[node]
+		if len(g) != len(w) {
+			t.Errorf("%s: recorded %v, want %v", node, g, w)
+			continue
+		}
+		for i := range w {
+			if g[i].rv != w[i].rv || !g[i].at.Equal(w[i].at) {
+				t.Errorf("%s: recorded %v, want %v", node, g, w)
+			}
+		}
+	}
+}
+
+func TestTapPassesAStreamItCannotDecode(t *testing.T) {
+	stream := "not a watch stream {{{" + string(bytes.Repeat([]byte("x"), 10000))
+	d := newDeliveries()
+	d.start()
+	got := readThrough(t, newTap(&chunkedBody{pieces: [][]byte{[]byte(stream)}}, d, tick()))
+	if string(got) != stream {
+		t.Errorf("the stream changed on its way through: %d bytes, want %d", len(got), len(stream))
+	}
+	if len(d.byNode) != 0 {
+		t.Errorf("recorded %v from a stream that is not JSON", d.byNode)
+	}
+}
+
+func TestOwnShareFindsTheControllersDeliveryOfTheUpdate(t *testing.T) {
+	at := func(ms int) time.Time { return time.UnixMilli(int64(ms)) }
+	d := newDeliveries()
+	d.start()
+	d.record("a", 10, at(90))
+	d.record("a", 15, at(120))
+	d.record("a", 20, at(300))
+
+	for _, c := range []struct {
+		node, rv string
+		at       time.Time
+		m        match
+	}{
+		{"a", "15", at(120), matchExact},
+		{"a", "12", at(120), matchLater},
+		{"a", "9", at(90), matchLater}, // 9 < 10 as integers, not as strings
+		{"a", "21", time.Time{}, matchNone},
+		{"b", "15", time.Time{}, matchNone},
+		{"a", "not-a-version", time.Time{}, matchNone},
+	} {
+		got, m := d.lookup(c.node, c.rv)
+		if m != c.m || !got.Equal(c.at) {
+			t.Errorf("lookup(%s, %s) = %v, %v; want %v, %v", c.node, c.rv, got, m, c.at, c.m)
+		}
+	}
+
+	pairs := reactionPairs([]nodeEvent{
+		{at: at(100), node: "a", updated: true, rv: "15"}, // the controller had it at 120
+		{at: at(200), node: "x"},                          // patch sent at 150
+		{at: at(210), node: "a", updated: true, rv: "17"}, // it had 20 first, at 300
+		{at: at(400), node: "y"},                          // patch sent at 350
+		{at: at(410), node: "a", updated: true, rv: "25"}, // never given
+		{at: at(500), node: "z"},                          // patch sent at 450
+	})
+	patches := map[string]wireTiming{"x": {sent: at(150)}, "y": {sent: at(350)}, "z": {sent: at(450)}}
+	own, vs, found := ownShares(pairs, patches, d)
+	if found != (OwnShareMatches{Exact: 1, Later: 1, Unmatched: 1}) {
+		t.Errorf("matches = %+v, want one exact, one later, one unmatched", found)
+	}
+	wantOwn := []time.Duration{30 * time.Millisecond, 50 * time.Millisecond}
+	wantVs := []time.Duration{20 * time.Millisecond, 90 * time.Millisecond}
+	if len(own) != 2 || own[0] != wantOwn[0] || own[1] != wantOwn[1] || vs[0] != wantVs[0] || vs[1] != wantVs[1] {
+		t.Errorf("own shares %v vs harness %v; want %v and %v", own, vs, wantOwn, wantVs)
+	}
+}
