@@ -103,8 +103,9 @@
 // harness's watch showed it. The first part mixes the controller's work
 // with how much later (or sooner) its own watch was given the update than
 // the harness's, so the report gives the controller's own share apart: the
-// proxy taps the controller's Node watches (plain JSON, as client-go's
-// typed client asks for them; watchtap.go), decoding every event as it
+// proxy taps the controller's Node watches (JSON, as client-go's typed
+// client asks for them, gzipped by the apiserver when they start with a
+// list; watchtap.go), decoding every event as it
 // passes with encoding/json into the Node's name and resourceVersion, and
 // records when the proxy passed each one on. The controller's own share of
 // a reaction is from the proxy passing it the watch event of the paired

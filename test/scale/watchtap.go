@@ -1,6 +1,7 @@
 package scale
 
 import (
+	"compress/gzip"
 	"encoding/json"
 	"io"
 	"strconv"
@@ -104,17 +105,20 @@ const tapChunks = 4096
 // through and handed to a decoder in its own goroutine, which records each
 // ADDED, MODIFIED and DELETED event (not BOOKMARK, not ERROR) with the stamp
 // of the chunk that completed it. The stream itself passes through
-// unchanged; the decoder only ever sees a copy.
-func tapWatch(body io.ReadCloser, d *deliveries) io.ReadCloser {
-	return newTap(body, d, time.Now)
+// unchanged; the decoder only ever sees a copy. gzipped is a stream the
+// apiserver compressed (it does so for a watch that starts with a list,
+// as client-go's informers ask for them, when the client accepts gzip, as
+// Go's does), decompressed here as it comes.
+func tapWatch(body io.ReadCloser, d *deliveries, gzipped bool) io.ReadCloser {
+	return newTap(body, d, gzipped, time.Now)
 }
 
-func newTap(body io.ReadCloser, d *deliveries, now func() time.Time) *tappedBody {
+func newTap(body io.ReadCloser, d *deliveries, gzipped bool, now func() time.Time) *tappedBody {
 	chunks := make(chan stampedChunk, tapChunks)
 	t := &tappedBody{ReadCloser: body, now: now, chunks: chunks, decoded: make(chan struct{})}
 	go func() {
 		defer close(t.decoded)
-		decodeWatch(&chunkReader{chunks: chunks}, d)
+		decodeWatch(&chunkReader{chunks: chunks}, d, gzipped)
 	}()
 	return t
 }
@@ -189,13 +193,23 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 // decodeWatch records the events of the stream until it ends or stops
 // being JSON; then it drains the rest so that the stream never waits on
 // it. encoding/json's Decoder reads only when the buffered bytes do not
-// hold a whole event, so the chunk last read is the one that completed it.
-func decodeWatch(r *chunkReader, d *deliveries) {
+// hold a whole event, and gzip's reader gives an event out as soon as its
+// sync flush arrives (the apiserver sync-flushes each event, then ends the
+// member), so the chunk last read is the one that completed it.
+func decodeWatch(r *chunkReader, d *deliveries, gzipped bool) {
 	defer func() {
 		for range r.chunks {
 		}
 	}()
-	dec := json.NewDecoder(r)
+	var src io.Reader = r
+	if gzipped {
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return
+		}
+		src = zr
+	}
+	dec := json.NewDecoder(src)
 	for {
 		var ev watchEvent
 		if err := dec.Decode(&ev); err != nil {

@@ -2,6 +2,7 @@ package scale
 
 import (
 	"bytes"
+	"compress/gzip"
 	"io"
 	"testing"
 	"time"
@@ -67,7 +68,7 @@ func TestTapRecordsEachNodeEventAtTheChunkThatCompletedIt(t *testing.T) {
 
 	d := newDeliveries()
 	d.start()
-	got := readThrough(t, newTap(body, d, tick()))
+	got := readThrough(t, newTap(body, d, false, tick()))
 	if !bytes.Equal(got, []byte(stream)) {
 		t.Errorf("the stream changed on its way through:\n%s", got)
 	}
@@ -92,16 +93,61 @@ func TestTapRecordsEachNodeEventAtTheChunkThatCompletedIt(t *testing.T) {
 	}
 }
 
+func TestTapDecompressesAGzippedWatch(t *testing.T) {
+	// The apiserver gzips a watch that starts with a list, one gzip
+	// member per flush, a flush per event: a sync flush, then the
+	// member's end.
+	events := []string{
+		`{"type":"ADDED","object":{"kind":"Node","metadata":{"name":"a","resourceVersion":"10"}}}` + "\n",
+		`{"type":"BOOKMARK","object":{"kind":"Node","metadata":{"resourceVersion":"11","annotations":{"k8s.io/initial-events-end":"true"}}}}` + "\n",
+		`{"type":"MODIFIED","object":{"kind":"Node","metadata":{"name":"a","resourceVersion":"12"}}}` + "\n",
+	}
+	var members [][]byte
+	for _, e := range events {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		if _, err := zw.Write([]byte(e)); err != nil {
+			t.Fatal(err)
+		}
+		if err := zw.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		members = append(members, b.Bytes())
+	}
+	// Read 1 is the first member and part of the bookmark's header, read
+	// 2 the rest of it and the MODIFIED's up to its sync flush, read 3
+	// the MODIFIED member's end (its final block and trailer).
+	all := bytes.Join(members, nil)
+	cut1, cut2 := len(members[0])+4, len(all)-10
+	body := &chunkedBody{pieces: [][]byte{all[:cut1], all[cut1:cut2], all[cut2:]}}
+	d := newDeliveries()
+	d.start()
+	if got := readThrough(t, newTap(body, d, true, tick())); !bytes.Equal(got, all) {
+		t.Error("the stream changed on its way through")
+	}
+	want := []delivery{{rv: 10, at: time.UnixMilli(1)}, {rv: 12, at: time.UnixMilli(2)}}
+	if g := d.byNode["a"]; len(g) != 2 || g[0].rv != want[0].rv || !g[0].at.Equal(want[0].at) || g[1].rv != want[1].rv || !g[1].at.Equal(want[1].at) {
+		t.Errorf("recorded %v, want %v", d.byNode, want)
+	}
+}
+
 func TestTapPassesAStreamItCannotDecode(t *testing.T) {
 	stream := "not a watch stream {{{" + string(bytes.Repeat([]byte("x"), 10000))
 	d := newDeliveries()
 	d.start()
-	got := readThrough(t, newTap(&chunkedBody{pieces: [][]byte{[]byte(stream)}}, d, tick()))
+	got := readThrough(t, newTap(&chunkedBody{pieces: [][]byte{[]byte(stream)}}, d, false, tick()))
 	if string(got) != stream {
 		t.Errorf("the stream changed on its way through: %d bytes, want %d", len(got), len(stream))
 	}
 	if len(d.byNode) != 0 {
 		t.Errorf("recorded %v from a stream that is not JSON", d.byNode)
+	}
+	got = readThrough(t, newTap(&chunkedBody{pieces: [][]byte{[]byte(stream)}}, d, true, tick()))
+	if string(got) != stream || len(d.byNode) != 0 {
+		t.Errorf("a stream said to be gzipped and not: %d bytes passed of %d, recorded %v", len(got), len(stream), d.byNode)
 	}
 }
 
