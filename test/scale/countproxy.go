@@ -130,20 +130,19 @@ func (p *countingProxy) count(r *http.Request) string {
 }
 
 // tapNodeWatch times the events of the controller's Node watches as they
-// pass (tapWatch); other answers, and a watch in any encoding but JSON,
-// plain or gzipped, pass untouched.
+// pass (tapWatch); other answers, and a watch compressed any other way
+// than gzip, pass untouched.
 func (p *countingProxy) tapNodeWatch(resp *http.Response) error {
 	r := resp.Request
 	if r.Method != http.MethodGet || r.URL.Query().Get("watch") != "true" || resp.StatusCode != http.StatusOK ||
-		!strings.HasSuffix(strings.TrimSuffix(r.URL.Path, "/"), "/api/v1/nodes") ||
-		!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		!strings.HasSuffix(strings.TrimSuffix(r.URL.Path, "/"), "/api/v1/nodes") {
 		return nil
 	}
 	enc := resp.Header.Get("Content-Encoding")
 	if enc != "" && enc != "gzip" {
 		return nil
 	}
-	resp.Body = tapWatch(resp.Body, p.nodeEvents, enc == "gzip")
+	resp.Body = tapWatch(resp.Body, p.nodeEvents, resp.Header.Get("Content-Type"), enc == "gzip")
 	return nil
 }
 

@@ -103,11 +103,11 @@
 // harness's watch showed it. The first part mixes the controller's work
 // with how much later (or sooner) its own watch was given the update than
 // the harness's, so the report gives the controller's own share apart: the
-// proxy taps the controller's Node watches (JSON, as client-go's typed
-// client asks for them, gzipped by the apiserver when they start with a
-// list; watchtap.go), decoding every event as it
-// passes with encoding/json into the Node's name and resourceVersion, and
-// records when the proxy passed each one on. The controller's own share of
+// proxy taps the controller's Node watches (watchtap.go: protobuf, as
+// client-go's typed clients ask for them, gzipped by the apiserver when
+// they start with a list), decoding every event as it passes with
+// client-go's own watch decoder, and records each Node's name and
+// resourceVersion with when the proxy passed the event on. The controller's own share of
 // a reaction is from the proxy passing it the watch event of the paired
 // update (the resourceVersion at which the harness judged the Node
 // Updated) until its patch was on the wire: its queue, its sync, its wait

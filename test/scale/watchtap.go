@@ -2,11 +2,18 @@ package scale
 
 import (
 	"compress/gzip"
-	"encoding/json"
 	"io"
+	"mime"
 	"strconv"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
+	restwatch "k8s.io/client-go/rest/watch"
 )
 
 // deliveries records when the counting proxy passed each Node watch event
@@ -84,41 +91,30 @@ func (d *deliveries) lookup(node, rv string) (time.Time, match) {
 	return later, matchLater
 }
 
-// watchEvent is as much of a JSON watch event as the tap needs.
-type watchEvent struct {
-	Type   string `json:"type"`
-	Object struct {
-		Metadata struct {
-			Name            string `json:"name"`
-			ResourceVersion string `json:"resourceVersion"`
-		} `json:"metadata"`
-	} `json:"object"`
-}
-
 // tapChunks bounds the chunks a tap holds for its decoder before the
 // stream waits for it: enough that a burst of events never waits on the
 // decoder, bounded so that a stuck decoder cannot grow memory without end.
 const tapChunks = 4096
 
-// tapWatch wraps the body of a JSON Node watch on its way to the
-// controller: every chunk read from it is stamped with the time it went
-// through and handed to a decoder in its own goroutine, which records each
-// ADDED, MODIFIED and DELETED event (not BOOKMARK, not ERROR) with the stamp
-// of the chunk that completed it. The stream itself passes through
-// unchanged; the decoder only ever sees a copy. gzipped is a stream the
-// apiserver compressed (it does so for a watch that starts with a list,
-// as client-go's informers ask for them, when the client accepts gzip, as
-// Go's does), decompressed here as it comes.
-func tapWatch(body io.ReadCloser, d *deliveries, gzipped bool) io.ReadCloser {
-	return newTap(body, d, gzipped, time.Now)
+// tapWatch wraps the body of a Node watch on its way to the controller:
+// every chunk read from it is stamped with the time it went through and
+// handed to a decoder in its own goroutine, which records each ADDED,
+// MODIFIED and DELETED event (not BOOKMARK, not ERROR) with the stamp of
+// the chunk that completed it. The stream itself passes through
+// unchanged; the decoder only ever sees a copy. contentType is the
+// answer's (protobuf for client-go's typed clients, or JSON); gzipped is a
+// stream the apiserver compressed, as it does a watch that starts with a
+// list (client-go's informers) for a client that accepts gzip (Go's).
+func tapWatch(body io.ReadCloser, d *deliveries, contentType string, gzipped bool) io.ReadCloser {
+	return newTap(body, d, contentType, gzipped, time.Now)
 }
 
-func newTap(body io.ReadCloser, d *deliveries, gzipped bool, now func() time.Time) *tappedBody {
+func newTap(body io.ReadCloser, d *deliveries, contentType string, gzipped bool, now func() time.Time) *tappedBody {
 	chunks := make(chan stampedChunk, tapChunks)
 	t := &tappedBody{ReadCloser: body, now: now, chunks: chunks, decoded: make(chan struct{})}
 	go func() {
 		defer close(t.decoded)
-		decodeWatch(&chunkReader{chunks: chunks}, d, gzipped)
+		decodeWatch(&chunkReader{chunks: chunks}, d, contentType, gzipped)
 	}()
 	return t
 }
@@ -190,17 +186,26 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// decodeWatch records the events of the stream until it ends or stops
-// being JSON; then it drains the rest so that the stream never waits on
-// it. encoding/json's Decoder reads only when the buffered bytes do not
-// hold a whole event, and gzip's reader gives an event out as soon as its
-// sync flush arrives (the apiserver sync-flushes each event, then ends the
-// member), so the chunk last read is the one that completed it.
-func decodeWatch(r *chunkReader, d *deliveries, gzipped bool) {
+// decodeWatch records the events of the stream until it ends or cannot be
+// decoded; then it drains the rest so that the stream never waits on it.
+// It decodes as client-go's own watch does (the serializer for the media
+// type, its framer, rest/watch's Decoder). The framers read only what the
+// event in hand still lacks, and gzip's reader gives an event out as soon
+// as its sync flush arrives (the apiserver sync-flushes each event, then
+// ends the member), so the chunk last read is the one that completed it.
+func decodeWatch(r *chunkReader, d *deliveries, contentType string, gzipped bool) {
 	defer func() {
 		for range r.chunks {
 		}
 	}()
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return
+	}
+	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mediaType)
+	if !ok || info.StreamSerializer == nil {
+		return
+	}
 	var src io.Reader = r
 	if gzipped {
 		zr, err := gzip.NewReader(r)
@@ -209,21 +214,22 @@ func decodeWatch(r *chunkReader, d *deliveries, gzipped bool) {
 		}
 		src = zr
 	}
-	dec := json.NewDecoder(src)
+	frames := info.StreamSerializer.Framer.NewFrameReader(io.NopCloser(src))
+	dec := restwatch.NewDecoder(streaming.NewDecoder(frames, info.StreamSerializer.Serializer), scheme.Codecs.UniversalDeserializer())
 	for {
-		var ev watchEvent
-		if err := dec.Decode(&ev); err != nil {
+		typ, obj, err := dec.Decode()
+		if err != nil {
 			return
 		}
-		switch ev.Type {
-		case "ADDED", "MODIFIED", "DELETED":
-		default:
+		if typ != watch.Added && typ != watch.Modified && typ != watch.Deleted {
 			continue
 		}
-		rv, err := strconv.ParseUint(ev.Object.Metadata.ResourceVersion, 10, 64)
-		if err != nil || ev.Object.Metadata.Name == "" {
+		m, err := meta.Accessor(obj)
+		if err != nil {
 			continue
 		}
-		d.record(ev.Object.Metadata.Name, rv, r.last)
+		if rv, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64); err == nil {
+			d.record(m.GetName(), rv, r.last)
+		}
 	}
 }

@@ -6,6 +6,12 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
+	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // chunkedBody is a response body that gives its pieces one Read each, as a
@@ -68,7 +74,7 @@ func TestTapRecordsEachNodeEventAtTheChunkThatCompletedIt(t *testing.T) {
 
 	d := newDeliveries()
 	d.start()
-	got := readThrough(t, newTap(body, d, false, tick()))
+	got := readThrough(t, newTap(body, d, "application/json", false, tick()))
 	if !bytes.Equal(got, []byte(stream)) {
 		t.Errorf("the stream changed on its way through:\n%s", got)
 	}
@@ -98,9 +104,9 @@ func TestTapDecompressesAGzippedWatch(t *testing.T) {
 	// member per flush, a flush per event: a sync flush, then the
 	// member's end.
 	events := []string{
-		`{"type":"ADDED","object":{"kind":"Node","metadata":{"name":"a","resourceVersion":"10"}}}` + "\n",
-		`{"type":"BOOKMARK","object":{"kind":"Node","metadata":{"resourceVersion":"11","annotations":{"k8s.io/initial-events-end":"true"}}}}` + "\n",
-		`{"type":"MODIFIED","object":{"kind":"Node","metadata":{"name":"a","resourceVersion":"12"}}}` + "\n",
+		`{"type":"ADDED","object":{"kind":"Node","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"10"}}}` + "\n",
+		`{"type":"BOOKMARK","object":{"kind":"Node","apiVersion":"v1","metadata":{"resourceVersion":"11","annotations":{"k8s.io/initial-events-end":"true"}}}}` + "\n",
+		`{"type":"MODIFIED","object":{"kind":"Node","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"12"}}}` + "\n",
 	}
 	var members [][]byte
 	for _, e := range events {
@@ -125,7 +131,7 @@ func TestTapDecompressesAGzippedWatch(t *testing.T) {
 	body := &chunkedBody{pieces: [][]byte{all[:cut1], all[cut1:cut2], all[cut2:]}}
 	d := newDeliveries()
 	d.start()
-	if got := readThrough(t, newTap(body, d, true, tick())); !bytes.Equal(got, all) {
+	if got := readThrough(t, newTap(body, d, "application/json", true, tick())); !bytes.Equal(got, all) {
 		t.Error("the stream changed on its way through")
 	}
 	want := []delivery{{rv: 10, at: time.UnixMilli(1)}, {rv: 12, at: time.UnixMilli(2)}}
@@ -134,18 +140,73 @@ func TestTapDecompressesAGzippedWatch(t *testing.T) {
 	}
 }
 
+// protobufWatch encodes events as the apiserver streams a watch in
+// protobuf, as client-go's typed clients ask for it: a length-delimited
+// frame per event.
+func protobufWatch(t *testing.T, events ...metav1.WatchEvent) []byte {
+	t.Helper()
+	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	if !ok {
+		t.Fatal("no protobuf serializer")
+	}
+	var out bytes.Buffer
+	enc := streaming.NewEncoder(info.StreamSerializer.Framer.NewFrameWriter(&out),
+		scheme.Codecs.EncoderForVersion(info.StreamSerializer.Serializer, metav1.Unversioned))
+	for _, e := range events {
+		if err := enc.Encode(&e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out.Bytes()
+}
+
+func protobufObject(t *testing.T, obj runtime.Object) runtime.RawExtension {
+	t.Helper()
+	info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	raw, err := runtime.Encode(scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion), obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runtime.RawExtension{Raw: raw}
+}
+
+func TestTapDecodesAProtobufWatch(t *testing.T) {
+	node := func(name, rv string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv}}
+	}
+	first := protobufWatch(t, metav1.WatchEvent{Type: "ADDED", Object: protobufObject(t, node("a", "10"))})
+	rest := protobufWatch(t,
+		metav1.WatchEvent{Type: "BOOKMARK", Object: protobufObject(t, node("", "11"))},
+		metav1.WatchEvent{Type: "MODIFIED", Object: protobufObject(t, node("b", "14"))},
+		metav1.WatchEvent{Type: "ERROR", Object: protobufObject(t, &metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired})},
+	)
+	stream := append(first, rest...)
+	// Read 1 ends inside the first frame's length, read 2 inside the
+	// bookmark, read 3 has the rest.
+	body := &chunkedBody{pieces: [][]byte{stream[:2], stream[2 : len(first)+5], stream[len(first)+5:]}}
+	d := newDeliveries()
+	d.start()
+	if got := readThrough(t, newTap(body, d, "application/vnd.kubernetes.protobuf;stream=watch", false, tick())); !bytes.Equal(got, stream) {
+		t.Error("the stream changed on its way through")
+	}
+	a, b := d.byNode["a"], d.byNode["b"]
+	if len(d.byNode) != 2 || len(a) != 1 || a[0].rv != 10 || !a[0].at.Equal(time.UnixMilli(2)) || len(b) != 1 || b[0].rv != 14 || !b[0].at.Equal(time.UnixMilli(3)) {
+		t.Errorf("recorded %v, want a@10 at read 2, b@14 at read 3", d.byNode)
+	}
+}
+
 func TestTapPassesAStreamItCannotDecode(t *testing.T) {
 	stream := "not a watch stream {{{" + string(bytes.Repeat([]byte("x"), 10000))
 	d := newDeliveries()
 	d.start()
-	got := readThrough(t, newTap(&chunkedBody{pieces: [][]byte{[]byte(stream)}}, d, false, tick()))
+	got := readThrough(t, newTap(&chunkedBody{pieces: [][]byte{[]byte(stream)}}, d, "application/json", false, tick()))
 	if string(got) != stream {
 		t.Errorf("the stream changed on its way through: %d bytes, want %d", len(got), len(stream))
 	}
 	if len(d.byNode) != 0 {
 		t.Errorf("recorded %v from a stream that is not JSON", d.byNode)
 	}
-	got = readThrough(t, newTap(&chunkedBody{pieces: [][]byte{[]byte(stream)}}, d, true, tick()))
+	got = readThrough(t, newTap(&chunkedBody{pieces: [][]byte{[]byte(stream)}}, d, "application/vnd.kubernetes.protobuf;stream=watch", true, tick()))
 	if string(got) != stream || len(d.byNode) != 0 {
 		t.Errorf("a stream said to be gzipped and not: %d bytes passed of %d, recorded %v", len(got), len(stream), d.byNode)
 	}
