@@ -32,6 +32,8 @@ type countingProxy struct {
 	on     bool
 	// patches time each Node's latest patch on the wire, by Node name.
 	patches map[string]wireTiming
+	// nodeEvents are the Node watch events passed to the controller.
+	nodeEvents *deliveries
 }
 
 // wireTiming is when the proxy received a request from the controller and
@@ -55,11 +57,12 @@ func startCountingProxy(upstream *rest.Config) (*countingProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("counting proxy: listening: %w", err)
 	}
-	p := &countingProxy{url: "http://" + l.Addr().String(), counts: map[string]int{}, patches: map[string]wireTiming{}}
+	p := &countingProxy{url: "http://" + l.Addr().String(), counts: map[string]int{}, patches: map[string]wireTiming{}, nodeEvents: newDeliveries()}
 	rp := &httputil.ReverseProxy{
-		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
-		Transport:     transport,
-		FlushInterval: -1, // watches stream
+		Rewrite:        func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
+		Transport:      transport,
+		FlushInterval:  -1, // watches stream
+		ModifyResponse: p.tapNodeWatch,
 	}
 	p.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sent := time.Now()
@@ -126,6 +129,23 @@ func (p *countingProxy) count(r *http.Request) string {
 	return ""
 }
 
+// tapNodeWatch times the events of the controller's Node watches as they
+// pass (tapWatch); other answers, and a watch compressed any other way
+// than gzip, pass untouched.
+func (p *countingProxy) tapNodeWatch(resp *http.Response) error {
+	r := resp.Request
+	if r.Method != http.MethodGet || r.URL.Query().Get("watch") != "true" || resp.StatusCode != http.StatusOK ||
+		!strings.HasSuffix(strings.TrimSuffix(r.URL.Path, "/"), "/api/v1/nodes") {
+		return nil
+	}
+	enc := resp.Header.Get("Content-Encoding")
+	if enc != "" && enc != "gzip" {
+		return nil
+	}
+	resp.Body = tapWatch(resp.Body, p.nodeEvents, resp.Header.Get("Content-Type"), enc == "gzip")
+	return nil
+}
+
 // assigns reports whether the request's body sets a Node's config-source;
 // it puts the body back for the proxy to send.
 func assigns(r *http.Request) bool {
@@ -148,6 +168,7 @@ func (p *countingProxy) start() {
 	p.mu.Lock()
 	p.counts, p.patches, p.on = map[string]int{}, map[string]wireTiming{}, true
 	p.mu.Unlock()
+	p.nodeEvents.start()
 }
 
 func (p *countingProxy) snapshot() map[string]int {

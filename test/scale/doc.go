@@ -100,7 +100,28 @@
 // (its own watch delivery, its queue, the sync in progress and its wait for
 // its cache to show its last status write), the patch's round trip (admission, the nodeguard
 // webhook's review among it, and the write), and its answer until the
-// harness's watch showed it. The apiserver's and the webhook's own
+// harness's watch showed it. The first part mixes the controller's work
+// with how much later (or sooner) its own watch was given the update than
+// the harness's, so the report gives the controller's own share apart: the
+// proxy taps the controller's Node watches (watchtap.go: protobuf, as
+// client-go's typed clients ask for them, gzipped by the apiserver when
+// they start with a list), decoding every event as it passes with
+// client-go's own watch decoder, and records each Node's name and
+// resourceVersion with when the proxy passed the event on. The controller's own share of
+// a reaction is from the proxy passing it the watch event of the paired
+// update (the resourceVersion at which the harness judged the Node
+// Updated) until its patch was on the wire: its queue, its sync, its wait
+// for its caches, all on the proxy's clock and free of either watch's
+// delivery. When the controller was never given that resourceVersion (its
+// watch skipped past it, or it relisted) the first later one it was given
+// counts, and the report says how many pairs matched exactly, later, or
+// not at all (left out). Beside it, its watch delivery against the
+// harness's: when the proxy passed the update minus when the harness's
+// watch showed it, negative when the controller's came first. The
+// decoding runs in the harness's process, off the stream's path: the
+// proxy hands a copy of each chunk to a decoder goroutine and forwards the
+// chunk at once, waiting only if the decoder falls thousands of chunks
+// behind. The apiserver's and the webhook's own
 // histograms, read before and after, give the mean validating-webhook call
 // as each side timed it. The simulated agents never fail a trial, download
 // nothing but the ConfigMap's identity and restart no kubelet; their trial

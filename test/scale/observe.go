@@ -90,6 +90,8 @@ type nodeEvent struct {
 	at      time.Time
 	node    string
 	updated bool // else an assignment
+	// rv is the Node's resourceVersion in the event that showed it.
+	rv string
 }
 
 func newObserver(target contract.ConfigMapVersion) *observer {
@@ -168,10 +170,10 @@ func (o *observer) see(node *corev1.Node, at time.Time) {
 	}
 	if v.assigned && !was.assigned {
 		o.assignments[node.Name]++
-		o.events = append(o.events, nodeEvent{at: at, node: node.Name})
+		o.events = append(o.events, nodeEvent{at: at, node: node.Name, rv: node.ResourceVersion})
 	}
 	if v.updated && !was.updated {
-		o.events = append(o.events, nodeEvent{at: at, node: node.Name, updated: true})
+		o.events = append(o.events, nodeEvent{at: at, node: node.Name, updated: true, rv: node.ResourceVersion})
 	}
 }
 

@@ -60,6 +60,45 @@ func splitReactions(pairs []reaction, patches map[string]wireTiming) (toSend, wr
 	return toSend, write, toWatch
 }
 
+// ownShares times the controller's own part of each reaction whose
+// assignment has a timed patch: from the proxy passing the controller the
+// watch event of the paired update (by the resourceVersion the harness saw
+// it at) until the patch went out. Its watch delivery is measured against
+// the harness's too: when the proxy passed the event minus when the
+// harness's watch showed it (negative when the controller's came first).
+// A reaction whose update the controller was not given is counted
+// unmatched and left out.
+func ownShares(pairs []reaction, patches map[string]wireTiming, given *deliveries) (own, vsHarness []time.Duration, found OwnShareMatches) {
+	for _, p := range pairs {
+		t, ok := patches[p.assigned.node]
+		if !ok {
+			continue
+		}
+		at, m := given.lookup(p.updated.node, p.updated.rv)
+		switch m {
+		case matchNone:
+			found.Unmatched++
+			continue
+		case matchExact:
+			found.Exact++
+		case matchLater:
+			found.Later++
+		}
+		own = append(own, t.sent.Sub(at))
+		vsHarness = append(vsHarness, at.Sub(p.updated.at))
+	}
+	return own, vsHarness, found
+}
+
+// OwnShareMatches counts how the controller's delivery of each reaction's
+// update was found: the same resourceVersion, the first later one it was
+// given, or none.
+type OwnShareMatches struct {
+	Exact     int `json:"exact_rv"`
+	Later     int `json:"later_rv"`
+	Unmatched int `json:"unmatched"`
+}
+
 // ReactionSplit is where the reactions' time went: each part over all
 // reactions, and the mean of each part over the slowest 1%.
 type ReactionSplit struct {
@@ -69,11 +108,20 @@ type ReactionSplit struct {
 	// SlowestMs are the parts' means over the reactions at or above the
 	// p99, in the order above.
 	SlowestMs [3]float64 `json:"slowest_1pct_mean_ms"`
+	// ControllerOwn is the controller's own share (ownShares): its watch
+	// delivered the update until its patch was on the wire.
+	ControllerOwn OpStats `json:"controller_own_share"`
+	// DeliveryVsHarness is the controller's watch delivery of the update
+	// minus the harness's; it can be negative.
+	DeliveryVsHarness OpStats         `json:"controller_watch_vs_harness"`
+	OwnMatches        OwnShareMatches `json:"controller_own_share_matches"`
 }
 
-func newReactionSplit(pairs []reaction, patches map[string]wireTiming) ReactionSplit {
+func newReactionSplit(pairs []reaction, patches map[string]wireTiming, given *deliveries) ReactionSplit {
 	toSend, write, toWatch := splitReactions(pairs, patches)
 	var split ReactionSplit
+	own, vsHarness, found := ownShares(pairs, patches, given)
+	split.ControllerOwn, split.DeliveryVsHarness, split.OwnMatches = latencyStats(own), latencyStats(vsHarness), found
 	if len(toSend) > 0 {
 		total := make([]time.Duration, len(toSend))
 		for i := range toSend {

@@ -368,7 +368,7 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 	}
 	pairs := reactionPairs(s.events)
 	r.Reactions = latencyStats(reactions(s.events))
-	r.ReactionSplit = newReactionSplit(pairs, patches)
+	r.ReactionSplit = newReactionSplit(pairs, patches, proxy.nodeEvents)
 	r.WriteToWatch = latencyStats(writesToWatch(s.events, agents))
 	for _, a := range agents {
 		r.ReadRetries += a.readRetries.Load()

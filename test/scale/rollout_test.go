@@ -117,7 +117,7 @@ func TestSplitReactionsAtTheControllersPatch(t *testing.T) {
 	if len(toSend) != 1 || toSend[0] != want[0] || write[0] != want[1] || toWatch[0] != want[2] {
 		t.Errorf("split = %v %v %v, want one reaction split %v", toSend, write, toWatch, want)
 	}
-	split := newReactionSplit(pairs, patches)
+	split := newReactionSplit(pairs, patches, newDeliveries())
 	if split.SlowestMs != [3]float64{150, 50, 100} {
 		t.Errorf("slowest 1%% = %v, want [150 50 100]", split.SlowestMs)
 	}

@@ -37,6 +37,11 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 	sp := r.ReactionSplit
 	p("reaction split at the controller's patch (%d pairs timed by the proxy; p50 / p99 ms): update seen -> patch sent %.0f / %.0f, patch round trip %.0f / %.0f, answered -> assignment seen %.0f / %.0f; slowest 1%%, mean ms: %.0f, %.0f, %.0f",
 		sp.ToSend.OK, sp.ToSend.P50Ms, sp.ToSend.P99Ms, sp.Write.P50Ms, sp.Write.P99Ms, sp.ToWatch.P50Ms, sp.ToWatch.P99Ms, sp.SlowestMs[0], sp.SlowestMs[1], sp.SlowestMs[2])
+	own, m := sp.ControllerOwn, sp.OwnMatches
+	p("controller's own share (its watch delivered the update -> its patch on the wire, both on the proxy's clock; %d pairs: %d at the update's resourceVersion, %d at the first later one it was given, %d not given, left out): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",
+		own.OK, m.Exact, m.Later, m.Unmatched, own.P50Ms, own.P90Ms, own.P99Ms, own.MaxMs)
+	p("its watch delivery vs the harness's (the proxy passed the controller the update - the harness's watch showed it; negative: the controller's came first): p50 %.0f ms, p99 %.0f ms",
+		sp.DeliveryVsHarness.P50Ms, sp.DeliveryVsHarness.P99Ms)
 	p("the apiserver's share, same run (an agent sends the write that makes its Node Updated -> the harness's Node watch shows it; %d Nodes): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",
 		r.WriteToWatch.OK, r.WriteToWatch.P50Ms, r.WriteToWatch.P90Ms, r.WriteToWatch.P99Ms, r.WriteToWatch.MaxMs)
 	p("the agents' reads of the target retried (refused before nodeguard's graph saw the assignment; client-go's reflector backoff, 0.8s doubling): %d", r.ReadRetries)
