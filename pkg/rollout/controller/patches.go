@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
@@ -239,7 +240,7 @@ func (c *Controller) patch(ctx context.Context, rolloutName string, st *rolloutS
 		if !apierrors.IsConflict(err) {
 			return err
 		}
-		latest, getErr := c.kube.CoreV1().Nodes().Get(ctx, change.Node, metav1.GetOptions{})
+		latest, getErr := c.latestNode(ctx, change.Node, change.ResourceVersion)
 		if getErr != nil {
 			return getErr
 		}
@@ -267,6 +268,22 @@ func (c *Controller) patch(ctx context.Context, rolloutName string, st *rolloutS
 	default:
 		return resultError, fmt.Errorf("patching Node %s: %w", change.Node, err)
 	}
+}
+
+// latestNode returns the Node as it is after a patch over version
+// conflicted: the cache's, when it already holds a later version (the write
+// that moved the Node is nearly always a kubelet's status report, which the
+// watch delivers within the patch's round trip), else the apiserver's.
+// Reading the cache spares the reaction a round trip; a version the cache
+// holds that is not the latest only conflicts once more, and the next try
+// reads the apiserver.
+func (c *Controller) latestNode(ctx context.Context, name, version string) (*corev1.Node, error) {
+	if cached := c.cachedNode(name); cached != nil {
+		if newer, err := resourceversion.CompareResourceVersion(cached.ResourceVersion, version); err == nil && newer > 0 {
+			return cached, nil
+		}
+	}
+	return c.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 }
 
 // isAdmissionRefusal tells an admission denial of a write (a validating
