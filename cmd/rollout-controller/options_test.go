@@ -36,6 +36,8 @@ func TestValidateRefuses(t *testing.T) {
 		{[]string{"--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=2s"}, "times --leader-elect-retry-period"},
 		{[]string{"--leader-elect-lease-namespace=Not_A_Namespace"}, "--leader-elect-lease-namespace"},
 		{[]string{"--resync-period=-1s"}, "--resync-period"},
+		{[]string{"--status-interval=0s"}, "--status-interval"},
+		{[]string{"--max-patches-in-flight=0"}, "--max-patches-in-flight"},
 	} {
 		errs := parse(t, tc.args...).Validate()
 		found := false
