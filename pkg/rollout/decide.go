@@ -79,7 +79,7 @@ type Decision struct {
 	// changes before: the progress deadline falls due then.
 	RecheckAfter time.Duration
 	// Status is the status to write, before applying Assign and Revert
-	// or beside them (StatusFirst).
+	// or beside them (ChangesState).
 	Status v1alpha1.KubeletConfigRolloutStatus
 }
 

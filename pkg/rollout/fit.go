@@ -2,6 +2,8 @@ package rollout
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -38,7 +40,7 @@ func WouldNotFit(cfg *kubeletconfigv1beta1.KubeletConfiguration, node *corev1.No
 // Input.Unfit says it would leave unable to hold their pods.
 func (d *decider) unfit() []v1alpha1.UnfitNode {
 	var out []v1alpha1.UnfitNode
-	for _, name := range sortedKeys(d.in.Unfit) {
+	for _, name := range slices.Sorted(maps.Keys(d.in.Unfit)) {
 		why := d.in.Unfit[name]
 		m, ok := d.pool.members[name]
 		if !ok || why == "" {

@@ -27,7 +27,7 @@ func TestStatusFirstOnEveryChangeOfState(t *testing.T) {
 		d := c.decide()
 		reason := meta.FindStatusCondition(d.Status.Conditions, v1alpha1.ConditionProgressing).Reason
 		if len(d.Assign)+len(d.Revert) > 0 {
-			decisions = append(decisions, seen{reason, len(d.Assign), len(d.Revert), d.StatusFirst(c.rollout.Status)})
+			decisions = append(decisions, seen{reason, len(d.Assign), len(d.Revert), d.ChangesState(c.rollout.Status)})
 		}
 		c.apply(d, true)
 		if reason == v1alpha1.ReasonReverted {
@@ -68,7 +68,7 @@ func TestStatusFirstWhenTheRolloutChanged(t *testing.T) {
 	var stored v1alpha1.KubeletConfigRolloutStatus
 	for round := 0; round < 20 && routine.Assign == nil; round++ {
 		d := c.decide()
-		if len(d.Assign) > 0 && !d.StatusFirst(c.rollout.Status) {
+		if len(d.Assign) > 0 && !d.ChangesState(c.rollout.Status) {
 			routine, stored = d, *c.rollout.Status.DeepCopy()
 			break
 		}
@@ -90,7 +90,7 @@ func TestStatusFirstWhenTheRolloutChanged(t *testing.T) {
 	} {
 		st := *stored.DeepCopy()
 		edit(&st)
-		if !routine.StatusFirst(st) {
+		if !routine.ChangesState(st) {
 			t.Errorf("over a stored status with %s, the assignments do not wait for the status", name)
 		}
 	}

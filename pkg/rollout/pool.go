@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"cmp"
 	"maps"
 	"slices"
 	"time"
@@ -375,11 +374,4 @@ func (p *Pool) verdicts(all bool, final func(*member) NodeResult) (changed []Nod
 	clear(p.left)
 	p.overridden = all
 	return changed, left
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := slices.Collect(maps.Keys(m))
-	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(a, b) })
-	return keys
 }

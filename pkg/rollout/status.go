@@ -210,14 +210,6 @@ func boolStatus(b bool) metav1.ConditionStatus {
 	return metav1.ConditionFalse
 }
 
-// StatusFirst reports whether the decision's status must be stored before
-// any of its Node changes is sent, given the status stored now: when it
-// changes the rollout's state (ChangesState), and when it sends no Node
-// forward, which leaves the status as the only thing to write.
-func (d Decision) StatusFirst(stored v1alpha1.KubeletConfigRolloutStatus) bool {
-	return len(d.Assign) == 0 || d.ChangesState(stored)
-}
-
 // ChangesState reports whether the decision changes the rollout's state
 // against the status stored now: it reverts (the reverted Nodes no longer
 // show the failure, so the Failed condition explaining them goes first),

@@ -98,7 +98,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 	if failed := meta.FindStatusCondition(decision.Status.Conditions, v1alpha1.ConditionFailed); failed != nil &&
 		failed.Status == metav1.ConditionTrue && decision.Status.Target != nil {
-		// The failure is in the status now (StatusFirst holds for a failed
+		// The failure is in the status now (ChangesState holds for a failed
 		// rollout); the refusals behind it need not be fed back again.
 		st.recorded(*decision.Status.Target)
 	}
