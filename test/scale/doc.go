@@ -97,8 +97,9 @@
 // holds a write and two deliveries besides the controller's own work. The
 // proxy also times each Node patch on the wire, which splits a reaction in
 // three (reactions.go): the update seen until the controller sent the patch
-// (its own watch delivery, its queue, the sync in progress and its wait for
-// its cache to show its last status write), the patch's round trip (admission, the nodeguard
+// (its own watch delivery, its queue, the sync in progress, and the patch's
+// wait for its window and the client's rate limit), the patch's round trip
+// (admission, the nodeguard
 // webhook's review among it, and the write), and its answer until the
 // harness's watch showed it. The first part mixes the controller's work
 // with how much later (or sooner) its own watch was given the update than

@@ -74,7 +74,7 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 	for _, k := range slices.Sorted(maps.Keys(r.Syncs)) {
 		syncs = append(syncs, fmt.Sprintf("%s %.0f", k, r.Syncs[k]))
 	}
-	p("controller's syncs (nodeguard_rollout_syncs_total; waiting: held for its last status write or its assignments in flight): %s; mean wait in its workqueue %.0f ms, mean sync %.0f ms",
+	p("controller's syncs (nodeguard_rollout_syncs_total; waiting: a change of state held for its assignments in flight): %s; mean wait in its workqueue %.0f ms, mean sync %.0f ms",
 		strings.Join(syncs, ", "), r.QueueWaitMs, r.SyncMs)
 	data, err := json.Marshal(r)
 	if err != nil {
