@@ -185,14 +185,17 @@ func (c *Controller) unfit(ctx context.Context, st *rolloutState, target *contra
 		delete(f.why, name)
 		delete(f.capacity, name)
 		obs, ok := st.pool.Observation(name)
-		if !ok || (obs.Assigned && obs.Assignment.ConfigMap == ref) {
-			continue
-		}
 		node := c.cachedNode(name)
-		if node == nil {
+		if !ok || node == nil {
 			continue
 		}
+		// Recorded for a Node assigned the target too, so that its
+		// heartbeats do not have it fitted again: it is fitted when its
+		// reading changes (a revert), or its capacity.
 		f.capacity[name] = node.Status.Capacity
+		if obs.Assigned && obs.Assignment.ConfigMap == ref {
+			continue
+		}
 		objs, err := c.podInformer.GetIndexer().ByIndex(nodeNameIndex, name)
 		if err != nil {
 			continue
