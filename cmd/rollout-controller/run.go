@@ -40,6 +40,13 @@ import (
 // truth, and the restart is cheap.
 func run(ctx context.Context, opts *Options) error {
 	logger := klog.FromContext(ctx)
+	registry, err := program.NewRegistry()
+	if err != nil {
+		return err
+	}
+	if err := program.RegisterClientMetrics(registry); err != nil {
+		return err
+	}
 	kubeConfig, err := program.RESTConfig(opts.Kubeconfig, opts.KubeAPIQPS, opts.KubeAPIBurst, "nodeguard-rollout-controller")
 	if err != nil {
 		return err
@@ -56,10 +63,6 @@ func run(ctx context.Context, opts *Options) error {
 	rollouts, err := versioned.NewForConfig(rest.CopyConfig(cfg.Kube))
 	if err != nil {
 		return fmt.Errorf("nodeguard client: %w", err)
-	}
-	registry, err := program.NewRegistry()
-	if err != nil {
-		return err
 	}
 	metrics, err := controller.NewMetrics(registry)
 	if err != nil {

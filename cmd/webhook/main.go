@@ -28,6 +28,13 @@ const usage = "nodeguard webhook: authorization (/authorize) and admission (/val
 func main() { program.Main("webhook", usage, NewOptions(), run) }
 
 func run(ctx context.Context, opts *Options) error {
+	registry, err := program.NewRegistry()
+	if err != nil {
+		return err
+	}
+	if err := program.RegisterClientMetrics(registry); err != nil {
+		return err
+	}
 	restConfig, err := program.RESTConfig(opts.Kubeconfig, opts.KubeAPIQPS, opts.KubeAPIBurst, "nodeguard-webhook")
 	if err != nil {
 		return err
@@ -41,10 +48,6 @@ func run(ctx context.Context, opts *Options) error {
 		return fmt.Errorf("building metadata client: %w", err)
 	}
 
-	registry, err := program.NewRegistry()
-	if err != nil {
-		return err
-	}
 	graphMetrics, err := graph.NewMetrics(registry)
 	if err != nil {
 		return err

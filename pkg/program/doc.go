@@ -2,8 +2,9 @@
 // cmd/agent, cmd/rollout-controller) share: the command line into Options
 // with klog's flags beside, Validate() []error, a context that ends on
 // SIGTERM or SIGINT and carries the program's logger, the exit codes, the
-// apiserver configuration from --kubeconfig or in-cluster, and the
-// Prometheus registry with the Go and process collectors. Each
+// apiserver configuration from --kubeconfig or in-cluster, the
+// Prometheus registry with the Go and process collectors, and the
+// apiserver client's own metrics (RegisterClientMetrics). Each
 // cmd/<program> holds only its wiring: Options, then the constructors of
 // its packages in run.
 //

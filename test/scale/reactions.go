@@ -60,21 +60,37 @@ func splitReactions(pairs []reaction, patches map[string]wireTiming) (toSend, wr
 	return toSend, write, toWatch
 }
 
-// ownShares times the controller's own part of each reaction whose
-// assignment has a timed patch: from the proxy passing the controller the
-// watch event of the paired update (by the resourceVersion the harness saw
-// it at) until the patch went out. Its watch delivery is measured against
-// the harness's too: when the proxy passed the event minus when the
+// ownShares times the controller's own part of the reactions, on its own
+// timeline: each update at the moment the proxy passed its watch event to
+// the controller (found by the resourceVersion the harness saw it at),
+// each assignment at the moment its patch went out, and each assignment
+// paired with the oldest update the controller had been given before it
+// and not yet paired. This is the pairing of reactions (reactionPairs)
+// with the harness's clock replaced by the controller's: the harness's
+// watch and the controller's deliver the same updates in different
+// orders and at different delays, and a pairing on the harness's order can
+// charge an assignment to an update the controller was given after
+// sending it. Paired on the controller's order no patch precedes its
+// update, and first-in first-out still charges each assignment to the
+// update that waited longest. Each update's delivery is also measured
+// against the harness's watch: when the proxy passed it minus when the
 // harness's watch showed it (negative when the controller's came first).
-// A reaction whose update the controller was not given is counted
-// unmatched and left out.
-func ownShares(pairs []reaction, patches map[string]wireTiming, given *deliveries) (own, vsHarness []time.Duration, found OwnShareMatches) {
-	for _, p := range pairs {
-		t, ok := patches[p.assigned.node]
-		if !ok {
+// An update the controller was not given is counted unmatched and left
+// out, as is an assignment with no timed patch.
+func ownShares(events []nodeEvent, patches map[string]wireTiming, given *deliveries) (own, vsHarness []time.Duration, found OwnShareMatches) {
+	type moment struct {
+		at     time.Time
+		update bool
+	}
+	var timeline []moment
+	for _, e := range events {
+		if !e.updated {
+			if t, ok := patches[e.node]; ok {
+				timeline = append(timeline, moment{at: t.sent})
+			}
 			continue
 		}
-		at, m := given.lookup(p.updated.node, p.updated.rv)
+		at, m := given.lookup(e.node, e.rv)
 		switch m {
 		case matchNone:
 			found.Unmatched++
@@ -84,8 +100,33 @@ func ownShares(pairs []reaction, patches map[string]wireTiming, given *deliverie
 		case matchLater:
 			found.Later++
 		}
-		own = append(own, t.sent.Sub(at))
-		vsHarness = append(vsHarness, at.Sub(p.updated.at))
+		vsHarness = append(vsHarness, at.Sub(e.at))
+		timeline = append(timeline, moment{at: at, update: true})
+	}
+	// An update given at the very moment a patch went out is taken to
+	// precede it.
+	slices.SortStableFunc(timeline, func(a, b moment) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		switch {
+		case a.update == b.update:
+			return 0
+		case a.update:
+			return -1
+		}
+		return 1
+	})
+	var waiting []time.Time
+	for _, m := range timeline {
+		if m.update {
+			waiting = append(waiting, m.at)
+			continue
+		}
+		if len(waiting) > 0 {
+			own = append(own, m.at.Sub(waiting[0]))
+			waiting = waiting[1:]
+		}
 	}
 	return own, vsHarness, found
 }
@@ -109,7 +150,8 @@ type ReactionSplit struct {
 	// p99, in the order above.
 	SlowestMs [3]float64 `json:"slowest_1pct_mean_ms"`
 	// ControllerOwn is the controller's own share (ownShares): its watch
-	// delivered the update until its patch was on the wire.
+	// delivered the update until its patch was on the wire, paired on the
+	// controller's own timeline.
 	ControllerOwn OpStats `json:"controller_own_share"`
 	// DeliveryVsHarness is the controller's watch delivery of the update
 	// minus the harness's; it can be negative.
@@ -117,10 +159,10 @@ type ReactionSplit struct {
 	OwnMatches        OwnShareMatches `json:"controller_own_share_matches"`
 }
 
-func newReactionSplit(pairs []reaction, patches map[string]wireTiming, given *deliveries) ReactionSplit {
-	toSend, write, toWatch := splitReactions(pairs, patches)
+func newReactionSplit(events []nodeEvent, patches map[string]wireTiming, given *deliveries) ReactionSplit {
+	toSend, write, toWatch := splitReactions(reactionPairs(events), patches)
 	var split ReactionSplit
-	own, vsHarness, found := ownShares(pairs, patches, given)
+	own, vsHarness, found := ownShares(events, patches, given)
 	split.ControllerOwn, split.DeliveryVsHarness, split.OwnMatches = latencyStats(own), latencyStats(vsHarness), found
 	if len(toSend) > 0 {
 		total := make([]time.Duration, len(toSend))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -166,6 +165,8 @@ type RolloutResult struct {
 	// controller's workqueue and the mean sync, from its workqueue metrics.
 	QueueWaitMs float64 `json:"controller_queue_wait_ms"`
 	SyncMs      float64 `json:"controller_sync_ms"`
+	// Throttle is the controller's wait in its client's rate limiter.
+	Throttle ClientThrottle `json:"controller_client_throttle"`
 }
 
 // RequestsPerNode is the controller's requests per Node moved, without
@@ -319,27 +320,7 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 	err = errors.Join(err, aerr)
 	r.Admission = admissionStats(admitBefore, admitAfter)
 	patches := proxy.patchTimings()
-	if samples, serr := scrape(ctx, http.DefaultClient, ctrl.URL+"/metrics", "nodeguard_rollout_node_changes_total", "nodeguard_rollout_syncs_total",
-		"workqueue_queue_duration_seconds_sum", "workqueue_queue_duration_seconds_count", "workqueue_work_duration_seconds_sum", "workqueue_work_duration_seconds_count"); serr == nil {
-		r.NodeChanges, r.Syncs = map[string]float64{}, map[string]float64{}
-		queue := map[string]float64{}
-		for _, x := range samples {
-			switch x.name {
-			case "nodeguard_rollout_node_changes_total":
-				r.NodeChanges[x.labels["action"]+" "+x.labels["result"]] += x.value
-			case "nodeguard_rollout_syncs_total":
-				r.Syncs[x.labels["result"]] += x.value
-			default:
-				queue[x.name] += x.value
-			}
-		}
-		if n := queue["workqueue_queue_duration_seconds_count"]; n > 0 {
-			r.QueueWaitMs = 1000 * queue["workqueue_queue_duration_seconds_sum"] / n
-		}
-		if n := queue["workqueue_work_duration_seconds_count"]; n > 0 {
-			r.SyncMs = 1000 * queue["workqueue_work_duration_seconds_sum"] / n
-		}
-	}
+	readControllerMetrics(ctx, ctrl.URL+"/metrics", &r)
 	after, perr := readProc(ctrlPID)
 	r.Complete = complete
 	r.TotalSeconds = end.Sub(r.Start).Seconds()
@@ -366,9 +347,8 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 	for _, k := range f.kubelets {
 		r.Assigned[s.assignments[k.name]]++
 	}
-	pairs := reactionPairs(s.events)
 	r.Reactions = latencyStats(reactions(s.events))
-	r.ReactionSplit = newReactionSplit(pairs, patches, proxy.nodeEvents)
+	r.ReactionSplit = newReactionSplit(s.events, patches, proxy.nodeEvents)
 	r.WriteToWatch = latencyStats(writesToWatch(s.events, agents))
 	for _, a := range agents {
 		r.ReadRetries += a.readRetries.Load()

@@ -105,19 +105,20 @@ func TestWritesToWatchTimeEachUpdateFromItsAgentsWrite(t *testing.T) {
 
 func TestSplitReactionsAtTheControllersPatch(t *testing.T) {
 	at := func(ms int) time.Time { return time.UnixMilli(int64(ms)) }
-	pairs := reactionPairs([]nodeEvent{
+	events := []nodeEvent{
 		{at: at(100), node: "a", updated: true},
 		{at: at(400), node: "b"}, // patched 250-300
 		{at: at(500), node: "c", updated: true},
 		{at: at(700), node: "d"}, // no timed patch: left out
-	})
+	}
+	pairs := reactionPairs(events)
 	patches := map[string]wireTiming{"b": {sent: at(250), answered: at(300)}}
 	toSend, write, toWatch := splitReactions(pairs, patches)
 	want := []time.Duration{150 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond}
 	if len(toSend) != 1 || toSend[0] != want[0] || write[0] != want[1] || toWatch[0] != want[2] {
 		t.Errorf("split = %v %v %v, want one reaction split %v", toSend, write, toWatch, want)
 	}
-	split := newReactionSplit(pairs, patches, newDeliveries())
+	split := newReactionSplit(events, patches, newDeliveries())
 	if split.SlowestMs != [3]float64{150, 50, 100} {
 		t.Errorf("slowest 1%% = %v, want [150 50 100]", split.SlowestMs)
 	}

@@ -76,6 +76,10 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 	}
 	p("controller's syncs (nodeguard_rollout_syncs_total; waiting: a change of state held for its assignments in flight): %s; mean wait in its workqueue %.0f ms, mean sync %.0f ms",
 		strings.Join(syncs, ", "), r.QueueWaitMs, r.SyncMs)
+	if t := r.Throttle; t.Requests > 0 {
+		p("controller's client rate limiter (rest_client_rate_limiter_duration_seconds, over the run): %.0f requests, mean wait %.1f ms, %.0f waited over 25 ms, %.0f over 100 ms",
+			t.Requests, t.MeanMs, t.Over25ms, t.Over100ms)
+	}
 	data, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encoding the rollout results: %w", err)

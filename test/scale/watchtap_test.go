@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -238,22 +239,49 @@ func TestOwnShareFindsTheControllersDeliveryOfTheUpdate(t *testing.T) {
 		}
 	}
 
-	pairs := reactionPairs([]nodeEvent{
+	events := []nodeEvent{
 		{at: at(100), node: "a", updated: true, rv: "15"}, // the controller had it at 120
 		{at: at(200), node: "x"},                          // patch sent at 150
 		{at: at(210), node: "a", updated: true, rv: "17"}, // it had 20 first, at 300
 		{at: at(400), node: "y"},                          // patch sent at 350
 		{at: at(410), node: "a", updated: true, rv: "25"}, // never given
 		{at: at(500), node: "z"},                          // patch sent at 450
-	})
+	}
 	patches := map[string]wireTiming{"x": {sent: at(150)}, "y": {sent: at(350)}, "z": {sent: at(450)}}
-	own, vs, found := ownShares(pairs, patches, d)
+	own, vs, found := ownShares(events, patches, d)
 	if found != (OwnShareMatches{Exact: 1, Later: 1, Unmatched: 1}) {
 		t.Errorf("matches = %+v, want one exact, one later, one unmatched", found)
 	}
 	wantOwn := []time.Duration{30 * time.Millisecond, 50 * time.Millisecond}
 	wantVs := []time.Duration{20 * time.Millisecond, 90 * time.Millisecond}
-	if len(own) != 2 || own[0] != wantOwn[0] || own[1] != wantOwn[1] || vs[0] != wantVs[0] || vs[1] != wantVs[1] {
+	if !slices.Equal(own, wantOwn) || !slices.Equal(vs, wantVs) {
 		t.Errorf("own shares %v vs harness %v; want %v and %v", own, vs, wantOwn, wantVs)
+	}
+}
+
+// The harness's watch shows b's update before a's and the assignment of x
+// between them; the controller was given a's first, and sent x's patch
+// before it was given b's. Paired on the harness's order x would answer
+// b, an update the controller had not been given: a negative share.
+func TestOwnSharePairsOnTheControllersTimeline(t *testing.T) {
+	at := func(ms int) time.Time { return time.UnixMilli(int64(ms)) }
+	d := newDeliveries()
+	d.start()
+	d.record("a", 5, at(100))
+	d.record("b", 7, at(300))
+	events := []nodeEvent{
+		{at: at(150), node: "b", updated: true, rv: "7"},
+		{at: at(160), node: "x"}, // patch sent at 120
+		{at: at(310), node: "a", updated: true, rv: "5"},
+		{at: at(400), node: "y"}, // patch sent at 330
+		{at: at(410), node: "z"}, // patch sent at 340: no update left waiting
+	}
+	patches := map[string]wireTiming{"x": {sent: at(120)}, "y": {sent: at(330)}, "z": {sent: at(340)}}
+	if got := reactions(events); !slices.Equal(got, []time.Duration{10 * time.Millisecond, 90 * time.Millisecond}) {
+		t.Fatalf("the harness's reactions = %v, want x for b and y for a", got)
+	}
+	own, _, _ := ownShares(events, patches, d)
+	if want := []time.Duration{20 * time.Millisecond, 30 * time.Millisecond}; !slices.Equal(own, want) {
+		t.Errorf("own shares = %v, want %v (x for a, y for b)", own, want)
 	}
 }
