@@ -180,9 +180,10 @@ func drifted(obs *NodeObservation) bool {
 	return cond != nil && cond.Status == corev1.ConditionFalse && cond.Reason == contract.ReasonConfigDrifted
 }
 
-// reportsFailed needs the status and the condition to agree: the agent
-// writes them in two patches, and a condition left from an earlier
-// version must not fail this one. The status must say the target is the
+// reportsFailed needs the status and the condition to agree: a condition
+// left from an earlier version must not fail this one (the agent writes
+// both in one patch, but only what changed, and an older agent wrote them
+// in two). The status must say the target is the
 // assigned version, not the active one, with an error; the condition must
 // say it failed validation or its trial. Other reasons (a download or a
 // write that failed) are retried by the agent and keep the Node in trial.

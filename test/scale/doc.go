@@ -79,8 +79,8 @@
 // as background) and beside every kubelet a simulated agent: it watches its
 // own Node and, on a change of nodeguard.dev/config-source, reads the
 // ConfigMap by name with the node's credentials and reports it through
-// pkg/nodeagent/status's own Reporter (the annotation by merge patch, the
-// KubeletConfigReady condition on nodes/status), assigned and active with
+// pkg/nodeagent/status's own Reporter (the annotation and the
+// KubeletConfigReady condition in one patch of nodes/status), assigned and active with
 // TrialInProgress, then after its trial last-known-good with ConfigActive.
 // cmd/rollout-controller runs as its own process (test/e2e/framework) with
 // its ServiceAccount's token, which a loopback proxy in front of it adds, so

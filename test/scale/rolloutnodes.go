@@ -48,7 +48,7 @@ func RolloutPeriods(nodes int) (lease, status time.Duration) {
 // describeNodes says what each simulated kubelet and agent does in the run.
 func (o RolloutOptions) describeNodes() string {
 	lease, status := o.Period, o.fleetOptions().statusPeriod()
-	agent := "a named watch of its Node; a named list of the assigned ConfigMap, then its reports through pkg/nodeagent/status's Reporter (a merge patch of the status annotation, a strategic-merge patch of the KubeletConfigReady condition on nodes/status): TrialInProgress, then ConfigActive"
+	agent := "a named watch of its Node; a named list of the assigned ConfigMap, then its reports through pkg/nodeagent/status's Reporter (the status annotation and the KubeletConfigReady condition in one strategic-merge patch of nodes/status): TrialInProgress, then ConfigActive"
 	if o.Drain {
 		agent = "a named watch of its Node; a named list of the assigned ConfigMap; the drain: its cordon (spec.unschedulable and nodeguard.dev/cordoned in one merge patch, pkg/nodeagent/drain's Cordon), a named list of its pods, Draining reported for the drain time; its reports through pkg/nodeagent/status's Reporter (TrialInProgress, then, once the cordon is lifted, ConfigActive)"
 	}

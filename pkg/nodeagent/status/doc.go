@@ -50,10 +50,14 @@
 //
 // # Writing
 //
-// The annotation is written with a JSON merge patch on the Node, the
-// condition with a strategic merge patch on nodes/status (conditions merge
-// by type), each only when it differs from what the Node already carries,
-// and retried with backoff on conflicts and transient errors. Reporting runs
+// A report is one strategic merge patch of nodes/status carrying the
+// annotation and the condition (conditions merge by type), each only when
+// it differs from what the Node already carries, retried with backoff on
+// conflicts and transient errors: one write and one watch event per
+// report, so that a reader never sees one report's annotation beside the
+// previous report's condition. nodes/status keeps the Node's metadata (its
+// strategy resets only the spec); were the annotation not kept, it is
+// written again with a JSON merge patch on the Node. Reporting runs
 // apart from the state machine, so an unreachable apiserver delays the
 // status but never the trial.
 //

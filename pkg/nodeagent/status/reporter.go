@@ -3,8 +3,8 @@ package status
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -113,35 +113,56 @@ func retriable(err error) bool {
 }
 
 // Write brings the Node's annotation and condition in line with report,
-// writing only what differs from the cached Node.
+// writing only what differs from the cached Node. Both go in one strategic
+// merge patch of nodes/status (the Node's status subresource keeps its
+// metadata; conditions merge by type, so the kubelet's own are left
+// alone): a report is then one write and one watch event, and a reader
+// never sees the annotation of one report beside the condition of the one
+// before. A rollout frees a Node's slot only once both say it passed.
 func (r *Reporter) Write(ctx context.Context, report Report) error {
 	node := r.cachedNode()
-	annotation, err := json.Marshal(report.Status)
+	encoded, err := json.Marshal(report.Status)
 	if err != nil {
 		return fmt.Errorf("encoding the config status: %w", err)
 	}
-	var errs []error
-	if node == nil || node.Annotations[contract.ConfigStatusAnnotation] != string(annotation) {
-		errs = append(errs, r.patchAnnotation(ctx, string(annotation)))
+	annotation := string(encoded)
+	body := map[string]any{}
+	var what []string
+	if node == nil || node.Annotations[contract.ConfigStatusAnnotation] != annotation {
+		body["metadata"] = map[string]any{"annotations": map[string]string{contract.ConfigStatusAnnotation: annotation}}
+		what = append(what, "annotation "+contract.ConfigStatusAnnotation)
 	}
 	if current := findCondition(node); !conditionMatches(current, report.Condition) {
-		errs = append(errs, r.patchCondition(ctx, current, report.Condition))
+		body["status"] = map[string]any{"conditions": []corev1.NodeCondition{r.condition(current, report.Condition)}}
+		what = append(what, "condition "+contract.ConditionKubeletConfigReady)
 	}
-	return errors.Join(errs...)
+	if len(body) == 0 {
+		return nil
+	}
+	patched, err := r.patch(ctx, strings.Join(what, " and "), types.StrategicMergePatchType, body, "status")
+	if err != nil {
+		return err
+	}
+	if _, ok := body["metadata"]; ok && patched.Annotations[contract.ConfigStatusAnnotation] != annotation {
+		// An apiserver whose nodes/status drops metadata, as the status
+		// subresource of a custom resource does, kept only the condition:
+		// the annotation goes to the Node itself.
+		_, err = r.patch(ctx, "annotation "+contract.ConfigStatusAnnotation, types.MergePatchType,
+			map[string]any{"metadata": map[string]any{"annotations": map[string]string{contract.ConfigStatusAnnotation: annotation}}})
+	}
+	return err
 }
 
-func (r *Reporter) patchAnnotation(ctx context.Context, value string) error {
-	return r.patch(ctx, "annotation "+contract.ConfigStatusAnnotation, types.MergePatchType,
-		map[string]any{"metadata": map[string]any{"annotations": map[string]string{contract.ConfigStatusAnnotation: value}}})
-}
-
-func (r *Reporter) patchCondition(ctx context.Context, current *corev1.NodeCondition, want Condition) error {
+// condition is the KubeletConfigReady condition to write for want, over
+// current (nil when the Node has none): its heartbeat now, its transition
+// time kept unless the status changes.
+func (r *Reporter) condition(current *corev1.NodeCondition, want Condition) corev1.NodeCondition {
 	now := metav1.NewTime(r.now())
 	transition := now
 	if current != nil && current.Status == want.Status {
 		transition = current.LastTransitionTime
 	}
-	condition := corev1.NodeCondition{
+	return corev1.NodeCondition{
 		Type:               contract.ConditionKubeletConfigReady,
 		Status:             want.Status,
 		Reason:             want.Reason,
@@ -149,28 +170,26 @@ func (r *Reporter) patchCondition(ctx context.Context, current *corev1.NodeCondi
 		LastHeartbeatTime:  now,
 		LastTransitionTime: transition,
 	}
-	// Conditions merge by type in a strategic merge patch: the kubelet's
-	// own conditions are left alone.
-	return r.patch(ctx, "condition "+contract.ConditionKubeletConfigReady, types.StrategicMergePatchType,
-		map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{condition}}}, "status")
 }
 
-// patch patches the Node with body, what naming what it writes.
-func (r *Reporter) patch(ctx context.Context, what string, pt types.PatchType, body any, subresources ...string) error {
+// patch patches the Node (or its subresource) with body, what naming what
+// it writes, and returns the Node as patched.
+func (r *Reporter) patch(ctx context.Context, what string, pt types.PatchType, body any, subresources ...string) (*corev1.Node, error) {
 	data, err := json.Marshal(body)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var patched *corev1.Node
 	err = retry.OnError(retry.DefaultBackoff, retriable, func() error {
 		ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 		defer cancel()
-		_, err := r.client.Nodes().Patch(ctx, r.nodeName, pt, data, metav1.PatchOptions{FieldManager: "nodeguard-agent"}, subresources...)
+		patched, err = r.client.Nodes().Patch(ctx, r.nodeName, pt, data, metav1.PatchOptions{FieldManager: "nodeguard-agent"}, subresources...)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("patching %s on Node %s: %w", what, r.nodeName, err)
+		return nil, fmt.Errorf("patching %s on Node %s: %w", what, r.nodeName, err)
 	}
-	return nil
+	return patched, nil
 }
 
 func findCondition(node *corev1.Node) *corev1.NodeCondition {

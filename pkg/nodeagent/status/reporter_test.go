@@ -167,3 +167,63 @@ func TestReporterRunWritesTheLatest(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// A report that changes both the annotation and the condition is one write
+// of nodes/status: the Node passes in one event, never half-reported.
+func TestReporterWritesAReportInOnePatch(t *testing.T) {
+	client := fake.NewClientset(newNode())
+	r := NewReporter(kubeclienttest.Wrap(client), "node-1", func() *corev1.Node { return getNode(t, client) }, nil)
+	ref := &contract.ConfigMapVersion{Namespace: "kube-system", Name: "a", UID: "u", ResourceVersion: "1"}
+	client.ClearActions()
+	err := r.Write(context.Background(), Report{
+		Status:    contract.ConfigStatus{Assigned: ref, Active: ref, LastKnownGood: ref},
+		Condition: Condition{Status: corev1.ConditionTrue, Reason: contract.ReasonConfigActive},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patches []k8stesting.PatchAction
+	for _, a := range client.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok {
+			patches = append(patches, p)
+		}
+	}
+	if len(patches) != 1 || patches[0].GetSubresource() != "status" {
+		t.Fatalf("patches = %v, want one of nodes/status", patches)
+	}
+	node := getNode(t, client)
+	if node.Annotations[contract.ConfigStatusAnnotation] == "" || findCondition(node) == nil {
+		t.Fatalf("the one patch did not carry both: annotations %v, conditions %v", node.Annotations, node.Status.Conditions)
+	}
+}
+
+// An apiserver that drops metadata from a status write (stood in for by a
+// reactor: v1.37's nodes/status keeps it) still gets the annotation, on
+// the Node itself.
+func TestReporterWritesTheAnnotationOnTheNodeWhenStatusDropsIt(t *testing.T) {
+	client := fake.NewClientset(newNode())
+	client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		node, err := client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", "node-1")
+		if err != nil {
+			return true, nil, err
+		}
+		node = node.DeepCopyObject()
+		cond := corev1.NodeCondition{Type: contract.ConditionKubeletConfigReady, Status: corev1.ConditionTrue, Reason: contract.ReasonLocalConfig}
+		node.(*corev1.Node).Status.Conditions = append(node.(*corev1.Node).Status.Conditions, cond)
+		return true, node, client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("nodes"), node, "")
+	})
+	r := NewReporter(kubeclienttest.Wrap(client), "node-1", func() *corev1.Node { return nil }, nil)
+	if err := r.Write(context.Background(), Report{Condition: Condition{Status: corev1.ConditionTrue, Reason: contract.ReasonLocalConfig}}); err != nil {
+		t.Fatal(err)
+	}
+	node := getNode(t, client)
+	if node.Annotations[contract.ConfigStatusAnnotation] == "" || findCondition(node) == nil {
+		t.Fatalf("annotations %v, conditions %v: want both", node.Annotations, node.Status.Conditions)
+	}
+	if n := countPatches(client); n != 2 {
+		t.Errorf("%d patches, want the status write and the annotation's", n)
+	}
+}
