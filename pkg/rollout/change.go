@@ -64,14 +64,20 @@ func assign(rollout string, node *NodeObservation, target contract.ConfigMapRef,
 	return Change{Node: node.Name, ResourceVersion: node.ResourceVersion, Annotations: annotations}, nil
 }
 
+// trialEndsLayout is RFC 3339 to the millisecond: a trial's end written to
+// the second would hold every Node's slot up to a second past its trial
+// (its agent reports a passed trial sooner), which on short trials is most
+// of a reaction. Any RFC 3339 time parses, with or without the fraction.
+const trialEndsLayout = "2006-01-02T15:04:05.000Z07:00"
+
 // FormatTrialEnds writes a time as nodeguard.dev/trial-ends holds it:
-// RFC 3339, in UTC, to the second (rounded up, so that a Node is never
+// RFC 3339, in UTC, to the millisecond (rounded up, so that a Node is never
 // counted before its period is over).
 func FormatTrialEnds(t time.Time) string {
-	if t.Truncate(time.Second) != t {
-		t = t.Truncate(time.Second).Add(time.Second)
+	if t.Truncate(time.Millisecond) != t {
+		t = t.Truncate(time.Millisecond).Add(time.Millisecond)
 	}
-	return t.UTC().Format(time.RFC3339)
+	return t.UTC().Format(trialEndsLayout)
 }
 
 // drainAnnotation is the nodeguard.dev/drain value an assignment writes

@@ -231,7 +231,7 @@ func TestChangeMergePatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"metadata":{"annotations":{"nodeguard.dev/config-source":"kubelet-configs/pool-blue-v3","nodeguard.dev/drain":null,"nodeguard.dev/drain-delete-emptydir-data":null,"nodeguard.dev/drain-force":null,"nodeguard.dev/previous-config-source":"","nodeguard.dev/rollout":"pool-blue","nodeguard.dev/trial":null,"nodeguard.dev/trial-ends":"2026-12-10T10:01:01Z","nodeguard.dev/trial-passed":null},"resourceVersion":"7"}}`
+	want := `{"metadata":{"annotations":{"nodeguard.dev/config-source":"kubelet-configs/pool-blue-v3","nodeguard.dev/drain":null,"nodeguard.dev/drain-delete-emptydir-data":null,"nodeguard.dev/drain-force":null,"nodeguard.dev/previous-config-source":"","nodeguard.dev/rollout":"pool-blue","nodeguard.dev/trial":null,"nodeguard.dev/trial-ends":"2026-12-10T10:01:00.001Z","nodeguard.dev/trial-passed":null},"resourceVersion":"7"}}`
 	if string(patch) != want {
 		t.Errorf("assigning over an explicit local configuration:\n got %s\nwant %s", patch, want)
 	}
@@ -242,7 +242,7 @@ func TestChangeMergePatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = `{"metadata":{"annotations":{"nodeguard.dev/config-source":"kubelet-configs/pool-blue-v3","nodeguard.dev/drain":"Never","nodeguard.dev/drain-delete-emptydir-data":null,"nodeguard.dev/drain-force":"true","nodeguard.dev/previous-config-source":null,"nodeguard.dev/rollout":"pool-blue","nodeguard.dev/trial":"{\"periodSeconds\":90,\"allowShrink\":true}","nodeguard.dev/trial-ends":"2026-12-10T10:01:30Z","nodeguard.dev/trial-passed":null},"resourceVersion":"8"}}`
+	want = `{"metadata":{"annotations":{"nodeguard.dev/config-source":"kubelet-configs/pool-blue-v3","nodeguard.dev/drain":"Never","nodeguard.dev/drain-delete-emptydir-data":null,"nodeguard.dev/drain-force":"true","nodeguard.dev/previous-config-source":null,"nodeguard.dev/rollout":"pool-blue","nodeguard.dev/trial":"{\"periodSeconds\":90,\"allowShrink\":true}","nodeguard.dev/trial-ends":"2026-12-10T10:01:30.000Z","nodeguard.dev/trial-passed":null},"resourceVersion":"8"}}`
 	if string(patch) != want {
 		t.Errorf("assigning a Node without config-source, drain Never:\n got %s\nwant %s", patch, want)
 	}

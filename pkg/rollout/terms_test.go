@@ -179,3 +179,26 @@ func TestUnfitNodesAreReported(t *testing.T) {
 		t.Errorf("Progressing %q", progressing.Message)
 	}
 }
+
+// A trial's end is written to the millisecond, never before the period is
+// over, and read back as written.
+func TestTrialEndsToTheMillisecond(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 123_400_000, time.FixedZone("x", 3600))
+	got := FormatTrialEnds(at)
+	if got != "2030-01-02T02:04:05.124Z" {
+		t.Errorf("FormatTrialEnds(%v) = %s, want 2030-01-02T02:04:05.124Z (UTC, rounded up)", at, got)
+	}
+	if exact := at.Truncate(time.Millisecond); FormatTrialEnds(exact) != "2030-01-02T02:04:05.123Z" {
+		t.Errorf("a whole millisecond moved: %s", FormatTrialEnds(exact))
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{contract.TrialEndsAnnotation: got}}}
+	obs, err := ObserveNode(node, nil)
+	if err != nil || !obs.TrialEnds.Equal(at.Truncate(time.Millisecond).Add(time.Millisecond)) {
+		t.Errorf("read back %v (%v)", obs.TrialEnds, err)
+	}
+	// A value written to the second, as earlier controllers did, still reads.
+	node.Annotations[contract.TrialEndsAnnotation] = "2030-01-02T02:04:06Z"
+	if obs, err := ObserveNode(node, nil); err != nil || obs.TrialEnds.Second() != 6 {
+		t.Errorf("a whole-second value read as %v (%v)", obs.TrialEnds, err)
+	}
+}
