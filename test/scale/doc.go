@@ -85,8 +85,10 @@
 // cmd/rollout-controller runs as its own process (test/e2e/framework) with
 // its ServiceAccount's token, which a loopback proxy in front of it adds, so
 // that the proxy counts the controller's requests alone: the apiserver's
-// apiserver_request_total has no user label and the controller registers
-// no client-go metrics. The harness judges every Node itself from one watch
+// apiserver_request_total has no user label, and the controller's own
+// rest_client_requests_total counts by method and code, not by resource.
+// Its rest_client_rate_limiter_duration_seconds, read at the end, gives
+// the requests its own client-side rate limit held back. The harness judges every Node itself from one watch
 // of all Nodes, by pkg/rollout's rules, never from the controller's status:
 // when it was assigned and when it reached Updated, how often it was
 // assigned, and how many Nodes were unavailable at once. A reaction is the
@@ -109,11 +111,15 @@
 // they start with a list), decoding every event as it passes with
 // client-go's own watch decoder, and records each Node's name and
 // resourceVersion with when the proxy passed the event on. The controller's own share of
-// a reaction is from the proxy passing it the watch event of the paired
-// update (the resourceVersion at which the harness judged the Node
-// Updated) until its patch was on the wire: its queue, its sync, its wait
-// for its caches, all on the proxy's clock and free of either watch's
-// delivery. When the controller was never given that resourceVersion (its
+// a reaction is from the proxy passing it the watch event of an update
+// (the resourceVersion at which the harness judged the Node Updated)
+// until its patch of the next Node was on the wire: its queue, its sync,
+// its wait for its caches, all on the proxy's clock and free of either
+// watch's delivery. These pairs are made on the controller's own
+// timeline, first in, first out by when the proxy passed it each update
+// and received each patch: the two watches deliver the same updates in
+// different orders, and a pairing in the harness's order can charge a
+// patch to an update the controller had not been given yet. When the controller was never given that resourceVersion (its
 // watch skipped past it, or it relisted) the first later one it was given
 // counts, and the report says how many pairs matched exactly, later, or
 // not at all (left out). Beside it, its watch delivery against the
@@ -167,7 +173,13 @@
 //
 // The report gives, beside the figures above, the rollout's total over the
 // waves on its critical path (1 is a controller and an apiserver that cost
-// nothing) and the controller's CPU-seconds per 1,000 Nodes moved.
+// nothing), the apiserver's floor (each wave's trial, and drain, plus two
+// writes seen through a watch, the assignment reaching its agent and the
+// agent's report of the passed trial reaching the controller, at the
+// run's write-to-watch p99, since a wave ends with its slowest Node), the
+// total over that floor (1 is a controller that adds nothing to what the
+// apiserver takes), whether the floor allows a total within 1.10x of the
+// trials, and the controller's CPU-seconds per 1,000 Nodes moved.
 // --controller-binary runs a cmd/rollout-controller built elsewhere (the
 // tree before a change) in place of this tree's, with the same flags, so
 // that two builds are measured by one harness in one window.
