@@ -173,13 +173,12 @@
 //
 // The report gives, beside the figures above, the rollout's total over the
 // waves on its critical path (1 is a controller and an apiserver that cost
-// nothing), the apiserver's floor (each wave's trial, and drain, plus two
-// writes seen through a watch, the assignment reaching its agent and the
-// agent's report of the passed trial reaching the controller, at the
-// run's write-to-watch p99, since a wave ends with its slowest Node), the
-// total over that floor (1 is a controller that adds nothing to what the
-// apiserver takes), whether the floor allows a total within 1.10x of the
-// trials, and the controller's CPU-seconds per 1,000 Nodes moved.
+// nothing), a floor the apiserver puts under it (each wave's trial, and
+// drain, plus one write seen through a watch at the run's write-to-watch
+// p99: a wave ends with its slowest Node, and each Node's path holds two
+// such writes, its assignment reaching its agent and its agent's report
+// of the passed trial reaching the controller), the total over that
+// floor, whether the floor allows a total within 1.10x of the trials, and the controller's CPU-seconds per 1,000 Nodes moved.
 // --controller-binary runs a cmd/rollout-controller built elsewhere (the
 // tree before a change) in place of this tree's, with the same flags, so
 // that two builds are measured by one harness in one window.

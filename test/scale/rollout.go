@@ -120,14 +120,14 @@ type RolloutResult struct {
 	// the drain before each in a drain-class rollout): 1 is a controller
 	// and an apiserver that cost nothing.
 	OverTrials float64 `json:"total_over_trials"`
-	// ApiserverFloorSeconds is the least the rollout can take on this
+	// ApiserverFloorSeconds is a floor under the rollout's total on this
 	// apiserver, whatever the controller: each wave on the critical path
-	// holds its trial (and drain) and two writes each seen through a
-	// watch (the assignment reaching the agent, the agent's report of a
-	// passed trial reaching the controller), and a wave ends with its
-	// slowest Node, whose two are taken as the run's write-to-watch p99.
-	// OverFloor is the total over it: 1 is a controller that adds nothing
-	// to what the apiserver takes.
+	// holds its trial (and drain) and, on its Nodes' path, two writes each
+	// seen through a watch (the assignment reaching the agent, the agent's
+	// report of a passed trial reaching the controller); a wave ends with
+	// its slowest Node, of a hundred or more, and the floor counts it one
+	// such write at the run's write-to-watch p99. OverFloor is the total
+	// over it.
 	ApiserverFloorSeconds float64 `json:"apiserver_floor_seconds"`
 	OverFloor             float64 `json:"total_over_apiserver_floor"`
 	// Drain is what the harness saw of the agents' cordons, in a
@@ -361,7 +361,7 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 	r.ReactionSplit = newReactionSplit(s.events, patches, proxy.nodeEvents)
 	r.WriteToWatch = latencyStats(writesToWatch(s.events, agents))
 	if r.WriteToWatch.OK > 0 {
-		r.ApiserverFloorSeconds = float64(r.TrialsOnPath) * (o.Wave().Seconds() + 2*r.WriteToWatch.P99Ms/1000)
+		r.ApiserverFloorSeconds = float64(r.TrialsOnPath) * (o.Wave().Seconds() + r.WriteToWatch.P99Ms/1000)
 		r.OverFloor = r.TotalSeconds / r.ApiserverFloorSeconds
 	}
 	for _, a := range agents {

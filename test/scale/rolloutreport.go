@@ -32,7 +32,7 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 	p("total time (rollout created to Complete seen in the harness's watch): %.1fs", r.TotalSeconds)
 	p("total over the trials: %.2fx; beyond them: %.1fs = total - %d waves on the critical path (canary + ceil((%d-%d)/%d)) x %s (%s)",
 		r.OverTrials, r.BeyondTrialsSeconds, r.TrialsOnPath, r.Nodes, o.Canary, r.Batch, o.Wave(), o.waveWords())
-	p("the apiserver's floor: %.1fs = %d waves x (%s + 2 x the write-to-watch p99 below: the assignment reaching the agent, its report reaching the controller); total over it: %.2fx; 1.10x of the trials is %s by it",
+	p("the apiserver's floor: %.1fs = %d waves x (%s + the write-to-watch p99 below: a wave ends with its slowest Node, whose path holds two such writes, the assignment reaching its agent and its report reaching the controller); total over it: %.2fx; 1.10x of the trials is %s by it",
 		r.ApiserverFloorSeconds, r.TrialsOnPath, o.Wave(), r.OverFloor, allowedWord(r.ApiserverFloorSeconds <= 1.10*float64(r.TrialsOnPath)*o.Wave().Seconds()))
 	p("reaction (a Node's update seen -> the next assignment seen, both in the harness's Node watch, FIFO-paired; %d pairs): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",
 		r.Reactions.OK, r.Reactions.P50Ms, r.Reactions.P90Ms, r.Reactions.P99Ms, r.Reactions.MaxMs)
