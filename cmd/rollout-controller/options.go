@@ -46,8 +46,8 @@ func NewOptions() *Options {
 		namespace = "nodeguard"
 	}
 	return &Options{
-		KubeAPIQPS:         100,
-		KubeAPIBurst:       200,
+		KubeAPIQPS:         200,
+		KubeAPIBurst:       1000,
 		Workers:            2,
 		ResyncPeriod:       10 * time.Minute,
 		TrialPeriod:        rollout.DefaultTrialPeriod,
@@ -66,8 +66,8 @@ func NewOptions() *Options {
 // AddFlags registers the options on fs (program.Main adds klog's).
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig file with the apiserver and the controller's credentials. Empty means in-cluster: the pod's service account token and the KUBERNETES_SERVICE_HOST/PORT it is given.")
-	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side QPS limit towards the kube-apiserver for status writes and Node patches; Events have a limit of the same size of their own. A rollout writes each Node it moves once (again on a conflict), at most maxUnavailable trials at a time; the limit paces those writes when many trials end together.")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst towards the kube-apiserver.")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side QPS limit towards the kube-apiserver for status writes and Node patches; Events have a limit of the same size of their own. A rollout writes each Node it moves twice (its assignment, then the mark of its passed trial; again on a conflict), and at most maxUnavailable Nodes' trials end together; rest_client_rate_limiter_duration_seconds shows how long writes waited for the limit.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst towards the kube-apiserver: the writes sent at once before --kube-api-qps paces them. At least twice the largest maxUnavailable, in Nodes, so that a wave of trials ending together is not held back (the default fits 10% of 5,000 Nodes).")
 
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Rollouts synced at once. One rollout is never synced by two workers at a time.")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often every rollout is synced again without an event. 0 disables; events alone drive the controller, this is a backstop.")

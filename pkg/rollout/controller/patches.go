@@ -26,11 +26,17 @@ import (
 // sent at once, and apart from them its trial-passed marks. Patches one
 // after the other cap a rollout at one Node per round trip to the
 // apiserver, which on a large pool is slower than its Nodes finish their
-// trials; a bound keeps one sync of a wide batch from crowding the
-// apiserver's inflight limit, which the kubelets' heartbeats share. The
-// marks have a window of their own: they free no slot, and must never hold
-// up the assignment that does.
-const DefaultMaxPatchesInFlight = 64
+// trials, and a window narrower than maxUnavailable holds every wave of
+// trials that end together for round trips: on 5,000 Nodes at 10% a wave
+// is 500 Nodes. maxUnavailable already bounds the assignments in flight;
+// this bound (ReplicaSet's burst) is for the revert of a failed rollout,
+// which moves every Node it moved at once. The apiserver's priority and
+// fairness queues what exceeds the controller's share in the controller's
+// own priority level (a ServiceAccount's, workload-low unless a FlowSchema
+// says otherwise), apart from the kubelets' (node-high). The marks have a
+// window of their own: they free no slot, and must never hold up the
+// assignment that does.
+const DefaultMaxPatchesInFlight = 500
 
 // requeueAfterConflict is how soon a rollout whose Node patches did not all
 // apply is decided again, at the latest.
