@@ -2,6 +2,7 @@ package scale
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"maps"
@@ -14,21 +15,31 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/cert"
 
 	"github.com/nodeguard/nodeguard/pkg/contract"
 )
 
 // countingProxy sits between the rollout controller and the apiserver and
 // counts its requests by verb and resource. The apiserver's
-// apiserver_request_total has no user label, and the controller does not
-// register client-go's rest_client metrics, so counting on the wire is the
-// only count of the controller's requests alone.
+// apiserver_request_total has no user label, and the controller's
+// rest_client metrics have no resource, so counting on the wire is the
+// only count of the controller's requests alone. It serves HTTPS with
+// HTTP/2, as the apiserver does: the controller's client then sends every
+// request over one connection, as it would to the apiserver, where plain
+// HTTP/1.1 would open a connection per request in flight (hundreds in a
+// wave) and time the dialing as the controller's.
 type countingProxy struct {
 	server *http.Server
 	url    string
+	// caData is the PEM of the proxy's self-signed serving certificate,
+	// for the controller's kubeconfig.
+	caData []byte
 
 	mu     sync.Mutex
 	counts map[string]int
+	// protos counts the controller's requests by protocol (HTTP/2.0).
+	protos map[string]int
 	on     bool
 	// patches time each Node's latest patch on the wire, by Node name.
 	patches map[string]wireTiming
@@ -53,11 +64,19 @@ func startCountingProxy(upstream *rest.Config) (*countingProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("counting proxy: transport: %w", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.IPv4(127, 0, 0, 1)}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("counting proxy: serving certificate: %w", err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("counting proxy: serving certificate: %w", err)
+	}
+	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12})
 	if err != nil {
 		return nil, fmt.Errorf("counting proxy: listening: %w", err)
 	}
-	p := &countingProxy{url: "http://" + l.Addr().String(), counts: map[string]int{}, patches: map[string]wireTiming{}, nodeEvents: newDeliveries()}
+	p := &countingProxy{url: "https://" + l.Addr().String(), caData: certPEM, counts: map[string]int{}, protos: map[string]int{}, patches: map[string]wireTiming{}, nodeEvents: newDeliveries()}
 	rp := &httputil.ReverseProxy{
 		Rewrite:        func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
 		Transport:      transport,
@@ -122,6 +141,7 @@ func (p *countingProxy) count(r *http.Request) string {
 	if p.on {
 		p.counts[verb+" "+resource+sub]++
 	}
+	p.protos[r.Proto]++
 	p.mu.Unlock()
 	if verb == "patch" && resource == "nodes" && named && sub == "" {
 		return parts[1]

@@ -83,7 +83,8 @@
 // KubeletConfigReady condition in one patch of nodes/status), assigned and active with
 // TrialInProgress, then after its trial last-known-good with ConfigActive.
 // cmd/rollout-controller runs as its own process (test/e2e/framework) with
-// its ServiceAccount's token, which a loopback proxy in front of it adds, so
+// its ServiceAccount's token, which a loopback proxy in front of it (HTTPS and HTTP/2, as the
+// apiserver serves) adds, so
 // that the proxy counts the controller's requests alone: the apiserver's
 // apiserver_request_total has no user label, and the controller's own
 // rest_client_requests_total counts by method and code, not by resource.

@@ -403,8 +403,8 @@ func startController(ctx context.Context, c *cluster, dir, binary string, extra 
 		return nil, nil, 0, err
 	}
 	kubeconfig := filepath.Join(dir, "rollout-controller-via-proxy.kubeconfig")
-	// The proxy adds the token; WriteKubeconfig wants a CA, unused over HTTP.
-	viaProxy := &rest.Config{Host: proxy.url, TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CAData}}
+	// The proxy adds the token.
+	viaProxy := &rest.Config{Host: proxy.url, TLSClientConfig: rest.TLSClientConfig{CAData: proxy.caData}}
 	if err := controlplane.WriteKubeconfig(kubeconfig, viaProxy); err != nil {
 		proxy.stop()
 		return nil, nil, 0, err
