@@ -48,8 +48,10 @@ type countingProxy struct {
 }
 
 // wireTiming is when the proxy received a request from the controller and
-// when it had passed the apiserver's whole answer back.
-type wireTiming struct{ sent, answered time.Time }
+// when it had passed the apiserver's whole answer back; first is when it
+// received the first of the Node's timed patches, which differs from sent
+// when that one met a conflict and the controller patched again.
+type wireTiming struct{ first, sent, answered time.Time }
 
 // startCountingProxy serves plain HTTP on loopback and forwards to the
 // apiserver of upstream over TLS with upstream's credentials (the
@@ -179,6 +181,10 @@ func (p *countingProxy) timePatch(node string, t wireTiming) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.on {
+		t.first = t.sent
+		if earlier, ok := p.patches[node]; ok {
+			t.first = earlier.first
+		}
 		p.patches[node] = t
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -39,5 +40,17 @@ func TestCountingProxySpeaksHTTP2(t *testing.T) {
 	defer proxy.mu.Unlock()
 	if proxy.protos["HTTP/2.0"] != 1 {
 		t.Errorf("requests by protocol = %v, want one over HTTP/2.0", proxy.protos)
+	}
+}
+
+// A Node patched again after a conflict keeps the time of its first patch
+// beside the one that applied.
+func TestTimePatchKeepsTheFirst(t *testing.T) {
+	p := &countingProxy{patches: map[string]wireTiming{}, on: true}
+	at := func(ms int) time.Time { return time.UnixMilli(int64(ms)) }
+	p.timePatch("n", wireTiming{sent: at(10), answered: at(20)})
+	p.timePatch("n", wireTiming{sent: at(30), answered: at(40)})
+	if got := p.patchTimings()["n"]; !got.first.Equal(at(10)) || !got.sent.Equal(at(30)) || !got.answered.Equal(at(40)) {
+		t.Errorf("timing = %+v, want first 10, sent 30, answered 40", got)
 	}
 }

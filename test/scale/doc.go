@@ -116,7 +116,9 @@
 // (the resourceVersion at which the harness judged the Node Updated)
 // until its patch of the next Node was on the wire: its queue, its sync,
 // its wait for its caches, all on the proxy's clock and free of either
-// watch's delivery. These pairs are made on the controller's own
+// watch's delivery; the report gives it also to the controller's first
+// patch of the Node, before a conflict with a kubelet's write had it
+// patched again. These pairs are made on the controller's own
 // timeline, first in, first out by when the proxy passed it each update
 // and received each patch: the two watches deliver the same updates in
 // different orders, and a pairing in the harness's order can charge a

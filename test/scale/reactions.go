@@ -77,16 +77,19 @@ func splitReactions(pairs []reaction, patches map[string]wireTiming) (toSend, wr
 // harness's watch showed it (negative when the controller's came first).
 // An update the controller was not given is counted unmatched and left
 // out, as is an assignment with no timed patch.
-func ownShares(events []nodeEvent, patches map[string]wireTiming, given *deliveries) (own, vsHarness []time.Duration, found OwnShareMatches) {
+func ownShares(events []nodeEvent, patches map[string]wireTiming, given *deliveries) (own, toFirst, vsHarness []time.Duration, found OwnShareMatches) {
 	type moment struct {
 		at     time.Time
 		update bool
+		// first is the Node's first patch, when this is the one that
+		// applied after a conflict.
+		first time.Time
 	}
 	var timeline []moment
 	for _, e := range events {
 		if !e.updated {
 			if t, ok := patches[e.node]; ok {
-				timeline = append(timeline, moment{at: t.sent})
+				timeline = append(timeline, moment{at: t.sent, first: t.first})
 			}
 			continue
 		}
@@ -125,10 +128,15 @@ func ownShares(events []nodeEvent, patches map[string]wireTiming, given *deliver
 		}
 		if len(waiting) > 0 {
 			own = append(own, m.at.Sub(waiting[0]))
+			first := m.first
+			if first.IsZero() {
+				first = m.at
+			}
+			toFirst = append(toFirst, first.Sub(waiting[0]))
 			waiting = waiting[1:]
 		}
 	}
-	return own, vsHarness, found
+	return own, toFirst, vsHarness, found
 }
 
 // OwnShareMatches counts how the controller's delivery of each reaction's
@@ -153,6 +161,11 @@ type ReactionSplit struct {
 	// delivered the update until its patch was on the wire, paired on the
 	// controller's own timeline.
 	ControllerOwn OpStats `json:"controller_own_share"`
+	// ControllerToFirst is the same to the controller's first patch of
+	// the Node: apart from it, the own share holds the round trips of the
+	// patches that met a kubelet's write (the patch carries the Node's
+	// resourceVersion) and were sent again.
+	ControllerToFirst OpStats `json:"controller_own_share_to_first_patch"`
 	// DeliveryVsHarness is the controller's watch delivery of the update
 	// minus the harness's; it can be negative.
 	DeliveryVsHarness OpStats         `json:"controller_watch_vs_harness"`
@@ -162,8 +175,9 @@ type ReactionSplit struct {
 func newReactionSplit(events []nodeEvent, patches map[string]wireTiming, given *deliveries) ReactionSplit {
 	toSend, write, toWatch := splitReactions(reactionPairs(events), patches)
 	var split ReactionSplit
-	own, vsHarness, found := ownShares(events, patches, given)
-	split.ControllerOwn, split.DeliveryVsHarness, split.OwnMatches = latencyStats(own), latencyStats(vsHarness), found
+	own, toFirst, vsHarness, found := ownShares(events, patches, given)
+	split.ControllerOwn, split.ControllerToFirst = latencyStats(own), latencyStats(toFirst)
+	split.DeliveryVsHarness, split.OwnMatches = latencyStats(vsHarness), found
 	if len(toSend) > 0 {
 		total := make([]time.Duration, len(toSend))
 		for i := range toSend {

@@ -42,6 +42,9 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 	own, m := sp.ControllerOwn, sp.OwnMatches
 	p("controller's own share (its watch delivered the update -> its patch on the wire, both on the proxy's clock; %d pairs: %d at the update's resourceVersion, %d at the first later one it was given, %d not given, left out): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",
 		own.OK, m.Exact, m.Later, m.Unmatched, own.P50Ms, own.P90Ms, own.P99Ms, own.MaxMs)
+	first := sp.ControllerToFirst
+	p("the same to its first patch of the Node (before a conflict with a kubelet's write, patched again, when there was one): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",
+		first.P50Ms, first.P90Ms, first.P99Ms, first.MaxMs)
 	p("its watch delivery vs the harness's (the proxy passed the controller the update - the harness's watch showed it; negative: the controller's came first): p50 %.0f ms, p99 %.0f ms",
 		sp.DeliveryVsHarness.P50Ms, sp.DeliveryVsHarness.P99Ms)
 	p("the apiserver's share, same run (an agent sends the write that makes its Node Updated -> the harness's Node watch shows it; %d Nodes): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",

@@ -248,7 +248,7 @@ func TestOwnShareFindsTheControllersDeliveryOfTheUpdate(t *testing.T) {
 		{at: at(500), node: "z"},                          // patch sent at 450
 	}
 	patches := map[string]wireTiming{"x": {sent: at(150)}, "y": {sent: at(350)}, "z": {sent: at(450)}}
-	own, vs, found := ownShares(events, patches, d)
+	own, _, vs, found := ownShares(events, patches, d)
 	if found != (OwnShareMatches{Exact: 1, Later: 1, Unmatched: 1}) {
 		t.Errorf("matches = %+v, want one exact, one later, one unmatched", found)
 	}
@@ -276,12 +276,16 @@ func TestOwnSharePairsOnTheControllersTimeline(t *testing.T) {
 		{at: at(400), node: "y"}, // patch sent at 330
 		{at: at(410), node: "z"}, // patch sent at 340: no update left waiting
 	}
-	patches := map[string]wireTiming{"x": {sent: at(120)}, "y": {sent: at(330)}, "z": {sent: at(340)}}
+	// y's first patch met a conflict at 310 and was sent again at 330.
+	patches := map[string]wireTiming{"x": {sent: at(120)}, "y": {first: at(310), sent: at(330)}, "z": {sent: at(340)}}
 	if got := reactions(events); !slices.Equal(got, []time.Duration{10 * time.Millisecond, 90 * time.Millisecond}) {
 		t.Fatalf("the harness's reactions = %v, want x for b and y for a", got)
 	}
-	own, _, _ := ownShares(events, patches, d)
+	own, toFirst, _, _ := ownShares(events, patches, d)
 	if want := []time.Duration{20 * time.Millisecond, 30 * time.Millisecond}; !slices.Equal(own, want) {
 		t.Errorf("own shares = %v, want %v (x for a, y for b)", own, want)
+	}
+	if want := []time.Duration{20 * time.Millisecond, 10 * time.Millisecond}; !slices.Equal(toFirst, want) {
+		t.Errorf("own shares to the first patch = %v, want %v", toFirst, want)
 	}
 }
