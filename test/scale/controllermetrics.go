@@ -2,9 +2,50 @@ package scale
 
 import (
 	"context"
+	"math"
 	"net/http"
+	"sort"
 	"strconv"
 )
+
+// TimedReactions is the controller's own timing of its reactions, from
+// its nodeguard_rollout_reaction_seconds: from its Node informer handing
+// over a Node's passed trial to its sending the next assignment, paired
+// first in, first out, as the controller counts them. The histogram gives
+// the p99 to its bucket: P99AtMostMs is the bound of the bucket that holds
+// it, and Over200ms counts the reactions above 0.2 s exactly (a bound).
+type TimedReactions struct {
+	Count       float64 `json:"count"`
+	MeanMs      float64 `json:"mean_ms"`
+	Over200ms   float64 `json:"over_200ms"`
+	P99AtMostMs float64 `json:"p99_at_most_ms"`
+}
+
+// timedReactions reads TimedReactions from the histogram's cumulative
+// buckets (by upper bound, +Inf included), count and sum.
+func timedReactions(buckets map[float64]float64, count, sum float64) TimedReactions {
+	t := TimedReactions{Count: count}
+	if count == 0 {
+		return t
+	}
+	t.MeanMs = 1000 * sum / count
+	t.Over200ms = count - buckets[0.2]
+	bounds := make([]float64, 0, len(buckets))
+	for le := range buckets {
+		bounds = append(bounds, le)
+	}
+	sort.Float64s(bounds)
+	for _, le := range bounds {
+		if buckets[le] >= 0.99*count {
+			t.P99AtMostMs = 1000 * le
+			if math.IsInf(le, 1) {
+				t.P99AtMostMs = math.Inf(1)
+			}
+			break
+		}
+	}
+	return t
+}
 
 // ClientThrottle is the controller's wait in its own client-side rate
 // limiter (--kube-api-qps, --kube-api-burst) over the run, from its
@@ -26,15 +67,21 @@ type ClientThrottle struct {
 func readControllerMetrics(ctx context.Context, url string, r *RolloutResult) {
 	samples, err := scrape(ctx, http.DefaultClient, url, "nodeguard_rollout_node_changes_total", "nodeguard_rollout_syncs_total",
 		"workqueue_queue_duration_seconds_sum", "workqueue_queue_duration_seconds_count", "workqueue_work_duration_seconds_sum", "workqueue_work_duration_seconds_count",
-		"rest_client_rate_limiter_duration_seconds_sum", "rest_client_rate_limiter_duration_seconds_count", "rest_client_rate_limiter_duration_seconds_bucket")
+		"rest_client_rate_limiter_duration_seconds_sum", "rest_client_rate_limiter_duration_seconds_count", "rest_client_rate_limiter_duration_seconds_bucket",
+		"nodeguard_rollout_reaction_seconds_bucket", "nodeguard_rollout_reaction_seconds_count", "nodeguard_rollout_reaction_seconds_sum")
 	if err != nil {
 		return
 	}
 	r.NodeChanges, r.Syncs = map[string]float64{}, map[string]float64{}
 	sums := map[string]float64{}
 	var under25, under100 float64
+	reactionBuckets := map[float64]float64{}
 	for _, x := range samples {
 		switch x.name {
+		case "nodeguard_rollout_reaction_seconds_bucket":
+			if le, err := strconv.ParseFloat(x.labels["le"], 64); err == nil {
+				reactionBuckets[le] += x.value
+			}
 		case "nodeguard_rollout_node_changes_total":
 			r.NodeChanges[x.labels["action"]+" "+x.labels["result"]] += x.value
 		case "nodeguard_rollout_syncs_total":
@@ -56,6 +103,7 @@ func readControllerMetrics(ctx context.Context, url string, r *RolloutResult) {
 	if n := sums["workqueue_work_duration_seconds_count"]; n > 0 {
 		r.SyncMs = 1000 * sums["workqueue_work_duration_seconds_sum"] / n
 	}
+	r.TimedReactions = timedReactions(reactionBuckets, sums["nodeguard_rollout_reaction_seconds_count"], sums["nodeguard_rollout_reaction_seconds_sum"])
 	if n := sums["rest_client_rate_limiter_duration_seconds_count"]; n > 0 {
 		r.Throttle = ClientThrottle{
 			Requests:  n,

@@ -118,7 +118,11 @@
 // its wait for its caches, all on the proxy's clock and free of either
 // watch's delivery; the report gives it also to the controller's first
 // patch of the Node, before a conflict with a kubelet's write had it
-// patched again. These pairs are made on the controller's own
+// patched again, and as the controller times it itself
+// (nodeguard_rollout_reaction_seconds: from its Node informer handing
+// over the pass to its sending the next assignment, so without either
+// leg through the proxy, which runs in the harness's busy process). These
+// pairs are made on the controller's own
 // timeline, first in, first out by when the proxy passed it each update
 // and received each patch: the two watches deliver the same updates in
 // different orders, and a pairing in the harness's order can charge a

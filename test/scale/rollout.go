@@ -177,6 +177,8 @@ type RolloutResult struct {
 	SyncMs      float64 `json:"controller_sync_ms"`
 	// Throttle is the controller's wait in its client's rate limiter.
 	Throttle ClientThrottle `json:"controller_client_throttle"`
+	// TimedReactions is the controller's own timing of its reactions.
+	TimedReactions TimedReactions `json:"controller_timed_reactions"`
 }
 
 // RequestsPerNode is the controller's requests per Node moved, without

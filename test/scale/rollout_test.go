@@ -55,6 +55,12 @@ func TestRolloutShort(t *testing.T) {
 			if r.WriteToWatch.OK != o.Nodes {
 				t.Errorf("%d Nodes' updates timed from their agents' writes, want all %d", r.WriteToWatch.OK, o.Nodes)
 			}
+			// Every Node after the first batch answers a pass; the
+			// controller times each (a few more when a pass and an
+			// assignment cross in a decision the harness pairs otherwise).
+			if passes := o.Nodes - o.Batch() - int(o.Canary); r.TimedReactions.Count < float64(passes)/2 {
+				t.Errorf("the controller timed %.0f reactions, want about %d", r.TimedReactions.Count, passes)
+			}
 			if drain {
 				if err := DrainOutcomes(o, r); err != nil {
 					t.Error(err)

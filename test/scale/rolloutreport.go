@@ -45,6 +45,10 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 	first := sp.ControllerToFirst
 	p("the same to its first patch of the Node (before a conflict with a kubelet's write, patched again, when there was one): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",
 		first.P50Ms, first.P90Ms, first.P99Ms, first.MaxMs)
+	if tr := r.TimedReactions; tr.Count > 0 {
+		p("the same as the controller times it (nodeguard_rollout_reaction_seconds: its Node informer handing over the pass -> its sending the next assignment, first in first out; neither watch delivery nor the harness's proxy in it; %.0f reactions): mean %.1f ms, p99 at most %.0f ms (its bucket), %.0f over 200 ms",
+			tr.Count, tr.MeanMs, tr.P99AtMostMs, tr.Over200ms)
+	}
 	p("its watch delivery vs the harness's (the proxy passed the controller the update - the harness's watch showed it; negative: the controller's came first): p50 %.0f ms, p99 %.0f ms",
 		sp.DeliveryVsHarness.P50Ms, sp.DeliveryVsHarness.P99Ms)
 	p("the apiserver's share, same run (an agent sends the write that makes its Node Updated -> the harness's Node watch shows it; %d Nodes): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",

@@ -1,6 +1,7 @@
 package scale
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -133,5 +134,17 @@ func TestStatusPeriod(t *testing.T) {
 	r := RolloutOptions{Period: 10 * time.Second, StatusPeriod: 5 * time.Minute}
 	if got := r.fleetOptions().statusPeriod(); got != 5*time.Minute {
 		t.Errorf("rollout's fleet status period %s, want 5m", got)
+	}
+}
+
+func TestTimedReactionsFromBuckets(t *testing.T) {
+	buckets := map[float64]float64{0.01: 50, 0.1: 90, 0.2: 97, 0.5: 99, 1: 100, math.Inf(1): 100}
+	got := timedReactions(buckets, 100, 5)
+	want := TimedReactions{Count: 100, MeanMs: 50, Over200ms: 3, P99AtMostMs: 500}
+	if got != want {
+		t.Errorf("timedReactions = %+v, want %+v", got, want)
+	}
+	if got := timedReactions(map[float64]float64{}, 0, 0); got != (TimedReactions{}) {
+		t.Errorf("no reactions: %+v", got)
 	}
 }

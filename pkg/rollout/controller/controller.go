@@ -349,7 +349,9 @@ func (c *Controller) touchSelecting(node string, enqueue bool, sets ...map[strin
 		}
 		for _, set := range sets {
 			if selector.Matches(labels.Set(set)) {
-				c.state(r.Name).touch(node)
+				st := c.state(r.Name)
+				st.touch(node)
+				st.reactions.touch(node, c.clock.Now())
 				if enqueue {
 					c.queue.Add(r.Name)
 				}

@@ -24,6 +24,7 @@ type Metrics struct {
 	transitions *prometheus.CounterVec
 	changes     *prometheus.CounterVec
 	batch       *prometheus.HistogramVec
+	reactions   *prometheus.HistogramVec
 	syncs       *prometheus.CounterVec
 	stalled     *prometheus.GaugeVec
 	failed      *prometheus.GaugeVec
@@ -68,6 +69,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			// Trials last minutes on real nodes (the agent's default is 5m).
 			Buckets: prometheus.ExponentialBuckets(5, 2, 10),
 		}, []string{"result"}),
+		reactions: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "nodeguard", Subsystem: "rollout", Name: "reaction_seconds",
+			Help:    "Time from the controller's Node informer handing over the update that shows a Node passed its trial until the controller sent the assignment of the next Node, passes and assignments paired first in, first out: its queue, its sync and its patch window, not the watch's delivery before nor the patch's round trip after.",
+			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2.5, 5, 10, 30},
+		}, []string{"rollout"}),
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "nodeguard", Subsystem: "rollout", Name: "syncs_total",
 			Help: "Syncs of a rollout, by result (ok; waiting, on the controller's last status write or on its assignments in flight; error).",
@@ -81,7 +87,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "1 while a KubeletConfigRollout's Failed condition is True (it stopped on a failed Node, and with onFailure Revert reverted the Nodes it moved), 0 otherwise, as of its last sync.",
 		}, []string{"rollout"}),
 	}
-	for _, c := range []prometheus.Collector{m.nodes, m.transitions, m.changes, m.batch, m.syncs, m.stalled, m.failed} {
+	for _, c := range []prometheus.Collector{m.nodes, m.transitions, m.changes, m.batch, m.reactions, m.syncs, m.stalled, m.failed} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering rollout metrics: %w", err)
 		}
@@ -154,6 +160,14 @@ func setFlag(vec *prometheus.GaugeVec, name string, on bool) {
 	vec.WithLabelValues(name).Set(value)
 }
 
+// reaction observes how long a passed trial waited for the assignment
+// that answered it (reactions.go).
+func (m *Metrics) reaction(name string, waited time.Duration) {
+	if m != nil {
+		m.reactions.WithLabelValues(name).Observe(waited.Seconds())
+	}
+}
+
 func (m *Metrics) sync(result string) {
 	if m != nil {
 		m.syncs.WithLabelValues(result).Inc()
@@ -170,4 +184,5 @@ func (m *Metrics) forget(name string) {
 	m.failed.DeletePartialMatch(prometheus.Labels{"rollout": name})
 	m.transitions.DeletePartialMatch(prometheus.Labels{"rollout": name})
 	m.changes.DeletePartialMatch(prometheus.Labels{"rollout": name})
+	m.reactions.DeletePartialMatch(prometheus.Labels{"rollout": name})
 }

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/pkg/contract"
@@ -160,6 +161,7 @@ func handlerController(t *testing.T, rollouts []*v1alpha1.KubeletConfigRollout) 
 	return &Controller{
 		observed: newObservations(), queue: queue, rolloutLister: nodeguardlisters.NewKubeletConfigRolloutLister(indexer),
 		nodes: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), states: map[string]*rolloutState{}, expectationsTimeout: time.Minute,
+		clock: clocktesting.NewFakeClock(time.Unix(0, 0)),
 	}
 }
 

@@ -231,6 +231,11 @@ func (c *Controller) patch(ctx context.Context, rolloutName string, st *rolloutS
 		st.failed(change.Node)
 		return resultError, fmt.Errorf("patching Node %s: %w", change.Node, context.Cause(ctx))
 	}
+	if action == "assign" {
+		if waited, ok := st.reactions.assigning(c.clock.Now()); ok {
+			c.metrics.reaction(rolloutName, waited)
+		}
+	}
 	var w write
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		body, err := change.MergePatch()

@@ -73,6 +73,9 @@ type rolloutState struct {
 	touched   sets.Set[string]
 	// fits is the report of unfit Nodes (fit.go), kept the same way.
 	fits fits
+	// reactions times the controller's answers to passed trials
+	// (reactions.go).
+	reactions *reactions
 }
 
 func newRolloutState(timeout time.Duration, maxPatches int) *rolloutState {
@@ -86,6 +89,7 @@ func newRolloutState(timeout time.Duration, maxPatches int) *rolloutState {
 		counts:      map[rollout.NodeState]int{},
 		batchOf:     map[string]*batch{},
 		fits:        newFits(),
+		reactions:   newReactions(),
 	}
 }
 
