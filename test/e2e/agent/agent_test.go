@@ -38,6 +38,23 @@ func TestGoodConfigBecomesLastKnownGood(t *testing.T) {
 		return is(o.Status.Active, a) && reason(o, corev1.ConditionFalse, contract.ReasonTrialInProgress)
 	})
 	n.passed(a)
+	// The agent's report is one write of nodes/status, and the apiserver
+	// keeps the annotation in it: the status subresource's entry in the
+	// Node's managedFields owns it (a write on the Node itself, the
+	// agent's fallback, would own it from an entry without subresource).
+	node, err := env.Admin.CoreV1().Nodes().Get(n.ctx, n.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var owners []string
+	for _, m := range node.ManagedFields {
+		if m.FieldsV1 != nil && strings.Contains(string(m.FieldsV1.Raw), `"f:`+contract.ConfigStatusAnnotation+`"`) {
+			owners = append(owners, m.Manager+"/"+m.Subresource)
+		}
+	}
+	if !slices.Equal(owners, []string{"nodeguard-agent/status"}) {
+		t.Errorf("%s is owned by %v, want the agent's writes of nodes/status alone", contract.ConfigStatusAnnotation, owners)
+	}
 	file := n.kubeletFile()
 	for _, want := range []string{"maxPods: 42", "providerID: e2e://" + n.Name, fmt.Sprintf("healthzPort: %d", n.KubeletHealthzPort)} {
 		if !strings.Contains(file, want) {
