@@ -349,9 +349,7 @@ func (c *Controller) touchSelecting(node string, enqueue bool, sets ...map[strin
 		}
 		for _, set := range sets {
 			if selector.Matches(labels.Set(set)) {
-				st := c.state(r.Name)
-				st.touch(node)
-				st.reactions.touch(node, c.clock.Now())
+				c.state(r.Name).touch(node, c.clock.Now())
 				if enqueue {
 					c.queue.Add(r.Name)
 				}

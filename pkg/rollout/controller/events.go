@@ -64,7 +64,7 @@ func (c *Controller) verdicts(r *v1alpha1.KubeletConfigRollout, st *rolloutState
 	v := st.decided(d.Nodes, d.Left)
 	nothingToAssign := len(d.Assign) == 0 && (v.counts[rollout.StatePending] == 0 || r.Spec.Paused ||
 		meta.IsStatusConditionTrue(d.Status.Conditions, v1alpha1.ConditionFailed))
-	st.reactions.decided(d.Nodes, v.previous, nothingToAssign, now)
+	st.reactions.decided(d.Nodes, v.previous, st.handedOverRead, nothingToAssign, now)
 	c.metrics.observe(r.Name, d.Nodes, v, now)
 	for _, res := range d.Nodes {
 		if (res.State != rollout.StateDegraded && res.State != rollout.StateSkipped) || v.previous[res.Name] == res.State {

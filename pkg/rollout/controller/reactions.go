@@ -16,50 +16,24 @@ import (
 // trip after it are the apiserver's, and not in it.
 type reactions struct {
 	mu sync.Mutex
-	// touched is when the handler first handed over a change of each Node
-	// since the last decision read it; read is the same for the Nodes the
-	// last decision read.
-	touched, read map[string]time.Time
 	// passed are the passes no assignment has answered yet, oldest first.
 	passed []time.Time
 }
 
-func newReactions() *reactions {
-	return &reactions{touched: map[string]time.Time{}, read: map[string]time.Time{}}
-}
-
-// touch records that the informer handed over a change of node at now,
-// unless an earlier change is still unread.
-func (r *reactions) touch(node string, now time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.touched[node]; !ok {
-		r.touched[node] = now
-	}
-}
-
-// reading moves the touched Nodes' times aside as the ones the decision in
-// progress reads.
-func (r *reactions) reading() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.read, r.touched = r.touched, map[string]time.Time{}
-}
-
 // decided records the passes in a decision's changed verdicts (a Node that
-// was in trial and is now updated), each at the time its change was handed
-// over (at now when none was recorded). A decision that leaves nothing to
-// assign (no Node pending, or the rollout paused or failed) forgets the
-// passes waiting: no assignment will answer them, and a later one must not
-// be charged with them.
-func (r *reactions) decided(changed []rollout.NodeResult, previous map[string]rollout.NodeState, nothingToAssign bool, now time.Time) {
+// was in trial and is now updated), each at the time the informer handed
+// over its change (handedOver, rolloutState's; at now when none was
+// recorded). A decision that leaves nothing to assign (no Node pending, or
+// the rollout paused or failed) forgets the passes waiting: no assignment
+// will answer them, and a later one must not be charged with them.
+func (r *reactions) decided(changed []rollout.NodeResult, previous map[string]rollout.NodeState, handedOver map[string]time.Time, nothingToAssign bool, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, res := range changed {
 		if previous[res.Name] != rollout.StateInTrial || res.State != rollout.StateUpdated {
 			continue
 		}
-		at, ok := r.read[res.Name]
+		at, ok := handedOver[res.Name]
 		if !ok {
 			at = now
 		}

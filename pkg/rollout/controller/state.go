@@ -71,6 +71,12 @@ type rolloutState struct {
 	pool      *rollout.Pool
 	poolBasis string
 	touched   sets.Set[string]
+	// handedOver is when the Node informer first handed over a change of
+	// each Node touched since the last decision (a change the controller
+	// sent touches its Node too, without a time); handedOverRead is the
+	// same for the Nodes the decision in progress reads, which only the
+	// sync touches. They time the reactions (reactions.go).
+	handedOver, handedOverRead map[string]time.Time
 	// fits is the report of unfit Nodes (fit.go), kept the same way.
 	fits fits
 	// reactions times the controller's answers to passed trials
@@ -85,19 +91,24 @@ func newRolloutState(timeout time.Duration, maxPatches int) *rolloutState {
 		recordSlots: make(chan struct{}, maxPatches),
 		unseen:      map[string]*unseenChange{},
 		touched:     sets.New[string](),
+		handedOver:  map[string]time.Time{},
 		nodes:       map[string]rollout.NodeState{},
 		counts:      map[rollout.NodeState]int{},
 		batchOf:     map[string]*batch{},
 		fits:        newFits(),
-		reactions:   newReactions(),
+		reactions:   &reactions{},
 	}
 }
 
-// touch marks Nodes whose reading the next decision must bring up to date.
-func (st *rolloutState) touch(names ...string) {
+// touch marks a Node whose reading the next decision must bring up to
+// date, on an event the Node informer handed over at now.
+func (st *rolloutState) touch(name string, now time.Time) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.touched.Insert(names...)
+	st.touched.Insert(name)
+	if _, ok := st.handedOver[name]; !ok {
+		st.handedOver[name] = now
+	}
 }
 
 // takeTouched returns the Nodes touched since it was last called, and
@@ -110,6 +121,7 @@ func (st *rolloutState) takeTouched(now time.Time) sets.Set[string] {
 	defer st.mu.Unlock()
 	out := st.touched
 	st.touched = sets.New[string]()
+	st.handedOverRead, st.handedOver = st.handedOver, map[string]time.Time{}
 	for name, c := range st.unseen {
 		if !c.answered.IsZero() && now.Sub(c.answered) >= st.timeout {
 			delete(st.unseen, name)

@@ -158,7 +158,6 @@ func (c *Controller) observe(ctx context.Context, r *v1alpha1.KubeletConfigRollo
 func (c *Controller) refreshPool(name string, selector labels.Selector, rollouts []*v1alpha1.KubeletConfigRollout, st *rolloutState, now time.Time) (poolRead, error) {
 	others := otherSelectors(rollouts, name)
 	changed := st.takeTouched(now)
-	st.reactions.reading()
 	if basis := poolBasis(selector, others); st.pool == nil || st.poolBasis != basis {
 		if st.pool == nil {
 			st.pool = rollout.NewPool(name)
