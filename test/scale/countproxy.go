@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -51,7 +50,11 @@ type countingProxy struct {
 // when it had passed the apiserver's whole answer back; first is when it
 // received the first of the Node's timed patches, which differs from sent
 // when that one met a conflict and the controller patched again.
-type wireTiming struct{ first, sent, answered time.Time }
+type wireTiming struct {
+	First    time.Time `json:"first"`
+	Sent     time.Time `json:"sent"`
+	Answered time.Time `json:"answered"`
+}
 
 // startCountingProxy serves plain HTTP on loopback and forwards to the
 // apiserver of upstream over TLS with upstream's credentials (the
@@ -96,7 +99,7 @@ func startCountingProxy(upstream *rest.Config) (*countingProxy, error) {
 		}
 		rp.ServeHTTP(w, r)
 		if node != "" {
-			p.timePatch(node, wireTiming{sent: sent, answered: time.Now()})
+			p.timePatch(node, wireTiming{Sent: sent, Answered: time.Now()})
 		}
 	})}
 	go func() { _ = p.server.Serve(l) }()
@@ -181,33 +184,20 @@ func (p *countingProxy) timePatch(node string, t wireTiming) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.on {
-		t.first = t.sent
+		t.First = t.Sent
 		if earlier, ok := p.patches[node]; ok {
-			t.first = earlier.first
+			t.First = earlier.First
 		}
 		p.patches[node] = t
 	}
 }
 
-// start begins counting from zero; snapshot returns the counts so far.
+// start begins counting from zero.
 func (p *countingProxy) start() {
 	p.mu.Lock()
 	p.counts, p.patches, p.on = map[string]int{}, map[string]wireTiming{}, true
 	p.mu.Unlock()
 	p.nodeEvents.start()
-}
-
-func (p *countingProxy) snapshot() map[string]int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return maps.Clone(p.counts)
-}
-
-// patchTimings returns each Node's latest patch on the wire.
-func (p *countingProxy) patchTimings() map[string]wireTiming {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return maps.Clone(p.patches)
 }
 
 func (p *countingProxy) stop() { _ = p.server.Close() }

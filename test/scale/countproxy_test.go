@@ -1,15 +1,22 @@
 package scale
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"encoding/pem"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/nodeguard/nodeguard/test/controlplane"
 )
 
 // The controller's client reaches the proxy over HTTPS with HTTP/2, as it
@@ -33,7 +40,7 @@ func TestCountingProxySpeaksHTTP2(t *testing.T) {
 	if _, err := client.CoreV1().Nodes().Get(context.Background(), "n", metav1.GetOptions{}); err != nil {
 		t.Fatalf("through the proxy: %v", err)
 	}
-	if got := proxy.snapshot(); got["get nodes"] != 1 {
+	if got := proxy.record().Counts; got["get nodes"] != 1 {
 		t.Errorf("counts = %v, want one get nodes", got)
 	}
 	proxy.mu.Lock()
@@ -46,11 +53,85 @@ func TestCountingProxySpeaksHTTP2(t *testing.T) {
 // A Node patched again after a conflict keeps the time of its first patch
 // beside the one that applied.
 func TestTimePatchKeepsTheFirst(t *testing.T) {
-	p := &countingProxy{patches: map[string]wireTiming{}, on: true}
+	p := &countingProxy{patches: map[string]wireTiming{}, on: true, nodeEvents: newDeliveries()}
 	at := func(ms int) time.Time { return time.UnixMilli(int64(ms)) }
-	p.timePatch("n", wireTiming{sent: at(10), answered: at(20)})
-	p.timePatch("n", wireTiming{sent: at(30), answered: at(40)})
-	if got := p.patchTimings()["n"]; !got.first.Equal(at(10)) || !got.sent.Equal(at(30)) || !got.answered.Equal(at(40)) {
+	p.timePatch("n", wireTiming{Sent: at(10), Answered: at(20)})
+	p.timePatch("n", wireTiming{Sent: at(30), Answered: at(40)})
+	if got := p.record().Patches["n"]; !got.First.Equal(at(10)) || !got.Sent.Equal(at(30)) || !got.Answered.Equal(at(40)) {
 		t.Errorf("timing = %+v, want first 10, sent 30, answered 40", got)
+	}
+}
+
+// The harness drives the proxy's process through the addresses it prints:
+// requests before the count starts are not counted, those after are, and
+// the record carries them back.
+func TestCountingProxyControl(t *testing.T) {
+	upstream := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"Node","apiVersion":"v1","metadata":{"name":"n"}}`))
+	}))
+	defer upstream.Close()
+	kubeconfig := filepath.Join(t.TempDir(), "upstream.kubeconfig")
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: upstream.Certificate().Raw})
+	if err := controlplane.WriteKubeconfig(kubeconfig, &rest.Config{Host: upstream.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	out, in := io.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- ServeCountingProxy(ctx, kubeconfig, in) }()
+	line, err := bufio.NewReader(out).ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("reading the proxy's addresses: %v", err)
+	}
+	p := &proxyProcess{client: http.DefaultClient}
+	if err := json.Unmarshal(line, &p.proxyAddresses); err != nil {
+		t.Fatalf("the proxy's addresses %q: %v", line, err)
+	}
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: p.URL, TLSClientConfig: rest.TLSClientConfig{CAData: p.CAData}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func() {
+		if _, err := client.CoreV1().Nodes().Get(ctx, "n", metav1.GetOptions{}); err != nil {
+			t.Fatalf("through the proxy: %v", err)
+		}
+	}
+	get()
+	if err := p.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	get()
+	get()
+	rec, err := p.record(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Counts["get nodes"] != 2 {
+		t.Errorf("counts = %v, want the two gets after the start", rec.Counts)
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Errorf("the proxy ended with %v, want nil once cancelled", err)
+	}
+}
+
+// Deliveries keep their resourceVersions and times through the record's
+// JSON, to the nanosecond.
+func TestProxyRecordCarriesDeliveries(t *testing.T) {
+	at := time.Unix(100, 123456789)
+	p := &countingProxy{counts: map[string]int{}, protos: map[string]int{}, patches: map[string]wireTiming{}, nodeEvents: newDeliveries()}
+	p.start()
+	p.nodeEvents.record("a", 12, at)
+	raw, err := json.Marshal(p.record())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec proxyRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if got, m := rec.nodeEvents().lookup("a", "12"); m != matchExact || !got.Equal(at) {
+		t.Errorf("lookup after the round trip = %v, %v; want %v, exact", got, m, at)
 	}
 }

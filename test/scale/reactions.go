@@ -53,9 +53,9 @@ func splitReactions(pairs []reaction, patches map[string]wireTiming) (toSend, wr
 		if !ok {
 			continue
 		}
-		toSend = append(toSend, t.sent.Sub(p.updated.at))
-		write = append(write, t.answered.Sub(t.sent))
-		toWatch = append(toWatch, p.assigned.at.Sub(t.answered))
+		toSend = append(toSend, t.Sent.Sub(p.updated.at))
+		write = append(write, t.Answered.Sub(t.Sent))
+		toWatch = append(toWatch, p.assigned.at.Sub(t.Answered))
 	}
 	return toSend, write, toWatch
 }
@@ -89,7 +89,7 @@ func ownShares(events []nodeEvent, patches map[string]wireTiming, given *deliver
 	for _, e := range events {
 		if !e.updated {
 			if t, ok := patches[e.node]; ok {
-				timeline = append(timeline, moment{at: t.sent, first: t.first})
+				timeline = append(timeline, moment{at: t.Sent, first: t.First})
 			}
 			continue
 		}

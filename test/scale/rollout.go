@@ -301,7 +301,9 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 	if err != nil {
 		return r, err
 	}
-	proxy.start()
+	if err := proxy.start(ctx); err != nil {
+		return r, err
+	}
 	r.Start = time.Now()
 	logf(o.Progress, "rollout: creating %s (canary %d, maxUnavailable %d%% = %d, trial %s)", rolloutName, o.Canary, o.MaxUnavailablePercent, r.Batch, o.Trial)
 	if err := createRollout(ctx, rollouts, o); err != nil {
@@ -315,6 +317,9 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 			// rollout would wait out the timeout.
 			return errors.New("the rollout controller exited during the rollout")
 		}
+		if !proxy.running() {
+			return errors.New("the counting proxy exited during the rollout")
+		}
 		if s, err := readProc(ctrlPID); err == nil {
 			peak = max(peak, s.rssByte)
 		}
@@ -327,11 +332,14 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 		// the harness's Node watch the moment it needs to see it too.
 		catchUp(ctx, obs, o.Nodes, 10*time.Second)
 	}
-	r.Requests = proxy.snapshot()
+	wire, werr := proxy.record(ctx)
+	if werr != nil {
+		return r, werr
+	}
+	r.Requests = wire.Counts
 	admitAfter, aerr := takeAdmissionTime(ctx, c)
 	err = errors.Join(err, aerr)
 	r.Admission = admissionStats(admitBefore, admitAfter)
-	patches := proxy.patchTimings()
 	readControllerMetrics(ctx, ctrl.URL+"/metrics", &r)
 	after, perr := readProc(ctrlPID)
 	r.Complete = complete
@@ -360,7 +368,7 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 		r.Assigned[s.assignments[k.name]]++
 	}
 	r.Reactions = latencyStats(reactions(s.events))
-	r.ReactionSplit = newReactionSplit(s.events, patches, proxy.nodeEvents)
+	r.ReactionSplit = newReactionSplit(s.events, wire.Patches, wire.nodeEvents())
 	r.WriteToWatch = latencyStats(writesToWatch(s.events, agents))
 	if r.WriteToWatch.OK > 0 {
 		r.ApiserverFloorSeconds = float64(r.TrialsOnPath) * (o.Wave().Seconds() + r.WriteToWatch.P99Ms/1000)
@@ -394,19 +402,19 @@ func ptrTo[T any](v T) *T { return &v }
 // startController starts one replica of cmd/rollout-controller (this
 // tree's, or binary when set) with the shipped flags that matter here
 // (workers) and framework's, talking to the apiserver through a counting
-// proxy with its ServiceAccount's token.
-func startController(ctx context.Context, c *cluster, dir, binary string, extra []string) (*countingProxy, *framework.RolloutController, int, error) {
+// proxy (a process of its own) with its ServiceAccount's token.
+func startController(ctx context.Context, c *cluster, dir, binary string, extra []string) (*proxyProcess, *framework.RolloutController, int, error) {
 	cfg, err := c.env.RolloutControllerConfig(ctx)
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	proxy, err := startCountingProxy(cfg)
+	proxy, err := startProxyProcess(ctx, dir, cfg)
 	if err != nil {
 		return nil, nil, 0, err
 	}
 	kubeconfig := filepath.Join(dir, "rollout-controller-via-proxy.kubeconfig")
 	// The proxy adds the token.
-	viaProxy := &rest.Config{Host: proxy.url, TLSClientConfig: rest.TLSClientConfig{CAData: proxy.caData}}
+	viaProxy := &rest.Config{Host: proxy.URL, TLSClientConfig: rest.TLSClientConfig{CAData: proxy.CAData}}
 	if err := controlplane.WriteKubeconfig(kubeconfig, viaProxy); err != nil {
 		proxy.stop()
 		return nil, nil, 0, err

@@ -61,6 +61,13 @@ func TestRolloutShort(t *testing.T) {
 			if passes := o.Nodes - o.Batch() - int(o.Canary); r.TimedReactions.Count < float64(passes)/2 {
 				t.Errorf("the controller timed %.0f reactions, want about %d", r.TimedReactions.Count, passes)
 			}
+			// The counting proxy, a process of its own, saw every
+			// assignment and the controller's Node watch: the own share
+			// is timed from its record.
+			if r.Requests["patch nodes"] < o.Nodes || r.ReactionSplit.ControllerOwn.OK == 0 {
+				t.Errorf("the proxy recorded %d Node patches and timed %d own shares, want at least %d and some",
+					r.Requests["patch nodes"], r.ReactionSplit.ControllerOwn.OK, o.Nodes)
+			}
 			if drain {
 				if err := DrainOutcomes(o, r); err != nil {
 					t.Error(err)
@@ -118,7 +125,7 @@ func TestSplitReactionsAtTheControllersPatch(t *testing.T) {
 		{at: at(700), node: "d"}, // no timed patch: left out
 	}
 	pairs := reactionPairs(events)
-	patches := map[string]wireTiming{"b": {sent: at(250), answered: at(300)}}
+	patches := map[string]wireTiming{"b": {Sent: at(250), Answered: at(300)}}
 	toSend, write, toWatch := splitReactions(pairs, patches)
 	want := []time.Duration{150 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond}
 	if len(toSend) != 1 || toSend[0] != want[0] || write[0] != want[1] || toWatch[0] != want[2] {

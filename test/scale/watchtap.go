@@ -30,8 +30,8 @@ type deliveries struct {
 // delivery is one watch event the controller was given: the Node's
 // resourceVersion in it and when its last byte went through the proxy.
 type delivery struct {
-	rv uint64
-	at time.Time
+	RV uint64    `json:"rv"`
+	At time.Time `json:"at"`
 }
 
 func newDeliveries() *deliveries { return &deliveries{byNode: map[string][]delivery{}} }
@@ -47,7 +47,7 @@ func (d *deliveries) record(node string, rv uint64, at time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.on {
-		d.byNode[node] = append(d.byNode[node], delivery{rv: rv, at: at})
+		d.byNode[node] = append(d.byNode[node], delivery{RV: rv, At: at})
 	}
 }
 
@@ -78,11 +78,11 @@ func (d *deliveries) lookup(node, rv string) (time.Time, match) {
 	defer d.mu.Unlock()
 	var later time.Time
 	for _, e := range d.byNode[node] {
-		if e.rv == want {
-			return e.at, matchExact
+		if e.RV == want {
+			return e.At, matchExact
 		}
-		if e.rv > want && later.IsZero() {
-			later = e.at
+		if e.RV > want && later.IsZero() {
+			later = e.At
 		}
 	}
 	if later.IsZero() {

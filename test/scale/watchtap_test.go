@@ -80,8 +80,8 @@ func TestTapRecordsEachNodeEventAtTheChunkThatCompletedIt(t *testing.T) {
 		t.Errorf("the stream changed on its way through:\n%s", got)
 	}
 	want := map[string][]delivery{
-		"a": {{rv: 10, at: time.UnixMilli(1)}, {rv: 12, at: time.UnixMilli(2)}},
-		"b": {{rv: 14, at: time.UnixMilli(3)}},
+		"a": {{RV: 10, At: time.UnixMilli(1)}, {RV: 12, At: time.UnixMilli(2)}},
+		"b": {{RV: 14, At: time.UnixMilli(3)}},
 	}
 	if len(d.byNode) != len(want) {
 		t.Errorf("recorded %v, want %v", d.byNode, want)
@@ -93,7 +93,7 @@ func TestTapRecordsEachNodeEventAtTheChunkThatCompletedIt(t *testing.T) {
 			continue
 		}
 		for i := range w {
-			if g[i].rv != w[i].rv || !g[i].at.Equal(w[i].at) {
+			if g[i].RV != w[i].RV || !g[i].At.Equal(w[i].At) {
 				t.Errorf("%s: recorded %v, want %v", node, g, w)
 			}
 		}
@@ -135,8 +135,8 @@ func TestTapDecompressesAGzippedWatch(t *testing.T) {
 	if got := readThrough(t, newTap(body, d, "application/json", true, tick())); !bytes.Equal(got, all) {
 		t.Error("the stream changed on its way through")
 	}
-	want := []delivery{{rv: 10, at: time.UnixMilli(1)}, {rv: 12, at: time.UnixMilli(2)}}
-	if g := d.byNode["a"]; len(g) != 2 || g[0].rv != want[0].rv || !g[0].at.Equal(want[0].at) || g[1].rv != want[1].rv || !g[1].at.Equal(want[1].at) {
+	want := []delivery{{RV: 10, At: time.UnixMilli(1)}, {RV: 12, At: time.UnixMilli(2)}}
+	if g := d.byNode["a"]; len(g) != 2 || g[0].RV != want[0].RV || !g[0].At.Equal(want[0].At) || g[1].RV != want[1].RV || !g[1].At.Equal(want[1].At) {
 		t.Errorf("recorded %v, want %v", d.byNode, want)
 	}
 }
@@ -191,7 +191,7 @@ func TestTapDecodesAProtobufWatch(t *testing.T) {
 		t.Error("the stream changed on its way through")
 	}
 	a, b := d.byNode["a"], d.byNode["b"]
-	if len(d.byNode) != 2 || len(a) != 1 || a[0].rv != 10 || !a[0].at.Equal(time.UnixMilli(2)) || len(b) != 1 || b[0].rv != 14 || !b[0].at.Equal(time.UnixMilli(3)) {
+	if len(d.byNode) != 2 || len(a) != 1 || a[0].RV != 10 || !a[0].At.Equal(time.UnixMilli(2)) || len(b) != 1 || b[0].RV != 14 || !b[0].At.Equal(time.UnixMilli(3)) {
 		t.Errorf("recorded %v, want a@10 at read 2, b@14 at read 3", d.byNode)
 	}
 }
@@ -247,7 +247,7 @@ func TestOwnShareFindsTheControllersDeliveryOfTheUpdate(t *testing.T) {
 		{at: at(410), node: "a", updated: true, rv: "25"}, // never given
 		{at: at(500), node: "z"},                          // patch sent at 450
 	}
-	patches := map[string]wireTiming{"x": {sent: at(150)}, "y": {sent: at(350)}, "z": {sent: at(450)}}
+	patches := map[string]wireTiming{"x": {Sent: at(150)}, "y": {Sent: at(350)}, "z": {Sent: at(450)}}
 	own, _, vs, found := ownShares(events, patches, d)
 	if found != (OwnShareMatches{Exact: 1, Later: 1, Unmatched: 1}) {
 		t.Errorf("matches = %+v, want one exact, one later, one unmatched", found)
@@ -277,7 +277,7 @@ func TestOwnSharePairsOnTheControllersTimeline(t *testing.T) {
 		{at: at(410), node: "z"}, // patch sent at 340: no update left waiting
 	}
 	// y's first patch met a conflict at 310 and was sent again at 330.
-	patches := map[string]wireTiming{"x": {sent: at(120)}, "y": {first: at(310), sent: at(330)}, "z": {sent: at(340)}}
+	patches := map[string]wireTiming{"x": {Sent: at(120)}, "y": {First: at(310), Sent: at(330)}, "z": {Sent: at(340)}}
 	if got := reactions(events); !slices.Equal(got, []time.Duration{10 * time.Millisecond, 90 * time.Millisecond}) {
 		t.Fatalf("the harness's reactions = %v, want x for b and y for a", got)
 	}

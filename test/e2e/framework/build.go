@@ -26,6 +26,16 @@ func BuildCommand(dir, name string) (string, error) {
 	return paths[0], nil
 }
 
+// BuildPackage builds the main package pkg of this repository, given as
+// ./path, into dir. Cancelling ctx stops the build.
+func BuildPackage(ctx context.Context, dir, pkg string) (string, error) {
+	paths, err := buildPackages(ctx, dir, pkg)
+	if err != nil {
+		return "", err
+	}
+	return paths[0], nil
+}
+
 // NodeBinaries are the programs a node runs.
 type NodeBinaries struct {
 	// Agent is cmd/agent.
