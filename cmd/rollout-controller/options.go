@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
+	"github.com/nodeguard/nodeguard/pkg/program"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 	"github.com/nodeguard/nodeguard/pkg/rollout/controller"
 )
@@ -21,6 +23,9 @@ type Options struct {
 	Kubeconfig   string
 	KubeAPIQPS   float32
 	KubeAPIBurst int
+	// KubeAPIContentType is what the clients of built-in resources send
+	// and ask for first.
+	KubeAPIContentType string
 
 	Workers        int
 	ResyncPeriod   time.Duration
@@ -48,6 +53,7 @@ func NewOptions() *Options {
 	return &Options{
 		KubeAPIQPS:         200,
 		KubeAPIBurst:       1000,
+		KubeAPIContentType: runtime.ContentTypeProtobuf,
 		Workers:            2,
 		ResyncPeriod:       10 * time.Minute,
 		TrialPeriod:        rollout.DefaultTrialPeriod,
@@ -68,6 +74,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig file with the apiserver and the controller's credentials. Empty means in-cluster: the pod's service account token and the KUBERNETES_SERVICE_HOST/PORT it is given.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side QPS limit towards the kube-apiserver for status writes and Node patches; Events have a limit of the same size of their own. A rollout writes each Node it moves twice (its assignment, then the mark of its passed trial; again on a conflict), and at most maxUnavailable Nodes' trials end together; rest_client_rate_limiter_duration_seconds shows how long writes waited for the limit.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst towards the kube-apiserver: the writes sent at once before --kube-api-qps paces them. At least twice the largest maxUnavailable, in Nodes, so that a wave of trials ending together is not held back (the default fits 10% of 5,000 Nodes).")
+
+	fs.StringVar(&o.KubeAPIContentType, "kube-api-content-type", o.KubeAPIContentType, program.ContentTypeFlagHelp)
 
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Rollouts synced at once. One rollout is never synced by two workers at a time.")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often every rollout is synced again without an event. 0 disables; events alone drive the controller, this is a backstop.")
@@ -94,6 +102,9 @@ func (o *Options) Validate() []error {
 	var errs []error
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	if err := program.ValidateContentType(o.KubeAPIContentType); err != nil {
+		errs = append(errs, err)
 	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers %d: must be at least 1", o.Workers))
@@ -142,7 +153,9 @@ func (o *Options) Validate() []error {
 
 // config is the process's configuration from validated options.
 type config struct {
-	Kube           *rest.Config
+	// Kube is for nodeguard's own resources (JSON), BuiltIn for the
+	// built-in ones (--kube-api-content-type).
+	Kube, BuiltIn  *rest.Config
 	Workers        int
 	Resync         time.Duration
 	TrialPeriod    time.Duration
@@ -166,6 +179,7 @@ type leaderElection struct {
 func (o *Options) config(kube *rest.Config) config {
 	return config{
 		Kube:           kube,
+		BuiltIn:        program.WithContentType(kube, o.KubeAPIContentType),
 		Workers:        o.Workers,
 		Resync:         o.ResyncPeriod,
 		TrialPeriod:    o.TrialPeriod,

@@ -38,6 +38,7 @@ func TestValidateRefuses(t *testing.T) {
 		{[]string{"--resync-period=-1s"}, "--resync-period"},
 		{[]string{"--status-interval=0s"}, "--status-interval"},
 		{[]string{"--max-patches-in-flight=0"}, "--max-patches-in-flight"},
+		{[]string{"--kube-api-content-type=application/yaml"}, "--kube-api-content-type"},
 	} {
 		errs := parse(t, tc.args...).Validate()
 		found := false

@@ -52,11 +52,11 @@ func run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	cfg := opts.config(kubeConfig)
-	kube, err := kubernetes.NewForConfig(rest.CopyConfig(cfg.Kube))
+	kube, err := kubernetes.NewForConfig(rest.CopyConfig(cfg.BuiltIn))
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	md, err := metadata.NewForConfig(rest.CopyConfig(cfg.Kube))
+	md, err := metadata.NewForConfig(rest.CopyConfig(cfg.BuiltIn))
 	if err != nil {
 		return fmt.Errorf("metadata client: %w", err)
 	}
@@ -83,7 +83,7 @@ func run(ctx context.Context, opts *Options) error {
 	// Events get a client, and so a client-side rate limit, of their own:
 	// they are one write per Node moved, and sharing the limit with the
 	// Node patches would hold assignments back behind them.
-	eventClient, err := kubernetes.NewForConfig(rest.CopyConfig(cfg.Kube))
+	eventClient, err := kubernetes.NewForConfig(rest.CopyConfig(cfg.BuiltIn))
 	if err != nil {
 		return fmt.Errorf("events client: %w", err)
 	}
