@@ -39,6 +39,7 @@ func run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	restConfig = program.WithContentType(restConfig, opts.KubeAPIContentType)
 	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return fmt.Errorf("building client: %w", err)

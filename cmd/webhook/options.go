@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/nodeguard/nodeguard/pkg/policy"
+	"github.com/nodeguard/nodeguard/pkg/program"
 	"github.com/nodeguard/nodeguard/pkg/server"
 	"github.com/nodeguard/nodeguard/pkg/settings"
 )
@@ -24,7 +26,9 @@ type Options struct {
 	Kubeconfig   string
 	KubeAPIQPS   float32
 	KubeAPIBurst int
-	Resync       time.Duration
+	// KubeAPIContentType is what its clients send and ask for first.
+	KubeAPIContentType string
+	Resync             time.Duration
 	// GraphStaleAfter is how long the graph may go without a working list
 	// or watch before it stops allowing; 0 disables the check.
 	GraphStaleAfter time.Duration
@@ -80,6 +84,7 @@ func NewOptions() *Options {
 		SecurePort:           8443,
 		KubeAPIQPS:           50,
 		KubeAPIBurst:         100,
+		KubeAPIContentType:   runtime.ContentTypeProtobuf,
 		GraphStaleAfter:      defaultGraphStaleAfter,
 		PolicyReloadInterval: 2 * time.Second,
 		PolicyEvalTimeout:    policy.DefaultTimeout,
@@ -117,6 +122,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig for watching Nodes, Pods and ConfigMaps. Empty means in-cluster configuration.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side QPS limit towards the kube-apiserver.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst towards the kube-apiserver.")
+	fs.StringVar(&o.KubeAPIContentType, "kube-api-content-type", o.KubeAPIContentType, program.ContentTypeFlagHelp)
 	fs.DurationVar(&o.Resync, "resync-period", o.Resync, "Informer resync period; 0 disables resyncs (the graph does not need them).")
 	fs.DurationVar(&o.GraphStaleAfter, "graph-stale-after", o.GraphStaleAfter, "How long the graph may go without a working list or watch on the kube-apiserver (for any of Nodes, Pods, eligible ConfigMaps) before it is stale. While stale, node ConfigMap reads get no opinion instead of an allow (denials still apply), /readyz fails its graph-fresh check and nodeguard_graph_stale is 1; a relist or a resumed watch makes it fresh again. At least 1s; 0 disables the check and trusts the graph however long it has been cut off.")
 	fs.StringVar(&o.MinKubeletVersion, "min-kubelet-version", o.MinKubeletVersion, "Minimum kubelet version (e.g. 1.35.0) when no --settings is given. A node reporting an older or unparseable version may not register, and is denied everything except reading and updating its own Node. The version is self-reported: this is a compatibility gate, not a security boundary. Empty disables the check.")
@@ -191,6 +197,9 @@ func (o *Options) Validate() []error {
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	if err := program.ValidateContentType(o.KubeAPIContentType); err != nil {
+		errs = append(errs, err)
 	}
 	if o.GraphStaleAfter != 0 && o.GraphStaleAfter < minGraphStaleAfter {
 		errs = append(errs, fmt.Errorf("--graph-stale-after %v: must be 0 (off) or at least %v, above the blink of a watch being re-established", o.GraphStaleAfter, minGraphStaleAfter))

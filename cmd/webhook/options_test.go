@@ -41,6 +41,8 @@ func TestValidate(t *testing.T) {
 		{"decision log", []string{"--decision-log=verbose"}, []string{"--decision-log: unknown decision log mode \"verbose\""}},
 		{"sample above one", []string{"--decision-log-sample=1.5"}, []string{"--decision-log-sample 1.5"}},
 		{"negative sample", []string{"--decision-log-sample=-0.1"}, []string{"--decision-log-sample -0.1"}},
+		{"JSON to the apiserver", []string{"--kube-api-content-type=application/json"}, nil},
+		{"an unknown content type", []string{"--kube-api-content-type=application/cbor"}, []string{"--kube-api-content-type \"application/cbor\""}},
 		{"exempt namespaces", []string{"--exempt-namespaces=kube-system,nodeguard-system"}, nil},
 		{"nothing exempt", []string{"--exempt-namespaces="}, nil},
 		{"an empty exempt namespace", []string{"--exempt-namespaces=a,,b"}, []string{"--exempt-namespaces[1]: empty namespace name"}},
