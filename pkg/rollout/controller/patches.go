@@ -213,12 +213,12 @@ func (b decisionBasis) unchanged(node *corev1.Node) bool {
 }
 
 // patch applies one change, and records its expectation when it applied.
-// The change carries the resourceVersion it was decided on. A conflict means
-// the Node was written since; when that write changed nothing the decision
-// read (nearly always a kubelet's status report, which moves the
-// resourceVersion and its heartbeat only), the change is patched again at
-// once over the Node as it is now, instead of deciding the whole rollout
-// again after a delay.
+// The change is guarded by what the decision read of its Node (patchFor):
+// a write since that moved any of it fails the patch. When the Node as it
+// is now still shows everything the decision read (a write that moved
+// something else, or a Node whose guard is its resourceVersion and met a
+// kubelet's status report), the change is sent again at once over the Node
+// as it is now, instead of deciding the whole rollout again after a delay.
 func (c *Controller) patch(ctx context.Context, rolloutName string, st *rolloutState, action string, change rollout.Change, basis decisionBasis) (string, error) {
 	slots := st.slots
 	if action == "record" {
@@ -237,31 +237,40 @@ func (c *Controller) patch(ctx context.Context, rolloutName string, st *rolloutS
 		}
 	}
 	var w write
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		body, err := change.MergePatch()
-		if err != nil {
+	base, err := c.guardBase(change, basis)
+	if err == nil {
+		err = retry.OnError(retry.DefaultRetry, nodeMoved, func() error {
+			p, err := patchFor(change, base)
+			if err != nil {
+				return err
+			}
+			w.over = append(w.over, p.over)
+			patched, err := c.kube.CoreV1().Nodes().Patch(ctx, change.Node, p.typ, p.body, metav1.PatchOptions{FieldManager: FieldManager})
+			if err == nil {
+				w.produced = patched.ResourceVersion
+				return nil
+			}
+			if !nodeMoved(err) {
+				return err
+			}
+			latest, getErr := c.latestNode(ctx, change.Node, p.over)
+			if getErr != nil {
+				return getErr
+			}
+			if !basis.unchanged(latest) {
+				return fmt.Errorf("patching Node %s: %w", change.Node, errNodeMoved)
+			}
+			c.metrics.change(rolloutName, action, resultRetried)
+			change.ResourceVersion, base = latest.ResourceVersion, latest
+			if p.typ == types.JSONPatchType && latest.ResourceVersion == p.over {
+				// The guard failed on the very Node it was made from:
+				// it does not match how the apiserver renders this Node
+				// (a field this build does not know), and never will.
+				base = nil
+			}
 			return err
-		}
-		w.over = append(w.over, change.ResourceVersion)
-		patched, err := c.kube.CoreV1().Nodes().Patch(ctx, change.Node, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
-		if err == nil {
-			w.produced = patched.ResourceVersion
-			return nil
-		}
-		if !apierrors.IsConflict(err) {
-			return err
-		}
-		latest, getErr := c.latestNode(ctx, change.Node, change.ResourceVersion)
-		if getErr != nil {
-			return getErr
-		}
-		if !basis.unchanged(latest) {
-			return fmt.Errorf("patching Node %s: %w", change.Node, errNodeMoved)
-		}
-		c.metrics.change(rolloutName, action, resultRetried)
-		change.ResourceVersion = latest.ResourceVersion
-		return err
-	})
+		})
+	}
 	switch {
 	case err == nil:
 		st.applied(change, w, c.clock.Now())
@@ -269,7 +278,7 @@ func (c *Controller) patch(ctx context.Context, rolloutName string, st *rolloutS
 	}
 	st.failed(change.Node)
 	switch {
-	case apierrors.IsConflict(err), apierrors.IsNotFound(err), errors.Is(err, errNodeMoved):
+	case nodeMoved(err), apierrors.IsNotFound(err), errors.Is(err, errNodeMoved):
 		// The Node moved (or went) since the decision: decide again.
 		return resultConflict, err
 	case isAdmissionRefusal(err) && contract.IsNodeStateRefusal(err):
