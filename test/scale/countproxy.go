@@ -3,16 +3,19 @@ package scale
 import (
 	"bytes"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/cert"
 
@@ -49,7 +52,8 @@ type countingProxy struct {
 // wireTiming is when the proxy received a request from the controller and
 // when it had passed the apiserver's whole answer back; first is when it
 // received the first of the Node's timed patches, which differs from sent
-// when that one met a conflict and the controller patched again.
+// when the Node moved before that one applied and the controller patched
+// again.
 type wireTiming struct {
 	First    time.Time `json:"first"`
 	Sent     time.Time `json:"sent"`
@@ -171,13 +175,30 @@ func (p *countingProxy) tapNodeWatch(resp *http.Response) error {
 	return nil
 }
 
-// assigns reports whether the request's body sets a Node's config-source;
-// it puts the body back for the proxy to send.
+// assigns reports whether the request's body sets a Node's config-source
+// (an assignment or a revert); it puts the body back for the proxy to
+// send. The controller sends a JSON patch guarded by tests of the Node's
+// whole annotations, which name config-source too: there only an add of
+// it counts. A merge patch (the controller's fallback) sets it by naming
+// it.
 func assigns(r *http.Request) bool {
 	body, err := io.ReadAll(r.Body)
 	_ = r.Body.Close()
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	return err == nil && bytes.Contains(body, []byte(`"`+contract.ConfigSourceAnnotation+`"`))
+	if err != nil {
+		return false
+	}
+	if r.Header.Get("Content-Type") != string(types.JSONPatchType) {
+		return bytes.Contains(body, []byte(`"`+contract.ConfigSourceAnnotation+`"`))
+	}
+	var ops []struct{ Op, Path string }
+	if json.Unmarshal(body, &ops) != nil {
+		return false
+	}
+	path := "/metadata/annotations/" + strings.ReplaceAll(contract.ConfigSourceAnnotation, "/", "~1")
+	return slices.ContainsFunc(ops, func(op struct{ Op, Path string }) bool {
+		return op.Path == path && (op.Op == "add" || op.Op == "replace" || op.Op == "remove")
+	})
 }
 
 func (p *countingProxy) timePatch(node string, t wireTiming) {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/test/controlplane"
 )
 
@@ -133,5 +135,31 @@ func TestProxyRecordCarriesDeliveries(t *testing.T) {
 	}
 	if got, m := rec.nodeEvents().lookup("a", "12"); m != matchExact || !got.Equal(at) {
 		t.Errorf("lookup after the round trip = %v, %v; want %v, exact", got, m, at)
+	}
+}
+
+// An assignment is a patch that sets config-source: in the controller's
+// guarded JSON patch an add of it, not the test of the annotations that
+// names it; in a merge patch, naming it.
+func TestAssignsReadsTheControllersPatches(t *testing.T) {
+	key := strings.ReplaceAll(contract.ConfigSourceAnnotation, "/", "~1")
+	tests := `{"op":"test","path":"/metadata/annotations","value":{"` + contract.ConfigSourceAnnotation + `":"a/b"}}`
+	for _, tc := range []struct {
+		typ, body string
+		want      bool
+	}{
+		{"application/json-patch+json", `[` + tests + `,{"op":"add","path":"/metadata/annotations/` + key + `","value":"a/c"}]`, true},
+		{"application/json-patch+json", `[` + tests + `,{"op":"remove","path":"/metadata/annotations/nodeguard.dev~1trial-passed"}]`, false},
+		{"application/merge-patch+json", `{"metadata":{"annotations":{"` + contract.ConfigSourceAnnotation + `":"a/c"}}}`, true},
+		{"application/merge-patch+json", `{"metadata":{"annotations":{"nodeguard.dev/trial-passed":"x"}}}`, false},
+	} {
+		r := httptest.NewRequest(http.MethodPatch, "/api/v1/nodes/n", strings.NewReader(tc.body))
+		r.Header.Set("Content-Type", tc.typ)
+		if got := assigns(r); got != tc.want {
+			t.Errorf("assigns(%s %s) = %v, want %v", tc.typ, tc.body, got, tc.want)
+		}
+		if rest, _ := io.ReadAll(r.Body); string(rest) != tc.body {
+			t.Errorf("the body left to send is %q, want it whole", rest)
+		}
 	}
 }

@@ -117,11 +117,13 @@
 // until its patch of the next Node was on the wire: its queue, its sync,
 // its wait for its caches, all on the proxy's clock and free of either
 // watch's delivery; the report gives it also to the controller's first
-// patch of the Node, before a conflict with a kubelet's write had it
-// patched again, and as the controller times it itself
+// patch of the Node, before a write that moved what its decision read
+// had it patched again, and as the controller times it itself
 // (nodeguard_rollout_reaction_seconds: from its Node informer handing
 // over the pass to its sending the next assignment, so without either
-// leg through the proxy, which runs in the harness's busy process). These
+// leg through the proxy). The proxy runs in a process of its own
+// (test/scale/cmd/countproxy), apart from the harness's simulated fleet,
+// and the harness reads what it recorded over a control endpoint. These
 // pairs are made on the controller's own
 // timeline, first in, first out by when the proxy passed it each update
 // and received each patch: the two watches deliver the same updates in
@@ -132,7 +134,7 @@
 // not at all (left out). Beside it, its watch delivery against the
 // harness's: when the proxy passed the update minus when the harness's
 // watch showed it, negative when the controller's came first. The
-// decoding runs in the harness's process, off the stream's path: the
+// decoding runs in the proxy's process, off the stream's path: the
 // proxy hands a copy of each chunk to a decoder goroutine and forwards the
 // chunk at once, waiting only if the decoder falls thousands of chunks
 // behind. The apiserver's and the webhook's own

@@ -163,8 +163,9 @@ type ReactionSplit struct {
 	ControllerOwn OpStats `json:"controller_own_share"`
 	// ControllerToFirst is the same to the controller's first patch of
 	// the Node: apart from it, the own share holds the round trips of the
-	// patches that met a kubelet's write (the patch carries the Node's
-	// resourceVersion) and were sent again.
+	// patches whose Node moved in what the decision read (or, where a
+	// patch carries the Node's resourceVersion, met any write) and were
+	// sent again.
 	ControllerToFirst OpStats `json:"controller_own_share_to_first_patch"`
 	// DeliveryVsHarness is the controller's watch delivery of the update
 	// minus the harness's; it can be negative.

@@ -43,7 +43,7 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 	p("controller's own share (its watch delivered the update -> its patch on the wire, both on the proxy's clock; %d pairs: %d at the update's resourceVersion, %d at the first later one it was given, %d not given, left out): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",
 		own.OK, m.Exact, m.Later, m.Unmatched, own.P50Ms, own.P90Ms, own.P99Ms, own.MaxMs)
 	first := sp.ControllerToFirst
-	p("the same to its first patch of the Node (before a conflict with a kubelet's write, patched again, when there was one): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",
+	p("the same to its first patch of the Node (before a write that moved the Node had it patched again, when one did): p50 %.0f ms, p90 %.0f ms, p99 %.0f ms, max %.0f ms",
 		first.P50Ms, first.P90Ms, first.P99Ms, first.MaxMs)
 	if tr := r.TimedReactions; tr.Count > 0 {
 		p("the same as the controller times it (nodeguard_rollout_reaction_seconds: its Node informer handing over the pass -> its sending the next assignment, first in first out; neither watch delivery nor the harness's proxy in it; %.0f reactions): mean %.1f ms, p99 at most %.0f ms (its bucket), %.0f over 200 ms",
