@@ -40,6 +40,10 @@ type countingProxy struct {
 
 	mu     sync.Mutex
 	counts map[string]int
+	// rejected counts the requests the apiserver answered 429 (priority
+	// and fairness turning them away, which client-go sends again after
+	// the Retry-After), by the same key, an assignment's apart.
+	rejected map[string]int
 	// protos counts the controller's requests by protocol (HTTP/2.0).
 	protos map[string]int
 	on     bool
@@ -85,7 +89,7 @@ func startCountingProxy(upstream *rest.Config) (*countingProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("counting proxy: listening: %w", err)
 	}
-	p := &countingProxy{url: "https://" + l.Addr().String(), caData: certPEM, counts: map[string]int{}, protos: map[string]int{}, patches: map[string]wireTiming{}, nodeEvents: newDeliveries()}
+	p := &countingProxy{url: "https://" + l.Addr().String(), caData: certPEM, counts: map[string]int{}, rejected: map[string]int{}, protos: map[string]int{}, patches: map[string]wireTiming{}, nodeEvents: newDeliveries()}
 	rp := &httputil.ReverseProxy{
 		Rewrite:        func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
 		Transport:      transport,
@@ -94,14 +98,17 @@ func startCountingProxy(upstream *rest.Config) (*countingProxy, error) {
 	}
 	p.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sent := time.Now()
-		node := p.count(r)
+		key, node := p.count(r)
 		if node != "" && !assigns(r) {
 			// Only an assignment (or a revert) is what a reaction waits
 			// for; the controller's other Node patches (its trial-passed
 			// mark) are counted, not timed.
 			node = ""
 		}
-		rp.ServeHTTP(w, r)
+		if node != "" {
+			key += " (assignment)"
+		}
+		rp.ServeHTTP(&rejections{ResponseWriter: w, count: func() { p.reject(key) }}, r)
 		if node != "" {
 			p.timePatch(node, wireTiming{Sent: sent, Answered: time.Now()})
 		}
@@ -112,9 +119,9 @@ func startCountingProxy(upstream *rest.Config) (*countingProxy, error) {
 
 // count files the request under "VERB resource[/subresource]", with
 // Kubernetes' verbs: a GET with watch=true is a watch, a GET of a
-// collection a list. It returns the Node's name when the request patches a
-// Node's metadata (an assignment or a revert).
-func (p *countingProxy) count(r *http.Request) string {
+// collection a list. It returns that key, and the Node's name when the
+// request patches a Node's metadata (an assignment or a revert).
+func (p *countingProxy) count(r *http.Request) (key, node string) {
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	// /api/v1/... or /apis/GROUP/VERSION/...
 	if len(parts) > 0 && parts[0] == "apis" && len(parts) >= 3 {
@@ -146,17 +153,43 @@ func (p *countingProxy) count(r *http.Request) string {
 	case r.Method == http.MethodPost:
 		verb = "create"
 	}
+	key = verb + " " + resource + sub
 	p.mu.Lock()
 	if p.on {
-		p.counts[verb+" "+resource+sub]++
+		p.counts[key]++
 	}
 	p.protos[r.Proto]++
 	p.mu.Unlock()
 	if verb == "patch" && resource == "nodes" && named && sub == "" {
-		return parts[1]
+		return key, parts[1]
 	}
-	return ""
+	return key, ""
 }
+
+func (p *countingProxy) reject(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.on {
+		p.rejected[key]++
+	}
+}
+
+// rejections counts an answer of 429 as its header goes out, before the
+// client can have it. Unwrap lets the reverse proxy flush a watch through
+// it.
+type rejections struct {
+	http.ResponseWriter
+	count func()
+}
+
+func (r *rejections) WriteHeader(code int) {
+	if code == http.StatusTooManyRequests {
+		r.count()
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *rejections) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // tapNodeWatch times the events of the controller's Node watches as they
 // pass (tapWatch); other answers, and a watch compressed any other way
@@ -216,7 +249,7 @@ func (p *countingProxy) timePatch(node string, t wireTiming) {
 // start begins counting from zero.
 func (p *countingProxy) start() {
 	p.mu.Lock()
-	p.counts, p.patches, p.on = map[string]int{}, map[string]wireTiming{}, true
+	p.counts, p.rejected, p.patches, p.on = map[string]int{}, map[string]int{}, map[string]wireTiming{}, true
 	p.mu.Unlock()
 	p.nodeEvents.start()
 }

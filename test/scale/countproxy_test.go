@@ -163,3 +163,34 @@ func TestAssignsReadsTheControllersPatches(t *testing.T) {
 		}
 	}
 }
+
+// A request the apiserver turns away with 429 is counted rejected under
+// its key, beside its count.
+func TestCountingProxyCountsRejections(t *testing.T) {
+	upstream := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "too many requests", http.StatusTooManyRequests)
+	}))
+	defer upstream.Close()
+	proxy, err := startCountingProxy(&rest.Config{Host: upstream.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.stop()
+	proxy.start()
+	transport, err := rest.TransportFor(&rest.Config{Host: proxy.url, TLSClientConfig: rest.TLSClientConfig{CAData: proxy.caData}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Transport: transport}).Get(proxy.url + "/api/v1/nodes/n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("status %d through the proxy, want 429", resp.StatusCode)
+	}
+	if rec := proxy.record(); rec.Counts["get nodes"] != 1 || rec.Rejected["get nodes"] != 1 {
+		t.Errorf("counts %v, rejected %v; want one get nodes, rejected", rec.Counts, rec.Rejected)
+	}
+}

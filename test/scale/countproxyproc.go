@@ -35,6 +35,9 @@ import (
 type proxyRecord struct {
 	// Counts are the controller's requests by "verb resource[/sub]".
 	Counts map[string]int `json:"counts"`
+	// Rejected are those the apiserver answered 429, by the same key
+	// (an assignment's apart).
+	Rejected map[string]int `json:"rejected"`
 	// Protos count its requests by protocol.
 	Protos map[string]int `json:"protos"`
 	// Patches time each Node's latest assignment or revert on the wire.
@@ -54,7 +57,7 @@ func (r proxyRecord) nodeEvents() *deliveries {
 
 func (p *countingProxy) record() proxyRecord {
 	p.mu.Lock()
-	rec := proxyRecord{Counts: maps.Clone(p.counts), Protos: maps.Clone(p.protos), Patches: maps.Clone(p.patches)}
+	rec := proxyRecord{Counts: maps.Clone(p.counts), Rejected: maps.Clone(p.rejected), Protos: maps.Clone(p.protos), Patches: maps.Clone(p.patches)}
 	p.mu.Unlock()
 	p.nodeEvents.mu.Lock()
 	rec.Deliveries = make(map[string][]delivery, len(p.nodeEvents.byNode))

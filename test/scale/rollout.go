@@ -163,6 +163,11 @@ type RolloutResult struct {
 	// Requests are the controller's requests during the rollout by verb
 	// and resource, counted on the wire.
 	Requests map[string]int `json:"controller_requests"`
+	// Rejected are those of Requests the apiserver answered 429 (its
+	// priority and fairness: the controller's queues full), which
+	// client-go sends again after the Retry-After; an assignment's are
+	// counted apart.
+	Rejected map[string]int `json:"controller_requests_rejected"`
 	// NodeChanges is the controller's own nodeguard_rollout_node_changes_total
 	// by action and result (conflicts are patches it retried).
 	NodeChanges map[string]float64 `json:"controller_node_changes"`
@@ -336,7 +341,7 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 	if werr != nil {
 		return r, werr
 	}
-	r.Requests = wire.Counts
+	r.Requests, r.Rejected = wire.Counts, wire.Rejected
 	admitAfter, aerr := takeAdmissionTime(ctx, c)
 	err = errors.Join(err, aerr)
 	r.Admission = admissionStats(admitBefore, admitAfter)

@@ -73,6 +73,14 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 		reqs = append(reqs, fmt.Sprintf("%s %d", k, r.Requests[k]))
 	}
 	p("controller's requests during the rollout (counted by a proxy in front of it): %s", strings.Join(reqs, ", "))
+	rejected := []string{"none"}
+	if len(r.Rejected) > 0 {
+		rejected = rejected[:0]
+		for _, k := range slices.Sorted(maps.Keys(r.Rejected)) {
+			rejected = append(rejected, fmt.Sprintf("%s %d", k, r.Rejected[k]))
+		}
+	}
+	p("of them rejected by the apiserver with 429 (priority and fairness: the controller's queues full; client-go sends each again after the Retry-After): %s", strings.Join(rejected, ", "))
 	p("controller's requests per Node moved, leases left out: %.2f", r.RequestsPerNode())
 	var changes []string
 	for _, k := range slices.Sorted(maps.Keys(r.NodeChanges)) {
