@@ -31,11 +31,13 @@ import (
 // is 500 Nodes. maxUnavailable already bounds the assignments in flight;
 // this bound (ReplicaSet's burst) is for the revert of a failed rollout,
 // which moves every Node it moved at once. The apiserver's priority and
-// fairness queues what exceeds the controller's share in the controller's
-// own priority level (a ServiceAccount's, workload-low unless a FlowSchema
-// says otherwise), apart from the kubelets' (node-high). The marks have a
-// window of their own: they free no slot, and must never hold up the
-// assignment that does.
+// fairness puts the controller's requests in the controller's own
+// priority level (a ServiceAccount's, workload-low unless a FlowSchema
+// says otherwise), apart from the kubelets' (node-high), all of them one
+// flow: it queues what exceeds the flow's seats up to its queues' length
+// and answers the rest 429, which client-go sends again after the
+// Retry-After. The marks have a window of their own: they free no slot,
+// and must never hold up the assignment that does.
 const DefaultMaxPatchesInFlight = 500
 
 // requeueAfterConflict is how soon a rollout whose Node patches did not all
