@@ -21,20 +21,31 @@ import (
 	"github.com/nodeguard/nodeguard/test/controlplane"
 )
 
-// The controller's client reaches the proxy over HTTPS with HTTP/2, as it
-// reaches an apiserver, and the proxy counts and forwards what it sends.
-func TestCountingProxySpeaksHTTP2(t *testing.T) {
-	upstream := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"kind":"Node","apiVersion":"v1","metadata":{"name":"n"}}`))
-	}))
-	defer upstream.Close()
+// proxyTo starts a counting proxy, counting, in front of a TLS server
+// answering every request with handler.
+func proxyTo(t *testing.T, handler http.HandlerFunc) *countingProxy {
+	t.Helper()
+	upstream := httptest.NewTLSServer(handler)
+	t.Cleanup(upstream.Close)
 	proxy, err := startCountingProxy(&rest.Config{Host: upstream.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer proxy.stop()
+	t.Cleanup(proxy.stop)
 	proxy.start()
+	return proxy
+}
+
+// serveNode answers every request with the Node n.
+func serveNode(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"kind":"Node","apiVersion":"v1","metadata":{"name":"n"}}`))
+}
+
+// The controller's client reaches the proxy over HTTPS with HTTP/2, as it
+// reaches an apiserver, and the proxy counts and forwards what it sends.
+func TestCountingProxySpeaksHTTP2(t *testing.T) {
+	proxy := proxyTo(t, serveNode)
 	client, err := kubernetes.NewForConfig(&rest.Config{Host: proxy.url, TLSClientConfig: rest.TLSClientConfig{CAData: proxy.caData}})
 	if err != nil {
 		t.Fatal(err)
@@ -68,10 +79,7 @@ func TestTimePatchKeepsTheFirst(t *testing.T) {
 // requests before the count starts are not counted, those after are, and
 // the record carries them back.
 func TestCountingProxyControl(t *testing.T) {
-	upstream := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"kind":"Node","apiVersion":"v1","metadata":{"name":"n"}}`))
-	}))
+	upstream := httptest.NewTLSServer(http.HandlerFunc(serveNode))
 	defer upstream.Close()
 	kubeconfig := filepath.Join(t.TempDir(), "upstream.kubeconfig")
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: upstream.Certificate().Raw})
@@ -167,17 +175,10 @@ func TestAssignsReadsTheControllersPatches(t *testing.T) {
 // A request the apiserver turns away with 429 is counted rejected under
 // its key, beside its count.
 func TestCountingProxyCountsRejections(t *testing.T) {
-	upstream := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxy := proxyTo(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "too many requests", http.StatusTooManyRequests)
-	}))
-	defer upstream.Close()
-	proxy, err := startCountingProxy(&rest.Config{Host: upstream.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.stop()
-	proxy.start()
+	})
 	transport, err := rest.TransportFor(&rest.Config{Host: proxy.url, TLSClientConfig: rest.TLSClientConfig{CAData: proxy.caData}})
 	if err != nil {
 		t.Fatal(err)

@@ -117,19 +117,7 @@ func TestConflictOverAHeartbeatIsPatchedAgainAtOnce(t *testing.T) {
 				got := h.assigned()
 				return got["a"] == "kubelet-configs/v2", fmt.Sprintf("assigned %v", got)
 			})
-			var calls []string
-			for _, a := range kube.Actions() {
-				if a.GetResource().Resource != "nodes" {
-					continue
-				}
-				switch a := a.(type) {
-				case clienttesting.PatchAction:
-					calls = append(calls, "patch "+a.GetName())
-				case clienttesting.GetAction:
-					calls = append(calls, "get "+a.GetName())
-				}
-			}
-			if got := strings.Join(calls, ", "); !strings.HasPrefix(got, "patch a, get a, patch a") {
+			if got := nodeCalls(kube); !strings.HasPrefix(got, "patch a (application/merge-patch+json), get a, patch a (application/merge-patch+json)") {
 				t.Errorf("Node calls %q: want the conflicting patch of the canary, a read of it, and the patch that assigned it", got)
 			}
 			retried := testutil.ToFloat64(h.ctrl.metrics.changes.WithLabelValues("r", "assign", resultRetried))
