@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,9 +37,19 @@ import (
 // says otherwise), apart from the kubelets' (node-high), all of them one
 // flow: it queues what exceeds the flow's seats up to its queues' length
 // and answers the rest 429, which client-go sends again after the
-// Retry-After. The marks have a window of their own: they free no slot,
-// and must never hold up the assignment that does.
+// Retry-After. The marks have a window of their own (marksInFlight): they
+// free no slot, and must never hold up the assignment that does.
 const DefaultMaxPatchesInFlight = 500
+
+// marksInFlight bounds a rollout's trial-passed marks in flight (or
+// --max-patches-in-flight, when lower). A mark moves no Node and nothing
+// waits for it (rolloutState.inFlight), so it needs only to keep pace with
+// the Nodes passing their trials: 64 at a time at a second's round trip
+// write 64 a second, more than 500-Node waves two seconds apart need.
+// More would only crowd the controller's one flow at the apiserver, whose
+// priority and fairness queues the marks and Events of one wave beside the
+// assignments of the next, and rejects what its queues cannot hold.
+const marksInFlight = 64
 
 // requeueAfterConflict is how soon a rollout whose Node patches did not all
 // apply is decided again, at the latest.
@@ -65,7 +76,7 @@ var errNodeMoved = errors.New("the Node changed since the decision")
 // ends without them, so that a Node passing its trial meanwhile frees its
 // slot for the next Node at once; their answers wake the rollout.
 func (c *Controller) patchNodes(ctx context.Context, r *v1alpha1.KubeletConfigRollout, st *rolloutState, d rollout.Decision, seen observed) error {
-	st.sending(d.Revert, d.Assign, d.Record)
+	st.sending(slices.Concat(d.Revert, d.Assign), d.Record)
 	if len(d.Revert) > 0 {
 		return c.apply(ctx, r, st, d, seen)
 	}

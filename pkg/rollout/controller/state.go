@@ -31,8 +31,8 @@ type rolloutState struct {
 	// sync go out while an earlier sync's are still in flight, and
 	// together they stay within the bound.
 	slots chan struct{}
-	// recordSlots is the trial-passed marks' own semaphore of the same
-	// size, so that a mark never holds up an assignment.
+	// recordSlots is the trial-passed marks' own semaphore
+	// (marksInFlight), so that a mark never holds up an assignment.
 	recordSlots chan struct{}
 
 	mu sync.Mutex
@@ -88,7 +88,7 @@ func newRolloutState(timeout time.Duration, maxPatches int) *rolloutState {
 	return &rolloutState{
 		timeout:     timeout,
 		slots:       make(chan struct{}, maxPatches),
-		recordSlots: make(chan struct{}, maxPatches),
+		recordSlots: make(chan struct{}, min(maxPatches, marksInFlight)),
 		unseen:      map[string]*unseenChange{},
 		touched:     sets.New[string](),
 		handedOver:  map[string]time.Time{},
@@ -178,17 +178,25 @@ func (w write) shownBy(cached string) bool {
 // unseenChange is a Node change sent and not yet shown by the cache.
 type unseenChange struct {
 	change rollout.Change
+	// mark is a trial-passed mark, which moves no Node: nothing waits
+	// for it (inFlight).
+	mark bool
 	// answered is when the apiserver answered; zero while in flight.
 	answered time.Time
 	w        write
 }
 
-// sending records changes about to be sent.
-func (st *rolloutState) sending(changes ...[]rollout.Change) {
+// sending records changes about to be sent: moves (assignments and
+// reverts) and trial-passed marks.
+func (st *rolloutState) sending(moves, marks []rollout.Change) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	for _, c := range slices.Concat(changes...) {
+	for _, c := range moves {
 		st.unseen[c.Node] = &unseenChange{change: c}
+		st.touched.Insert(c.Node)
+	}
+	for _, c := range marks {
+		st.unseen[c.Node] = &unseenChange{change: c, mark: true}
 		st.touched.Insert(c.Node)
 	}
 }
@@ -213,12 +221,15 @@ func (st *rolloutState) failed(node string) {
 	st.touched.Insert(node)
 }
 
-// inFlight reports whether any change awaits its answer.
+// inFlight reports whether any assignment or revert awaits its answer. A
+// trial-passed mark does not count: it moves no Node, so neither a status
+// nor a revert has an outcome of it to follow, and a change of state
+// never waits out a wave's marks.
 func (st *rolloutState) inFlight() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for _, c := range st.unseen {
-		if c.answered.IsZero() {
+		if c.answered.IsZero() && !c.mark {
 			return true
 		}
 	}

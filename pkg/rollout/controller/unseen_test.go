@@ -31,7 +31,7 @@ func TestUnseenOverlaysChangesUntilTheCacheShowsThem(t *testing.T) {
 	source, status := "kubelet-configs/v2", "{}"
 	assignA := rollout.Change{Node: "a", ResourceVersion: "10", Annotations: map[string]*string{contract.ConfigSourceAnnotation: &source}}
 	revertB := rollout.Change{Node: "b", ResourceVersion: "20", Annotations: map[string]*string{contract.ConfigSourceAnnotation: nil}}
-	u.sending([]rollout.Change{assignA, revertB})
+	u.sending([]rollout.Change{assignA, revertB}, nil)
 
 	a := cachedNode("a", "10", map[string]string{contract.ConfigStatusAnnotation: status})
 	b := cachedNode("b", "20", map[string]string{contract.ConfigSourceAnnotation: "kubelet-configs/v1"})
@@ -81,7 +81,7 @@ func TestUnseenDropsAnswersPastTheTimeout(t *testing.T) {
 	source := "kubelet-configs/v2"
 	for _, name := range []string{"a", "gone"} {
 		change := rollout.Change{Node: name, ResourceVersion: "10", Annotations: map[string]*string{contract.ConfigSourceAnnotation: &source}}
-		u.sending([]rollout.Change{change})
+		u.sending([]rollout.Change{change}, nil)
 		u.applied(change, write{produced: "11", over: []string{"10"}}, now)
 	}
 	a := cachedNode("a", "10", nil)
@@ -96,5 +96,22 @@ func TestUnseenDropsAnswersPastTheTimeout(t *testing.T) {
 	}
 	if n := len(u.unseen); n != 0 {
 		t.Errorf("%d changes kept past the timeout, the unlisted Node's among them", n)
+	}
+}
+
+// A trial-passed mark in flight holds no change of state back, and the
+// marks have a window of their own, narrower than the assignments'.
+func TestMarksAreNotInFlight(t *testing.T) {
+	u := newRolloutState(time.Minute, DefaultMaxPatchesInFlight)
+	passed := "kubelet-configs/v2@7"
+	u.sending(nil, []rollout.Change{{Node: "a", ResourceVersion: "10", Annotations: map[string]*string{contract.TrialPassedAnnotation: &passed}}})
+	if u.inFlight() {
+		t.Error("a mark in flight counts as in flight, want only assignments and reverts")
+	}
+	if got := cap(u.recordSlots); got != marksInFlight {
+		t.Errorf("marks' window %d, want %d", got, marksInFlight)
+	}
+	if got := cap(newRolloutState(time.Minute, 16).recordSlots); got != 16 {
+		t.Errorf("marks' window %d under --max-patches-in-flight=16, want 16", got)
 	}
 }
