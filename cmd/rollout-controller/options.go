@@ -26,6 +26,10 @@ type Options struct {
 	// KubeAPIContentType is what the clients of built-in resources send
 	// and ask for first.
 	KubeAPIContentType string
+	// EventQPS and EventBurst limit the Events client, apart from the
+	// rest.
+	EventQPS   float32
+	EventBurst int
 
 	Workers        int
 	ResyncPeriod   time.Duration
@@ -54,6 +58,8 @@ func NewOptions() *Options {
 		KubeAPIQPS:         200,
 		KubeAPIBurst:       1000,
 		KubeAPIContentType: runtime.ContentTypeProtobuf,
+		EventQPS:           50,
+		EventBurst:         100,
 		Workers:            2,
 		ResyncPeriod:       10 * time.Minute,
 		TrialPeriod:        rollout.DefaultTrialPeriod,
@@ -72,14 +78,16 @@ func NewOptions() *Options {
 // AddFlags registers the options on fs (program.Main adds klog's).
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig file with the apiserver and the controller's credentials. Empty means in-cluster: the pod's service account token and the KUBERNETES_SERVICE_HOST/PORT it is given.")
-	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side QPS limit towards the kube-apiserver for status writes and Node patches; Events have a limit of the same size of their own. A rollout writes each Node it moves twice (its assignment, then the mark of its passed trial; again on a conflict), and at most maxUnavailable Nodes' trials end together; rest_client_rate_limiter_duration_seconds shows how long writes waited for the limit.")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side QPS limit towards the kube-apiserver for status writes and Node patches; Events have their own (--event-qps, --event-burst). A rollout writes each Node it moves twice (its assignment, then the mark of its passed trial; again when the Node moved meanwhile), and at most maxUnavailable Nodes' trials end together; rest_client_rate_limiter_duration_seconds shows how long writes waited for the limit.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst towards the kube-apiserver: the writes sent at once before --kube-api-qps paces them. At least twice the largest maxUnavailable, in Nodes, so that a wave of trials ending together is not held back (the default fits 10% of 5,000 Nodes).")
 
 	fs.StringVar(&o.KubeAPIContentType, "kube-api-content-type", o.KubeAPIContentType, program.ContentTypeFlagHelp)
+	fs.Float32Var(&o.EventQPS, "event-qps", o.EventQPS, "Events created per second at most (one per Node assigned, reverted or refused, and per change of a rollout's state), apart from --kube-api-qps. They go to the apiserver as the controller's Node patches do, in its ServiceAccount's one flow of priority and fairness, where a burst of them would queue beside, or turn away, the next wave's assignments; an Event waits its turn in the controller rather than being dropped.")
+	fs.IntVar(&o.EventBurst, "event-burst", o.EventBurst, "Events created at once before --event-qps paces them.")
 
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Rollouts synced at once. One rollout is never synced by two workers at a time.")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often every rollout is synced again without an event. 0 disables; events alone drive the controller, this is a backstop.")
-	fs.IntVar(&o.MaxPatches, "max-patches-in-flight", o.MaxPatches, "A rollout's assignments and reverts in flight at once, and apart from them its trial-passed marks. The window starts at one until admission has let the target onto one Node, then widens with every patch that applies. Wider moves a large pool's waves faster. All of the controller's requests are one flow of the apiserver's priority and fairness (its ServiceAccount's), which queues what exceeds its seats only up to its queues' length and answers the rest 429, which client-go sends again after the Retry-After (a second or more): keep this, with the marks and Events beside it, within what that flow is given, or give the ServiceAccount a FlowSchema of its own.")
+	fs.IntVar(&o.MaxPatches, "max-patches-in-flight", o.MaxPatches, "A rollout's assignments and reverts in flight at once; its trial-passed marks have a window of their own, of 64 or this when lower. The window starts at one until admission has let the target onto one Node, then widens with every patch that applies. Wider moves a large pool's waves faster. All of the controller's requests are one flow of the apiserver's priority and fairness (its ServiceAccount's), which queues what exceeds its seats only up to its queues' length and answers the rest 429, which client-go sends again after the Retry-After (a second or more): keep this, with the marks and Events beside it, within what that flow is given, or give the ServiceAccount a FlowSchema of its own.")
 	fs.DurationVar(&o.StatusInterval, "status-interval", o.StatusInterval, "How often at most a rollout's status is written while only its counts and message change (a Node passing its trial, the next one assigned). A change of the rollout's state (the canary done, a pause, a failure, a new target) is written at once, before any Node moves on it.")
 	fs.DurationVar(&o.TrialPeriod, "trial-period", o.TrialPeriod, "How long a Node's trial lasts, for rollouts whose spec.trial gives no periodSeconds: set it to the agents' --trial-period (five minutes by default). The controller counts a Node it assigned updated no sooner than this long after the assignment (written on the Node as nodeguard.dev/trial-ends), whatever its agent reports.")
 	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "host:port for /healthz, /livez, /readyz and /metrics (plain HTTP). Empty disables. /readyz fails on the leader until its caches have synced; a standby is ready.")
@@ -102,6 +110,9 @@ func (o *Options) Validate() []error {
 	var errs []error
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	if o.EventQPS <= 0 || o.EventBurst <= 0 {
+		errs = append(errs, errors.New("--event-qps and --event-burst must be positive"))
 	}
 	if err := program.ValidateContentType(o.KubeAPIContentType); err != nil {
 		errs = append(errs, err)
@@ -154,15 +165,16 @@ func (o *Options) Validate() []error {
 // config is the process's configuration from validated options.
 type config struct {
 	// Kube is for nodeguard's own resources (JSON), BuiltIn for the
-	// built-in ones (--kube-api-content-type).
-	Kube, BuiltIn  *rest.Config
-	Workers        int
-	Resync         time.Duration
-	TrialPeriod    time.Duration
-	StatusInterval time.Duration
-	MaxPatches     int
-	ListenAddress  string
-	LeaderElection leaderElection
+	// built-in ones (--kube-api-content-type), Events for Events (their
+	// own limits).
+	Kube, BuiltIn, Events *rest.Config
+	Workers               int
+	Resync                time.Duration
+	TrialPeriod           time.Duration
+	StatusInterval        time.Duration
+	MaxPatches            int
+	ListenAddress         string
+	LeaderElection        leaderElection
 }
 
 // leaderElection are the Lease settings (client-go tools/leaderelection).
@@ -180,6 +192,7 @@ func (o *Options) config(kube *rest.Config) config {
 	return config{
 		Kube:           kube,
 		BuiltIn:        program.WithContentType(kube, o.KubeAPIContentType),
+		Events:         o.eventsConfig(kube),
 		Workers:        o.Workers,
 		Resync:         o.ResyncPeriod,
 		TrialPeriod:    o.TrialPeriod,
@@ -196,4 +209,12 @@ func (o *Options) config(kube *rest.Config) config {
 			RetryPeriod:   o.LeaseRetryPeriod,
 		},
 	}
+}
+
+// eventsConfig is the built-in resources' config with the Events' own
+// limits.
+func (o *Options) eventsConfig(kube *rest.Config) *rest.Config {
+	cfg := program.WithContentType(kube, o.KubeAPIContentType)
+	cfg.QPS, cfg.Burst = o.EventQPS, o.EventBurst
+	return cfg
 }

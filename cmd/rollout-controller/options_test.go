@@ -39,6 +39,7 @@ func TestValidateRefuses(t *testing.T) {
 		{[]string{"--status-interval=0s"}, "--status-interval"},
 		{[]string{"--max-patches-in-flight=0"}, "--max-patches-in-flight"},
 		{[]string{"--kube-api-content-type=application/yaml"}, "--kube-api-content-type"},
+		{[]string{"--event-burst=0"}, "--event-qps and --event-burst"},
 	} {
 		errs := parse(t, tc.args...).Validate()
 		found := false

@@ -80,10 +80,11 @@ func run(ctx context.Context, opts *Options) error {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return fmt.Errorf("event scheme: %w", err)
 	}
-	// Events get a client, and so a client-side rate limit, of their own:
-	// they are one write per Node moved, and sharing the limit with the
-	// Node patches would hold assignments back behind them.
-	eventClient, err := kubernetes.NewForConfig(rest.CopyConfig(cfg.BuiltIn))
+	// Events get a client, and so a client-side rate limit, of their own
+	// (--event-qps, --event-burst): they are one write per Node moved, and
+	// sharing the limit with the Node patches would hold assignments back
+	// behind them.
+	eventClient, err := kubernetes.NewForConfig(rest.CopyConfig(cfg.Events))
 	if err != nil {
 		return fmt.Errorf("events client: %w", err)
 	}
