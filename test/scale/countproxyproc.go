@@ -155,6 +155,9 @@ func startProxyProcess(ctx context.Context, dir string, upstream *rest.Config) (
 	defer func() { _ = logFile.Close() }() // the child holds its own descriptor
 	cmd := exec.Command(binary, "--upstream-kubeconfig="+kubeconfig)
 	cmd.Stderr = logFile
+	// If the harness dies without stopping it, the proxy dies with it, as
+	// the control plane's processes do.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("counting proxy: %w", err)
