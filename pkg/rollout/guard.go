@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,7 +62,10 @@ func (c Change) GuardedPatch(node *corev1.Node) (patch []byte, ok bool, err erro
 		return nil, false, nil
 	}
 	ops = append(ops, conditions...)
-	for key, value := range c.Annotations {
+	// In the keys' order, so that a change is the same patch every time
+	// it is rendered (in an audit log, in a retry), not the map's order.
+	for _, key := range slices.Sorted(maps.Keys(c.Annotations)) {
+		value := c.Annotations[key]
 		path := "/metadata/annotations/" + escapePointer(key)
 		switch _, present := node.Annotations[key]; {
 		case value != nil:

@@ -3,6 +3,7 @@ package rollout
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -130,6 +131,40 @@ func TestGuardedPatchTestsWhatTheDecisionRead(t *testing.T) {
 				t.Errorf("the patch changed what it does not set")
 			}
 		})
+	}
+}
+
+// A change renders the same patch every time: its annotations in their
+// keys' order, not the map's.
+func TestGuardedPatchIsTheSameEveryTime(t *testing.T) {
+	value := "v"
+	change := Change{Node: "a", ResourceVersion: "10", Annotations: map[string]*string{}}
+	for _, key := range []string{"e.dev/e", "b.dev/b", "d.dev/d", "a.dev/a", "c.dev/c", contract.TrialPassedAnnotation} {
+		change.Annotations[key] = &value
+	}
+	change.Annotations[contract.TrialPassedAnnotation] = nil
+	first, ok, err := change.GuardedPatch(guardedNode())
+	if err != nil || !ok {
+		t.Fatalf("GuardedPatch = %v, %v; want a patch", ok, err)
+	}
+	var ops []jsonPatchOp
+	if err := json.Unmarshal(first, &ops); err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, op := range ops {
+		if op.Op != "test" {
+			paths = append(paths, op.Path)
+		}
+	}
+	if !slices.IsSorted(paths) || len(paths) != len(change.Annotations) {
+		t.Errorf("changed paths = %v, want every annotation's, in order", paths)
+	}
+	for range 20 {
+		again, _, _ := change.GuardedPatch(guardedNode())
+		if string(again) != string(first) {
+			t.Fatalf("the patch differs between renderings:\n%s\n%s", first, again)
+		}
 	}
 }
 
