@@ -19,11 +19,7 @@ func BuildWebhook(dir string) (string, error) { return BuildCommand(dir, "webhoo
 
 // BuildCommand builds ./cmd/<name> of this repository into dir.
 func BuildCommand(dir, name string) (string, error) {
-	paths, err := buildPackages(context.Background(), dir, "./cmd/"+name)
-	if err != nil {
-		return "", err
-	}
-	return paths[0], nil
+	return BuildPackage(context.Background(), dir, "./cmd/"+name)
 }
 
 // BuildPackage builds the main package pkg of this repository, given as
