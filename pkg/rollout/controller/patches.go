@@ -43,12 +43,15 @@ const DefaultMaxPatchesInFlight = 500
 
 // marksInFlight bounds a rollout's trial-passed marks in flight (or
 // --max-patches-in-flight, when lower). A mark moves no Node and nothing
-// waits for it (rolloutState.inFlight), so it needs only to keep pace with
-// the Nodes passing their trials: 64 at a time at a second's round trip
-// write 64 a second, more than 500-Node waves two seconds apart need.
-// More would only crowd the controller's one flow at the apiserver, whose
-// priority and fairness queues the marks and Events of one wave beside the
-// assignments of the next, and rejects what its queues cannot hold.
+// waits for it (rolloutState.inFlight); until its mark lands a Node that
+// passed stays in its trial (rollout.inTrialOf), so a failure it reports
+// meanwhile fails the rollout as it would have a moment earlier. Behind
+// waves larger and faster than the window's pace (64 per round trip), the
+// marks trail the Nodes passing and catch up as the waves end. More would
+// crowd the controller's one flow at the apiserver, whose priority and
+// fairness queues the marks and Events of one wave beside the assignments
+// of the next, and rejects what its queues cannot hold: assignments move
+// the rollout, marks only record it.
 const marksInFlight = 64
 
 // requeueAfterConflict is how soon a rollout whose Node patches did not all
