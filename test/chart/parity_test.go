@@ -37,8 +37,8 @@ type setting struct {
 }
 
 // settings are every setting the chart and the overlays share: each
-// certificate overlay, alone and with the standalone component, and the
-// monitoring component.
+// certificate overlay, alone and with the standalone component, the
+// monitoring component and the api-priority component.
 var settings = []setting{
 	{name: "cert-manager", overlay: "overlays/cert-manager"},
 	{name: "static certificates", overlay: "overlays/static-certs", staticCerts: true,
@@ -53,6 +53,8 @@ var settings = []setting{
 		values: []string{"--set", "certificates.source=static", "--set", "standalone=true"}},
 	{name: "monitoring with cert-manager", overlay: "overlays/cert-manager", components: []string{"components/monitoring"},
 		values: []string{"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.prometheusRule.enabled=true"}},
+	{name: "api priority with cert-manager", overlay: "overlays/cert-manager", components: []string{"components/api-priority"},
+		values: []string{"--set", "rolloutController.apiPriority.enabled=true"}},
 	{name: "monitoring, standalone, static certificates", overlay: "overlays/static-certs", components: []string{"components/standalone", "components/monitoring"}, staticCerts: true,
 		values: []string{"--set", "certificates.source=static", "--set", "standalone=true", "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.prometheusRule.enabled=true"}},
 }

@@ -7,17 +7,12 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-
-	"github.com/nodeguard/nodeguard/test/controlplane"
 )
 
 // The ValidatingAdmissionPolicy that confines the rollout controller's token,
@@ -36,30 +31,10 @@ const rolloutControllerPolicy = "nodeguard-rollout-controller-nodes"
 // kube-controller-manager, which this control plane does not run.) The ValidatingWebhookConfiguration
 // is left out: no webhook runs here, and this is about the policy alone.
 func TestRolloutControllerTokenIsConfined(t *testing.T) {
-	cp := controlplane.StartForTest(t, controlplane.Options{})
+	cp, admin := startWithoutWebhooks(t, render(t, base))
 	ctx := t.Context()
-	admin, err := kubernetes.NewForConfig(cp.AdminConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var objs []*unstructured.Unstructured
-	for _, obj := range render(t, base) {
-		if obj.GetKind() != "ValidatingWebhookConfiguration" {
-			objs = append(objs, obj)
-		}
-	}
-	if err := Apply(ctx, cp.AdminConfig(), objs); err != nil {
-		t.Fatal(err)
-	}
 
-	expiry := int64(time.Hour / time.Second)
-	token, err := admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, rolloutControllerName,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	controller, err := kubernetes.NewForConfig(&rest.Config{Host: cp.URL(), BearerToken: token.Status.Token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: cp.CA().CertPEM()}})
+	controller, err := kubernetes.NewForConfig(tokenConfig(t, cp, admin, rolloutControllerName))
 	if err != nil {
 		t.Fatal(err)
 	}

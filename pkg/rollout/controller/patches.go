@@ -37,11 +37,20 @@ import (
 // says otherwise), apart from the kubelets' (node-high), all of them one
 // flow: it queues what exceeds the flow's seats up to its queues' length
 // and answers the rest 429, which client-go sends again after the
-// Retry-After. The marks have a window of their own (marksInFlight): they
+// Retry-After. The marks have a window of their own (MarksInFlight): they
 // free no slot, and must never hold up the assignment that does.
 const DefaultMaxPatchesInFlight = 500
 
-// marksInFlight bounds a rollout's trial-passed marks in flight (or
+// DefaultEventQPS and DefaultEventBurst pace the controller's Events on a
+// client of their own (kubelet's defaults): a wave's Events at once would
+// crowd its assignments out of the controller's flow at the apiserver, and
+// an Event that waits its turn is not dropped.
+const (
+	DefaultEventQPS   = 50
+	DefaultEventBurst = 100
+)
+
+// MarksInFlight bounds a rollout's trial-passed marks in flight (or
 // --max-patches-in-flight, when lower). A mark moves no Node and nothing
 // waits for it (rolloutState.inFlight); until its mark lands a Node that
 // passed stays in its trial (rollout.inTrialOf), so a failure it reports
@@ -52,7 +61,7 @@ const DefaultMaxPatchesInFlight = 500
 // fairness queues the marks and Events of one wave beside the assignments
 // of the next, and rejects what its queues cannot hold: assignments move
 // the rollout, marks only record it.
-const marksInFlight = 64
+const MarksInFlight = 64
 
 // requeueAfterConflict is how soon a rollout whose Node patches did not all
 // apply is decided again, at the latest.

@@ -32,7 +32,7 @@ type rolloutState struct {
 	// together they stay within the bound.
 	slots chan struct{}
 	// recordSlots is the trial-passed marks' own semaphore
-	// (marksInFlight), so that a mark never holds up an assignment.
+	// (MarksInFlight), so that a mark never holds up an assignment.
 	recordSlots chan struct{}
 
 	mu sync.Mutex
@@ -88,7 +88,7 @@ func newRolloutState(timeout time.Duration, maxPatches int) *rolloutState {
 	return &rolloutState{
 		timeout:     timeout,
 		slots:       make(chan struct{}, maxPatches),
-		recordSlots: make(chan struct{}, min(maxPatches, marksInFlight)),
+		recordSlots: make(chan struct{}, min(maxPatches, MarksInFlight)),
 		unseen:      map[string]*unseenChange{},
 		touched:     sets.New[string](),
 		handedOver:  map[string]time.Time{},

@@ -108,8 +108,8 @@ func TestMarksAreNotInFlight(t *testing.T) {
 	if u.inFlight() {
 		t.Error("a mark in flight counts as in flight, want only assignments and reverts")
 	}
-	if got := cap(u.recordSlots); got != marksInFlight {
-		t.Errorf("marks' window %d, want %d", got, marksInFlight)
+	if got := cap(u.recordSlots); got != MarksInFlight {
+		t.Errorf("marks' window %d, want %d", got, MarksInFlight)
 	}
 	if got := cap(newRolloutState(time.Minute, 16).recordSlots); got != 16 {
 		t.Errorf("marks' window %d under --max-patches-in-flight=16, want 16", got)
