@@ -101,8 +101,9 @@ scale: testbin
 ## controller as its own process (test/scale --rollout, docs/benchmarks.md); not part of `make test`, where a 30-node
 ## version runs, as is and drain-class. ROLLOUT_SCALE_ARGS go to the harness and win, e.g.
 ## ROLLOUT_SCALE_ARGS='--nodes=5000' (kubelets made lighter above 1,000 Nodes; the report says how), '--drain
-## --drain-time=2s' for a drain-class rollout, '--controller-binary=/tmp/rc-before' for a controller built from
-## another tree, or '--status-period=5m' for kubelets that patch their status at the kubelet's default report frequency.
+## --drain-time=2s' for a drain-class rollout, '--api-priority' with manifests/components/api-priority installed,
+## '--controller-binary=/tmp/rc-before' for a controller built from another tree, or '--status-period=5m' for kubelets
+## that patch their status at the kubelet's default report frequency.
 ROLLOUT_SCALE_ARGS ?=
 .PHONY: rollout-scale
 rollout-scale: testbin

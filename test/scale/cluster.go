@@ -35,7 +35,8 @@ type cluster struct {
 // the shipped NodeguardPolicy and Rego policies, and the Deployment's
 // flags. Without (mode none), the shipped authorization chain loses
 // nodeguard's entry and no ValidatingWebhookConfiguration is applied.
-func startCluster(ctx context.Context, dir string, mode Mode) (_ *cluster, err error) {
+// components are kustomize Components installed with nodeguard.
+func startCluster(ctx context.Context, dir string, mode Mode, components ...string) (_ *cluster, err error) {
 	c := &cluster{}
 	defer func() {
 		if err != nil {
@@ -53,7 +54,7 @@ func startCluster(ctx context.Context, dir string, mode Mode) (_ *cluster, err e
 		}
 		c.env, err = framework.Start(ctx, framework.Options{
 			WorkDir: dir, Settings: settings, PolicyFiles: rego, WebhookArgs: args,
-			AuthorizeEveryNodeRequest: mode == ModeMinVersion,
+			AuthorizeEveryNodeRequest: mode == ModeMinVersion, Components: components,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("starting the environment with nodeguard: %w", err)

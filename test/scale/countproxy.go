@@ -44,6 +44,10 @@ type countingProxy struct {
 	// and fairness turning them away, which client-go sends again after
 	// the Retry-After), by the same key, an assignment's apart.
 	rejected map[string]int
+	// levels counts the controller's requests by the priority level the
+	// apiserver's priority and fairness put them in, by its UID (the
+	// X-Kubernetes-PF-PriorityLevel-UID header of the answer).
+	levels map[string]int
 	// protos counts the controller's requests by protocol (HTTP/2.0).
 	protos map[string]int
 	on     bool
@@ -89,7 +93,7 @@ func startCountingProxy(upstream *rest.Config) (*countingProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("counting proxy: listening: %w", err)
 	}
-	p := &countingProxy{url: "https://" + l.Addr().String(), caData: certPEM, counts: map[string]int{}, rejected: map[string]int{}, protos: map[string]int{}, patches: map[string]wireTiming{}, nodeEvents: newDeliveries()}
+	p := &countingProxy{url: "https://" + l.Addr().String(), caData: certPEM, counts: map[string]int{}, rejected: map[string]int{}, levels: map[string]int{}, protos: map[string]int{}, patches: map[string]wireTiming{}, nodeEvents: newDeliveries()}
 	rp := &httputil.ReverseProxy{
 		Rewrite:        func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
 		Transport:      transport,
@@ -108,7 +112,7 @@ func startCountingProxy(upstream *rest.Config) (*countingProxy, error) {
 		if node != "" {
 			key += " (assignment)"
 		}
-		rp.ServeHTTP(&rejections{ResponseWriter: w, count: func() { p.reject(key) }}, r)
+		rp.ServeHTTP(&answers{ResponseWriter: w, answered: func(code int, level string) { p.answered(key, code, level) }}, r)
 		if node != "" {
 			p.timePatch(node, wireTiming{Sent: sent, Answered: time.Now()})
 		}
@@ -166,30 +170,40 @@ func (p *countingProxy) count(r *http.Request) (key, node string) {
 	return key, ""
 }
 
-func (p *countingProxy) reject(key string) {
+// answered counts an answer of 429 by the request's key, and every answer
+// by its priority level.
+func (p *countingProxy) answered(key string, code int, level string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.on {
+	if !p.on {
+		return
+	}
+	if code == http.StatusTooManyRequests {
 		p.rejected[key]++
 	}
-}
-
-// rejections counts an answer of 429 as its header goes out, before the
-// client can have it. Unwrap lets the reverse proxy flush a watch through
-// it.
-type rejections struct {
-	http.ResponseWriter
-	count func()
-}
-
-func (r *rejections) WriteHeader(code int) {
-	if code == http.StatusTooManyRequests {
-		r.count()
+	if level != "" {
+		p.levels[level]++
 	}
-	r.ResponseWriter.WriteHeader(code)
 }
 
-func (r *rejections) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+// answers passes the status and the priority level of an answer to
+// answered as its header goes out, before the client can have it. Unwrap
+// lets the reverse proxy flush a watch through it.
+type answers struct {
+	http.ResponseWriter
+	answered func(code int, level string)
+}
+
+// priorityLevelHeader names the priority level that served a request
+// (k8s.io/apiserver's flowcontrol filter sets it on every answer).
+const priorityLevelHeader = "X-Kubernetes-PF-PriorityLevel-UID"
+
+func (a *answers) WriteHeader(code int) {
+	a.answered(code, a.Header().Get(priorityLevelHeader))
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a *answers) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // tapNodeWatch times the events of the controller's Node watches as they
 // pass (tapWatch); other answers, and a watch compressed any other way
@@ -249,7 +263,7 @@ func (p *countingProxy) timePatch(node string, t wireTiming) {
 // start begins counting from zero.
 func (p *countingProxy) start() {
 	p.mu.Lock()
-	p.counts, p.rejected, p.patches, p.on = map[string]int{}, map[string]int{}, map[string]wireTiming{}, true
+	p.counts, p.rejected, p.levels, p.patches, p.on = map[string]int{}, map[string]int{}, map[string]int{}, map[string]wireTiming{}, true
 	p.mu.Unlock()
 	p.nodeEvents.start()
 }

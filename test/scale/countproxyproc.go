@@ -38,6 +38,9 @@ type proxyRecord struct {
 	// Rejected are those the apiserver answered 429, by the same key
 	// (an assignment's apart).
 	Rejected map[string]int `json:"rejected"`
+	// Levels are the requests by the UID of the priority level that
+	// served them.
+	Levels map[string]int `json:"levels"`
 	// Protos count its requests by protocol.
 	Protos map[string]int `json:"protos"`
 	// Patches time each Node's latest assignment or revert on the wire.
@@ -57,7 +60,7 @@ func (r proxyRecord) nodeEvents() *deliveries {
 
 func (p *countingProxy) record() proxyRecord {
 	p.mu.Lock()
-	rec := proxyRecord{Counts: maps.Clone(p.counts), Rejected: maps.Clone(p.rejected), Protos: maps.Clone(p.protos), Patches: maps.Clone(p.patches)}
+	rec := proxyRecord{Counts: maps.Clone(p.counts), Rejected: maps.Clone(p.rejected), Levels: maps.Clone(p.levels), Protos: maps.Clone(p.protos), Patches: maps.Clone(p.patches)}
 	p.mu.Unlock()
 	p.nodeEvents.mu.Lock()
 	rec.Deliveries = make(map[string][]delivery, len(p.nodeEvents.byNode))

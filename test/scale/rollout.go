@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
@@ -22,6 +23,7 @@ import (
 	nodeguardclient "github.com/nodeguard/nodeguard/pkg/generated/clientset/versioned/typed/nodeguard/v1alpha1"
 	"github.com/nodeguard/nodeguard/test/controlplane"
 	"github.com/nodeguard/nodeguard/test/e2e/framework"
+	"github.com/nodeguard/nodeguard/test/manifests"
 )
 
 // RolloutOptions shape a rollout benchmark (RunRollout).
@@ -53,6 +55,9 @@ type RolloutOptions struct {
 	// its trial, and lifts the cordon when the trial passes.
 	Drain     bool
 	DrainTime time.Duration
+	// APIPriority installs manifests/components/api-priority with
+	// nodeguard: the controller's own priority level at the apiserver.
+	APIPriority bool
 	// WorkDir holds the cluster's certificates and logs.
 	WorkDir string
 	// Progress receives a line per step; nil discards them.
@@ -174,6 +179,11 @@ type RolloutResult struct {
 	// Syncs is the controller's nodeguard_rollout_syncs_total by result;
 	// "waiting" syncs were held back until its caches showed its own writes.
 	Syncs map[string]float64 `json:"controller_syncs"`
+	// PriorityLevels are the controller's requests by the priority level
+	// that served them, by name.
+	PriorityLevels map[string]int `json:"controller_priority_levels"`
+	// APIPriority says manifests/components/api-priority was installed.
+	APIPriority bool `json:"api_priority"`
 	// ControllerBinary is the controller run, when not this tree's.
 	ControllerBinary string `json:"controller_binary,omitempty"`
 	// QueueWaitMs and SyncMs are the mean time a rollout waited in the
@@ -210,7 +220,7 @@ const (
 // counting proxy), N simulated kubelets each with a simulated agent, then
 // rolls a new configuration out over all of them and measures it.
 func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err error) {
-	r := RolloutResult{Nodes: o.Nodes, Batch: o.Batch(), TrialSeconds: o.Trial.Seconds(), TrialsOnPath: o.TrialsOnPath(), ControllerBinary: o.ControllerBinary,
+	r := RolloutResult{Nodes: o.Nodes, Batch: o.Batch(), TrialSeconds: o.Trial.Seconds(), TrialsOnPath: o.TrialsOnPath(), ControllerBinary: o.ControllerBinary, APIPriority: o.APIPriority,
 		LeasePeriodSeconds: o.Period.Seconds(), StatusPeriodSeconds: o.fleetOptions().statusPeriod().Seconds()}
 	if err := o.validate(); err != nil {
 		return r, fmt.Errorf("rollout options: %w", err)
@@ -219,7 +229,15 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 		o.Progress = io.Discard
 	}
 	logf(o.Progress, "rollout: starting a control plane with nodeguard installed in %s", o.WorkDir)
-	c, err := startCluster(ctx, filepath.Join(o.WorkDir, "cluster"), ModeShipped)
+	var components []string
+	if o.APIPriority {
+		dir, err := manifests.Dir("components/api-priority")
+		if err != nil {
+			return r, err
+		}
+		components = append(components, dir)
+	}
+	c, err := startCluster(ctx, filepath.Join(o.WorkDir, "cluster"), ModeShipped, components...)
 	if err != nil {
 		return r, err
 	}
@@ -342,6 +360,9 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 		return r, werr
 	}
 	r.Requests, r.Rejected = wire.Counts, wire.Rejected
+	if r.PriorityLevels, werr = priorityLevelNames(ctx, c.admin, wire.Levels); werr != nil {
+		return r, werr
+	}
 	admitAfter, aerr := takeAdmissionTime(ctx, c)
 	err = errors.Join(err, aerr)
 	r.Admission = admissionStats(admitBefore, admitAfter)
@@ -466,4 +487,26 @@ func createRollout(ctx context.Context, rollouts nodeguardclient.KubeletConfigRo
 		return fmt.Errorf("creating the rollout: %w", err)
 	}
 	return nil
+}
+
+// priorityLevelNames turns counts by priority level UID into counts by the
+// level's name; a level deleted since keeps its UID.
+func priorityLevelNames(ctx context.Context, admin kubernetes.Interface, byUID map[string]int) (map[string]int, error) {
+	levels, err := admin.FlowcontrolV1().PriorityLevelConfigurations().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing the priority levels: %w", err)
+	}
+	names := map[string]string{}
+	for _, l := range levels.Items {
+		names[string(l.UID)] = l.Name
+	}
+	out := make(map[string]int, len(byUID))
+	for uid, n := range byUID {
+		name, ok := names[uid]
+		if !ok {
+			name = uid
+		}
+		out[name] += n
+	}
+	return out, nil
 }

@@ -31,6 +31,9 @@ func TestRolloutShort(t *testing.T) {
 				Nodes: 30, Trial: time.Second, MaxUnavailablePercent: 10, Canary: 1,
 				Period: 10 * time.Second, Timeout: 3 * time.Minute, WorkDir: t.TempDir(),
 				Drain: drain, DrainTime: 500 * time.Millisecond,
+				// The drain-class run also installs the controller's own
+				// priority level, as an operator adds the component.
+				APIPriority: drain,
 			}
 			var progress bytes.Buffer
 			o.Progress = &progress
@@ -67,6 +70,15 @@ func TestRolloutShort(t *testing.T) {
 			if r.Requests["patch nodes"] < o.Nodes || r.ReactionSplit.ControllerOwn.OK == 0 {
 				t.Errorf("the proxy recorded %d Node patches and timed %d own shares, want at least %d and some",
 					r.Requests["patch nodes"], r.ReactionSplit.ControllerOwn.OK, o.Nodes)
+			}
+			// The apiserver served the controller in the level the
+			// component gives it, and in workload-low without it.
+			level, other := "workload-low", "nodeguard-rollout-controller"
+			if o.APIPriority {
+				level, other = other, level
+			}
+			if r.PriorityLevels[level] == 0 || r.PriorityLevels[other] != 0 {
+				t.Errorf("the controller's requests by priority level: %v, want them in %s", r.PriorityLevels, level)
 			}
 			if drain {
 				if err := DrainOutcomes(o, r); err != nil {

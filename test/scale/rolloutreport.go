@@ -28,6 +28,11 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 		binary = o.ControllerBinary + " (--controller-binary)"
 	}
 	p("controller: %s", binary)
+	priority := "none of nodeguard's (its ServiceAccount's requests fall to the apiserver's suggested FlowSchemas)"
+	if o.APIPriority {
+		priority = "manifests/components/api-priority (--api-priority)"
+	}
+	p("priority and fairness for the controller: %s", priority)
 	p("simulated kubelets: %s", o.describeNodes())
 	p("total time (rollout created to Complete seen in the harness's watch): %.1fs", r.TotalSeconds)
 	p("total over the trials: %.2fx; beyond them: %.1fs = total - %d waves on the critical path (canary + ceil((%d-%d)/%d)) x %s (%s)",
@@ -81,6 +86,11 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 		}
 	}
 	p("of them rejected by the apiserver with 429 (priority and fairness: the controller's queues full; client-go sends each again after the Retry-After): %s", strings.Join(rejected, ", "))
+	var levels []string
+	for _, k := range slices.Sorted(maps.Keys(r.PriorityLevels)) {
+		levels = append(levels, fmt.Sprintf("%s %d", k, r.PriorityLevels[k]))
+	}
+	p("the same by the priority level that served them (the apiserver's X-Kubernetes-PF-PriorityLevel-UID): %s", strings.Join(levels, ", "))
 	p("controller's requests per Node moved, leases left out: %.2f", r.RequestsPerNode())
 	var changes []string
 	for _, k := range slices.Sorted(maps.Keys(r.NodeChanges)) {

@@ -95,6 +95,7 @@ Flags:
 		controllerBin  = fs.String("controller-binary", "", "With --rollout: a cmd/rollout-controller already built (e.g. from the tree before a change: go build -o /tmp/rc-before ./cmd/rollout-controller) to run instead of building this tree's. It is given the same flags: --kubeconfig, --listen-address, --leader-elect*, --resync-period, --trial-period, --workers, -v and --controller-flags.")
 		drain          = fs.Bool("drain", false, "With --rollout: a drain-class rollout (spec.drain: Always): each simulated agent cordons its Node as the agent does, reports Draining for --drain-time, then runs its trial and lifts the cordon when it passes.")
 		drainTime      = fs.Duration("drain-time", 0, "With --drain: how long each simulated drain takes (the harness runs no pods, so this stands for their evictions).")
+		apiPriority    = fs.Bool("api-priority", false, "With --rollout: install manifests/components/api-priority with nodeguard, the rollout controller's own priority level at the apiserver's priority and fairness (and its Lease in leader-election); without it the controller's requests are one flow of workload-low, as in a cluster that installs the base alone.")
 		rolloutTimeout = fs.Duration("rollout-timeout", 15*time.Minute, "With --rollout: how long the rollout may take before the run fails.")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -119,7 +120,7 @@ Flags:
 		return runRollout(scale.RolloutOptions{
 			Nodes: *nodes, Trial: *trial, MaxUnavailablePercent: *maxUnavailable, Canary: int32(*canary),
 			Period: lease, StatusPeriod: status, Timeout: *rolloutTimeout, ControllerArgs: strings.Fields(*controllerArgs),
-			ControllerBinary: *controllerBin, Drain: *drain, DrainTime: *drainTime,
+			ControllerBinary: *controllerBin, Drain: *drain, DrainTime: *drainTime, APIPriority: *apiPriority,
 		}, *workDir, *keep, *jsonOutput, stdout, stderr)
 	}
 	list := *modes
