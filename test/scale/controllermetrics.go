@@ -47,9 +47,10 @@ func timedReactions(buckets map[float64]float64, count, sum float64) TimedReacti
 	return t
 }
 
-// ClientThrottle is the controller's wait in its own client-side rate
-// limiter (--kube-api-qps, --kube-api-burst) over the run, from its
-// rest_client_rate_limiter_duration_seconds: how many requests went
+// ClientThrottle is the controller's wait in a client-side rate limiter
+// over the run, from its rest_client_rate_limiter_duration_seconds: that of
+// its Node patches and status writes (--kube-api-qps, --kube-api-burst),
+// or that of its Events (--event-qps, --event-burst): how many requests went
 // through it, their mean wait, and how many waited longer than 25 ms and
 // 100 ms (the histogram's buckets). A controller that does not export it
 // (a tree before it did) leaves it zero.
@@ -74,7 +75,10 @@ func readControllerMetrics(ctx context.Context, url string, r *RolloutResult) {
 	}
 	r.NodeChanges, r.Syncs = map[string]float64{}, map[string]float64{}
 	sums := map[string]float64{}
-	var under25, under100 float64
+	// The limiter's samples by verb: POST is the Events' client (their
+	// creates, paced by --event-qps on purpose), the rest the client of
+	// the Node patches and status writes.
+	limiter := map[bool]*limiterSums{false: {}, true: {}}
 	reactionBuckets := map[float64]float64{}
 	for _, x := range samples {
 		switch x.name {
@@ -87,12 +91,17 @@ func readControllerMetrics(ctx context.Context, url string, r *RolloutResult) {
 		case "nodeguard_rollout_syncs_total":
 			r.Syncs[x.labels["result"]] += x.value
 		case "rest_client_rate_limiter_duration_seconds_bucket":
+			l := limiter[x.labels["verb"] == "POST"]
 			switch le, _ := strconv.ParseFloat(x.labels["le"], 64); le {
 			case 0.025:
-				under25 += x.value
+				l.under25 += x.value
 			case 0.1:
-				under100 += x.value
+				l.under100 += x.value
 			}
+		case "rest_client_rate_limiter_duration_seconds_sum":
+			limiter[x.labels["verb"] == "POST"].sum += x.value
+		case "rest_client_rate_limiter_duration_seconds_count":
+			limiter[x.labels["verb"] == "POST"].count += x.value
 		default:
 			sums[x.name] += x.value
 		}
@@ -104,12 +113,15 @@ func readControllerMetrics(ctx context.Context, url string, r *RolloutResult) {
 		r.SyncMs = 1000 * sums["workqueue_work_duration_seconds_sum"] / n
 	}
 	r.TimedReactions = timedReactions(reactionBuckets, sums["nodeguard_rollout_reaction_seconds_count"], sums["nodeguard_rollout_reaction_seconds_sum"])
-	if n := sums["rest_client_rate_limiter_duration_seconds_count"]; n > 0 {
-		r.Throttle = ClientThrottle{
-			Requests:  n,
-			MeanMs:    1000 * sums["rest_client_rate_limiter_duration_seconds_sum"] / n,
-			Over25ms:  n - under25,
-			Over100ms: n - under100,
-		}
+	r.Throttle, r.EventThrottle = limiter[false].throttle(), limiter[true].throttle()
+}
+
+// limiterSums add up rest_client_rate_limiter_duration_seconds samples.
+type limiterSums struct{ count, sum, under25, under100 float64 }
+
+func (l *limiterSums) throttle() ClientThrottle {
+	if l.count == 0 {
+		return ClientThrottle{}
 	}
+	return ClientThrottle{Requests: l.count, MeanMs: 1000 * l.sum / l.count, Over25ms: l.count - l.under25, Over100ms: l.count - l.under100}
 }

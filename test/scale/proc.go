@@ -2,11 +2,13 @@ package scale
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -114,4 +116,27 @@ func procStats(before, after procSample) ProcStats {
 		CPUPercent: 100 * float64(after.cpu-before.cpu) / float64(wall),
 		RSSMiB:     float64(after.rssByte) / (1 << 20),
 	}
+}
+
+// renice sets the nice value of every thread of process pid: Linux keeps
+// it per thread, and a Go program's threads are already running when the
+// harness learns its PID (a thread started later inherits its creator's).
+// Twice, for a thread started during the first pass.
+func renice(pid, nice int) error {
+	for range 2 {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			return fmt.Errorf("listing the threads of process %d: %w", pid, err)
+		}
+		for _, task := range tasks {
+			tid, err := strconv.Atoi(task.Name())
+			if err != nil {
+				continue
+			}
+			if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice); err != nil && !errors.Is(err, syscall.ESRCH) {
+				return fmt.Errorf("setting the nice value of thread %d of process %d to %d: %w", tid, pid, nice, err)
+			}
+		}
+	}
+	return nil
 }

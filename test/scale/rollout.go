@@ -55,6 +55,12 @@ type RolloutOptions struct {
 	// its trial, and lifts the cordon when the trial passes.
 	Drain     bool
 	DrainTime time.Duration
+	// ControllerNice, when not zero, is the nice value the controller and
+	// the counting proxy run at: on this machine they share two cores
+	// with the control plane and the simulated fleet, where a controller
+	// in a cluster has its own CPU, and time they spend waiting for a
+	// CPU would count as their own share.
+	ControllerNice int
 	// APIPriority installs manifests/components/api-priority with
 	// nodeguard: the controller's own priority level at the apiserver.
 	APIPriority bool
@@ -85,6 +91,9 @@ func (o RolloutOptions) validate() error {
 	}
 	if o.WorkDir == "" {
 		errs = append(errs, errors.New("a work directory is required"))
+	}
+	if o.ControllerNice < -20 || o.ControllerNice > 19 {
+		errs = append(errs, fmt.Errorf("controller nice %d is not between -20 and 19", o.ControllerNice))
 	}
 	return errors.Join(errs...)
 }
@@ -182,16 +191,20 @@ type RolloutResult struct {
 	// PriorityLevels are the controller's requests by the priority level
 	// that served them, by name.
 	PriorityLevels map[string]int `json:"controller_priority_levels"`
-	// APIPriority says manifests/components/api-priority was installed.
-	APIPriority bool `json:"api_priority"`
+	// APIPriority says manifests/components/api-priority was installed,
+	// ControllerNice the nice value of the controller and the proxy.
+	APIPriority    bool `json:"api_priority"`
+	ControllerNice int  `json:"controller_nice"`
 	// ControllerBinary is the controller run, when not this tree's.
 	ControllerBinary string `json:"controller_binary,omitempty"`
 	// QueueWaitMs and SyncMs are the mean time a rollout waited in the
 	// controller's workqueue and the mean sync, from its workqueue metrics.
 	QueueWaitMs float64 `json:"controller_queue_wait_ms"`
 	SyncMs      float64 `json:"controller_sync_ms"`
-	// Throttle is the controller's wait in its client's rate limiter.
-	Throttle ClientThrottle `json:"controller_client_throttle"`
+	// Throttle is the controller's wait in its client's rate limiter,
+	// EventThrottle its Events' in theirs.
+	Throttle      ClientThrottle `json:"controller_client_throttle"`
+	EventThrottle ClientThrottle `json:"controller_event_throttle"`
 	// TimedReactions is the controller's own timing of its reactions.
 	TimedReactions TimedReactions `json:"controller_timed_reactions"`
 }
@@ -220,7 +233,7 @@ const (
 // counting proxy), N simulated kubelets each with a simulated agent, then
 // rolls a new configuration out over all of them and measures it.
 func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err error) {
-	r := RolloutResult{Nodes: o.Nodes, Batch: o.Batch(), TrialSeconds: o.Trial.Seconds(), TrialsOnPath: o.TrialsOnPath(), ControllerBinary: o.ControllerBinary, APIPriority: o.APIPriority,
+	r := RolloutResult{Nodes: o.Nodes, Batch: o.Batch(), TrialSeconds: o.Trial.Seconds(), TrialsOnPath: o.TrialsOnPath(), ControllerBinary: o.ControllerBinary, APIPriority: o.APIPriority, ControllerNice: o.ControllerNice,
 		LeasePeriodSeconds: o.Period.Seconds(), StatusPeriodSeconds: o.fleetOptions().statusPeriod().Seconds()}
 	if err := o.validate(); err != nil {
 		return r, fmt.Errorf("rollout options: %w", err)
@@ -284,6 +297,13 @@ func RunRollout(ctx context.Context, o RolloutOptions) (_ RolloutResult, err err
 		return r, err
 	}
 	defer proxy.stop()
+	if o.ControllerNice != 0 {
+		for _, pid := range []int{ctrlPID, proxy.cmd.Process.Pid} {
+			if err := renice(pid, o.ControllerNice); err != nil {
+				return r, err
+			}
+		}
+	}
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("%w\nthe rollout controller's log ends:\n%s", err, ctrl.LogTail(20))

@@ -33,6 +33,11 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 		priority = "manifests/components/api-priority (--api-priority)"
 	}
 	p("priority and fairness for the controller: %s", priority)
+	cpu := "the same as the control plane's and the simulated fleet's (nice 0): time it waits for a CPU behind them counts in its own share"
+	if o.ControllerNice != 0 {
+		cpu = fmt.Sprintf("nice %d for the controller and the counting proxy (--controller-nice), so that they do not wait behind the control plane and the simulated fleet for a CPU, as a controller with a CPU of its own would not", o.ControllerNice)
+	}
+	p("the controller's CPU: %s", cpu)
 	p("simulated kubelets: %s", o.describeNodes())
 	p("total time (rollout created to Complete seen in the harness's watch): %.1fs", r.TotalSeconds)
 	p("total over the trials: %.2fx; beyond them: %.1fs = total - %d waves on the critical path (canary + ceil((%d-%d)/%d)) x %s (%s)",
@@ -104,8 +109,12 @@ func WriteRolloutReport(w io.Writer, o RolloutOptions, r RolloutResult) error {
 	p("controller's syncs (nodeguard_rollout_syncs_total; waiting: a change of state held for its assignments in flight): %s; mean wait in its workqueue %.0f ms, mean sync %.0f ms",
 		strings.Join(syncs, ", "), r.QueueWaitMs, r.SyncMs)
 	if t := r.Throttle; t.Requests > 0 {
-		p("controller's client rate limiter (rest_client_rate_limiter_duration_seconds, over the run): %.0f requests, mean wait %.1f ms, %.0f waited over 25 ms, %.0f over 100 ms",
+		p("controller's client rate limiter (rest_client_rate_limiter_duration_seconds, over the run, Events' creates left out): %.0f requests, mean wait %.1f ms, %.0f waited over 25 ms, %.0f over 100 ms",
 			t.Requests, t.MeanMs, t.Over25ms, t.Over100ms)
+	}
+	if t := r.EventThrottle; t.Requests > 0 {
+		p("its Events' limiter (--event-qps, --event-burst; an Event waits its turn there on purpose): %.0f Events, mean wait %.1f ms, %.0f waited over 100 ms",
+			t.Requests, t.MeanMs, t.Over100ms)
 	}
 	data, err := json.Marshal(r)
 	if err != nil {

@@ -1,8 +1,16 @@
 package scale
 
 import (
+	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"runtime"
 	"slices"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -147,4 +155,84 @@ func TestTimedReactionsFromBuckets(t *testing.T) {
 	if got := timedReactions(map[float64]float64{}, 0, 0); got != (TimedReactions{}) {
 		t.Errorf("no reactions: %+v", got)
 	}
+}
+
+// The controller's rate-limiter wait is its Node patches' and status
+// writes', with its Events' (POST, paced on purpose) apart.
+func TestControllerMetricsKeepTheEventsLimiterApart(t *testing.T) {
+	const metrics = `rest_client_rate_limiter_duration_seconds_bucket{host="h",verb="PATCH",le="0.025"} 9
+rest_client_rate_limiter_duration_seconds_bucket{host="h",verb="PATCH",le="0.1"} 10
+rest_client_rate_limiter_duration_seconds_sum{host="h",verb="PATCH"} 0.2
+rest_client_rate_limiter_duration_seconds_count{host="h",verb="PATCH"} 10
+rest_client_rate_limiter_duration_seconds_bucket{host="h",verb="PUT",le="0.025"} 10
+rest_client_rate_limiter_duration_seconds_bucket{host="h",verb="PUT",le="0.1"} 10
+rest_client_rate_limiter_duration_seconds_sum{host="h",verb="PUT"} 0
+rest_client_rate_limiter_duration_seconds_count{host="h",verb="PUT"} 10
+rest_client_rate_limiter_duration_seconds_bucket{host="h",verb="POST",le="0.025"} 1
+rest_client_rate_limiter_duration_seconds_bucket{host="h",verb="POST",le="0.1"} 1
+rest_client_rate_limiter_duration_seconds_sum{host="h",verb="POST"} 40
+rest_client_rate_limiter_duration_seconds_count{host="h",verb="POST"} 20
+`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(metrics)) }))
+	defer srv.Close()
+	var r RolloutResult
+	readControllerMetrics(t.Context(), srv.URL, &r)
+	if want := (ClientThrottle{Requests: 20, MeanMs: 10, Over25ms: 1, Over100ms: 0}); r.Throttle != want {
+		t.Errorf("writes' limiter %+v, want %+v", r.Throttle, want)
+	}
+	if want := (ClientThrottle{Requests: 20, MeanMs: 2000, Over25ms: 19, Over100ms: 19}); r.EventThrottle != want {
+		t.Errorf("Events' limiter %+v, want %+v", r.EventThrottle, want)
+	}
+}
+
+// renice reaches every thread of a running Go program, not only its main
+// thread. The child is this test binary, parked in TestReniceChild with
+// several threads.
+func TestReniceSetsEveryThread(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReniceChild$")
+	cmd.Env = append(os.Environ(), "SCALE_RENICE_CHILD=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	pid := cmd.Process.Pid
+	var tasks []os.DirEntry
+	for range 100 {
+		tasks, _ = os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if len(tasks) >= 3 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(tasks) < 3 {
+		t.Fatalf("the child runs %d threads, want several", len(tasks))
+	}
+	const nice = 7 // above 0: no privilege needed
+	if err := renice(pid, nice); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		tid, _ := strconv.Atoi(task.Name())
+		// The raw system call returns 20 - nice.
+		if got, err := syscall.Getpriority(syscall.PRIO_PROCESS, tid); err != nil || 20-got != nice {
+			t.Errorf("thread %d: nice %d (%v), want %d", tid, 20-got, err, nice)
+		}
+	}
+}
+
+func TestReniceChild(t *testing.T) {
+	if os.Getenv("SCALE_RENICE_CHILD") != "1" {
+		t.Skip("the child of TestReniceSetsEveryThread")
+	}
+	for range 4 {
+		go func() {
+			runtime.LockOSThread()
+			select {}
+		}()
+	}
+	time.Sleep(time.Minute)
 }

@@ -96,6 +96,7 @@ Flags:
 		drain          = fs.Bool("drain", false, "With --rollout: a drain-class rollout (spec.drain: Always): each simulated agent cordons its Node as the agent does, reports Draining for --drain-time, then runs its trial and lifts the cordon when it passes.")
 		drainTime      = fs.Duration("drain-time", 0, "With --drain: how long each simulated drain takes (the harness runs no pods, so this stands for their evictions).")
 		apiPriority    = fs.Bool("api-priority", false, "With --rollout: install manifests/components/api-priority with nodeguard, the rollout controller's own priority level at the apiserver's priority and fairness (and its Lease in leader-election); without it the controller's requests are one flow of workload-low, as in a cluster that installs the base alone.")
+		ctrlNice       = fs.Int("controller-nice", 0, "With --rollout: the nice value (-20 to 19; below 0 needs root or CAP_SYS_NICE) of the controller and the counting proxy, set on every thread once they run. On one machine they share the CPUs with the control plane and the simulated fleet, which a controller in a cluster does not: a negative value keeps the time they wait for a CPU behind those out of the controller's own share; 0 leaves it in.")
 		rolloutTimeout = fs.Duration("rollout-timeout", 15*time.Minute, "With --rollout: how long the rollout may take before the run fails.")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -120,7 +121,7 @@ Flags:
 		return runRollout(scale.RolloutOptions{
 			Nodes: *nodes, Trial: *trial, MaxUnavailablePercent: *maxUnavailable, Canary: int32(*canary),
 			Period: lease, StatusPeriod: status, Timeout: *rolloutTimeout, ControllerArgs: strings.Fields(*controllerArgs),
-			ControllerBinary: *controllerBin, Drain: *drain, DrainTime: *drainTime, APIPriority: *apiPriority,
+			ControllerBinary: *controllerBin, Drain: *drain, DrainTime: *drainTime, APIPriority: *apiPriority, ControllerNice: *ctrlNice,
 		}, *workDir, *keep, *jsonOutput, stdout, stderr)
 	}
 	list := *modes
