@@ -162,6 +162,18 @@
 // the control plane's CA at start. The report prints the periods and
 // watches of the run.
 //
+// --api-priority installs manifests/components/api-priority with
+// nodeguard, as an operator adds it to an overlay: the controller's own
+// priority level at the apiserver. The proxy tallies the controller's
+// requests by the priority level that served them (the apiserver's
+// X-Kubernetes-PF-PriorityLevel-UID on every answer), and counts those
+// answered 429. --controller-nice sets the nice value of every thread of
+// the controller and the proxy once they run: on this machine they share
+// two cores with the control plane and the simulated fleet, which a
+// controller in a cluster does not, and the time they wait for a CPU
+// behind those would otherwise count as the controller's own share. The
+// report says which of the two a run had.
+//
 // --drain makes the rollout drain-class (spec.drain: Always, written on
 // each assignment as nodeguard.dev/drain). A simulated agent given such an
 // assignment drains as the real agent's reconciler does (drain.go), with
