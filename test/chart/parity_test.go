@@ -227,28 +227,12 @@ func FakeBuilt() []images.Built {
 func (f *fixture) kustomize(t *testing.T, s setting) ([]*unstructured.Unstructured, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "install")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	rel := func(path string) string {
-		r, err := filepath.Rel(dir, path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\ncomponents:\n", rel(filepath.Join(f.dir, "manifests", s.overlay)))
 	var components []string
 	for _, c := range s.components {
-		components = append(components, rel(filepath.Join(f.dir, "manifests", c)))
+		components = append(components, filepath.Join(f.dir, "manifests", c))
 	}
-	components = append(components, rel(f.component))
-	for _, c := range components {
-		fmt.Fprintf(&b, "  - %s\n", c)
-	}
-	b.WriteString("sortOptions:\n  order: legacy\n")
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(b.String()), 0o644); err != nil {
+	components = append(components, f.component)
+	if err := manifests.WriteKustomization(dir, filepath.Join(f.dir, "manifests", s.overlay), components...); err != nil {
 		t.Fatal(err)
 	}
 	objs, err := manifests.Render(dir)

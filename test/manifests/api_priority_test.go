@@ -2,9 +2,7 @@ package manifests
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -38,20 +36,12 @@ func renderWithComponents(t *testing.T, overlay string, components ...string) ob
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	rel := func(sub string) string {
-		r, err := filepath.Rel(dir, filepath.Join(root, sub))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\ncomponents:\n", rel(overlay))
+	var paths []string
 	for _, c := range components {
-		k += fmt.Sprintf("  - %s\n", rel(c))
+		paths = append(paths, filepath.Join(root, c))
 	}
-	k += "sortOptions:\n  order: legacy\n"
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+	dir := t.TempDir()
+	if err := WriteKustomization(dir, filepath.Join(root, overlay), paths...); err != nil {
 		t.Fatal(err)
 	}
 	objs, err := Render(dir)
@@ -133,7 +123,7 @@ func TestAPIPriorityClassifiesTheController(t *testing.T) {
 	// workload-low.
 	var got classification
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		got = classify(t, controllerHTTP, cp.URL()+"/api/v1/nodes?limit=1")
+		got = classifyMethod(t, controllerHTTP, http.MethodGet, cp.URL()+"/api/v1/nodes?limit=1")
 		return got == ours, nil
 	})
 	if err != nil {
@@ -216,10 +206,6 @@ func neither(a, b classification) func(classification) bool {
 	return func(got classification) bool {
 		return got.schema != "" && got.level != "" && got.schema != a.schema && got.schema != b.schema && got.level != a.level && got.level != b.level
 	}
-}
-
-func classify(t *testing.T, client *http.Client, url string) classification {
-	return classifyMethod(t, client, http.MethodGet, url)
 }
 
 // classifyMethod sends a request and returns how priority and fairness

@@ -3,7 +3,9 @@ package manifests
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -88,6 +90,46 @@ func Apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructu
 			metav1.PatchOptions{FieldManager: "nodeguard", Force: &force, FieldValidation: metav1.FieldValidationStrict}); err != nil {
 			return fmt.Errorf("applying %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
 		}
+	}
+	return nil
+}
+
+// WriteKustomization writes a kustomization in dir whose resources are the
+// kustomization in base and whose components are components, as an
+// operator's own overlay adds a component, with the shipped order
+// (Namespaces first, webhook registrations last). Kustomize takes only
+// relative paths there; the arguments may be absolute.
+func WriteKustomization(dir, base string, components ...string) error {
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("kustomization %s: %w", dir, err)
+	}
+	rel := func(path string) (string, error) {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return "", fmt.Errorf("kustomization %s: %w", path, err)
+		}
+		return filepath.Rel(absDir, abs)
+	}
+	var b strings.Builder
+	b.WriteString("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
+	r, err := rel(base)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(&b, "resources:\n  - %q\ncomponents:\n", r)
+	for _, c := range components {
+		if r, err = rel(c); err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "  - %q\n", r)
+	}
+	b.WriteString("sortOptions:\n  order: legacy\n")
+	if err := os.MkdirAll(absDir, 0o755); err != nil {
+		return fmt.Errorf("kustomization %s: %w", dir, err)
+	}
+	if err := os.WriteFile(filepath.Join(absDir, "kustomization.yaml"), []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("kustomization %s: %w", dir, err)
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -347,42 +346,4 @@ func (e *Env) WriteSettings(content string) error {
 		return fmt.Errorf("writing the settings: %w", err)
 	}
 	return nil
-}
-
-// withComponents writes a kustomization in dir whose resources are the
-// kustomization in base and whose components are components, and returns
-// dir. Kustomize takes only relative paths there.
-func withComponents(dir, base string, components []string) (string, error) {
-	rel := func(path string) (string, error) {
-		abs, err := filepath.Abs(path)
-		if err != nil {
-			return "", err
-		}
-		absDir, err := filepath.Abs(dir)
-		if err != nil {
-			return "", err
-		}
-		return filepath.Rel(absDir, abs)
-	}
-	var b strings.Builder
-	b.WriteString("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
-	r, err := rel(base)
-	if err != nil {
-		return "", fmt.Errorf("manifests %s: %w", base, err)
-	}
-	fmt.Fprintf(&b, "resources:\n  - %q\ncomponents:\n", r)
-	for _, c := range components {
-		r, err := rel(c)
-		if err != nil {
-			return "", fmt.Errorf("component %s: %w", c, err)
-		}
-		fmt.Fprintf(&b, "  - %q\n", r)
-	}
-	// As the shipped kustomizations order them: Namespaces first, webhook
-	// registrations last.
-	b.WriteString("sortOptions:\n  order: legacy\n")
-	if err := writeFile(filepath.Join(dir, "kustomization.yaml"), b.String()); err != nil {
-		return "", err
-	}
-	return dir, nil
 }

@@ -30,9 +30,11 @@ func applyManifests(ctx context.Context, admin *rest.Config, opts Options, webho
 		return nil, err
 	}
 	if len(opts.Components) > 0 {
-		if dir, err = withComponents(filepath.Join(opts.WorkDir, "kustomization"), dir, opts.Components); err != nil {
+		withComponents := filepath.Join(opts.WorkDir, "kustomization")
+		if err := manifests.WriteKustomization(withComponents, dir, opts.Components...); err != nil {
 			return nil, err
 		}
+		dir = withComponents
 	}
 	objs, err := manifests.Render(dir)
 	if err != nil {
