@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -235,4 +236,30 @@ func TestReniceChild(t *testing.T) {
 		}()
 	}
 	time.Sleep(time.Minute)
+}
+
+// Options a rollout cannot run with are refused before anything starts,
+// each with what is wrong.
+func TestRolloutOptionsRefuseWhatCannotRun(t *testing.T) {
+	valid := RolloutOptions{Nodes: 10, Trial: time.Second, MaxUnavailablePercent: 10, Canary: 1,
+		Period: 10 * time.Second, Timeout: time.Minute, WorkDir: "/tmp", ControllerNice: -10}
+	if err := valid.validate(); err != nil {
+		t.Fatalf("valid options refused: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		edit func(*RolloutOptions)
+		says string
+	}{
+		"nice below -20":       {func(o *RolloutOptions) { o.ControllerNice = -21 }, "controller nice -21"},
+		"nice above 19":        {func(o *RolloutOptions) { o.ControllerNice = 20 }, "controller nice 20"},
+		"one Node":             {func(o *RolloutOptions) { o.Nodes = 1 }, "nodes must be at least 2"},
+		"canary of every Node": {func(o *RolloutOptions) { o.Canary = 10 }, "canary 10"},
+		"no work directory":    {func(o *RolloutOptions) { o.WorkDir = "" }, "work directory"},
+	} {
+		o := valid
+		tc.edit(&o)
+		if err := o.validate(); err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: validate() = %v, want an error saying %q", name, err, tc.says)
+		}
+	}
 }
