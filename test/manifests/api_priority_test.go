@@ -225,7 +225,8 @@ func classifyMethod(t *testing.T, client *http.Client, method, url string) class
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
-	return classification{resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID"), resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID")}
+	return classification{resp.Header.Get(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID),
+		resp.Header.Get(flowcontrolv1.ResponseHeaderMatchedPriorityLevelConfigurationUID)}
 }
 
 // tokenClient is an HTTP client with a token of the ServiceAccount name in

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/cert"
@@ -194,12 +195,8 @@ type answers struct {
 	answered func(code int, level string)
 }
 
-// priorityLevelHeader names the priority level that served a request
-// (k8s.io/apiserver's flowcontrol filter sets it on every answer).
-const priorityLevelHeader = "X-Kubernetes-PF-PriorityLevel-UID"
-
 func (a *answers) WriteHeader(code int) {
-	a.answered(code, a.Header().Get(priorityLevelHeader))
+	a.answered(code, a.Header().Get(flowcontrolv1.ResponseHeaderMatchedPriorityLevelConfigurationUID))
 	a.ResponseWriter.WriteHeader(code)
 }
 
