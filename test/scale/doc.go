@@ -89,7 +89,8 @@
 // apiserver_request_total has no user label, and the controller's own
 // rest_client_requests_total counts by method and code, not by resource.
 // Its rest_client_rate_limiter_duration_seconds, read at the end, gives
-// the requests its own client-side rate limit held back. The harness judges every Node itself from one watch
+// the requests its own client-side rate limit held back, its Events'
+// creates (POST, paced by --event-qps on purpose) apart. The harness judges every Node itself from one watch
 // of all Nodes, by pkg/rollout's rules, never from the controller's status:
 // when it was assigned and when it reached Updated, how often it was
 // assigned, and how many Nodes were unavailable at once. A reaction is the
