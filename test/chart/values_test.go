@@ -50,6 +50,8 @@ func TestChartRefusesWhatItCannotHonour(t *testing.T) {
 		{"no replica", append(images, "--set", "webhook.replicas=0"), "webhook.replicas"},
 		{"a kubelet file outside the kubelet's directory", append(images, "--set", "agent.kubelet.configFile=/etc/kubernetes/kubelet-config.yaml"), "agent.kubelet.configFile"},
 		{"a duration that is not one", append(images, "--set", "agent.drainTimeout=five minutes"), "agent.drainTimeout"},
+		{"a priority level switch that is not one", append(images, "--set-string", "rolloutController.apiPriority.enabled=yes"), "rolloutController.apiPriority.enabled"},
+		{"a priority level setting the chart does not have", append(images, "--set", "rolloutController.apiPriority.shares=40"), "shares"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
