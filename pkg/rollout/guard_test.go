@@ -227,3 +227,16 @@ func TestIsGuardFailure(t *testing.T) {
 		}
 	}
 }
+
+func TestEscapePointer(t *testing.T) {
+	for key, want := range map[string]string{
+		contract.ConfigSourceAnnotation: "nodeguard.dev~1config-source",
+		"a~b/c":                         "a~0b~1c",
+		"~1":                            "~01",
+		"plain":                         "plain",
+	} {
+		if got := escapePointer(key); got != want {
+			t.Errorf("escapePointer(%q) = %q, want %q", key, got, want)
+		}
+	}
+}
