@@ -81,6 +81,25 @@ type Condition struct {
 // observation is usable all the same, with that part empty, since the
 // agent reports the same problem in its condition.
 func ObserveNode(node *corev1.Node, otherRollouts []string) (NodeObservation, error) {
+	return ObserveNodeWith(node, otherRollouts, DecodeConfigStatus)
+}
+
+// DecodeConfigStatus decodes the text of a config-status annotation.
+func DecodeConfigStatus(raw string) (*contract.ConfigStatus, error) {
+	var status contract.ConfigStatus
+	if err := json.Unmarshal([]byte(raw), &status); err != nil {
+		return nil, err
+	}
+	return &status, nil
+}
+
+// ObserveNodeWith is ObserveNode with the config-status annotation's text
+// decoded by decode, which may hand out the status decoded from the same
+// text before: decoding it is most of a reading's cost, and most of a
+// Node's updates (heartbeats, the controller's own patches) leave it as it
+// was. The observation shares what decode returns, which no reader
+// modifies.
+func ObserveNodeWith(node *corev1.Node, otherRollouts []string, decode func(raw string) (*contract.ConfigStatus, error)) (NodeObservation, error) {
 	obs := NodeObservation{
 		Name:            node.Name,
 		ResourceVersion: node.ResourceVersion,
@@ -119,11 +138,11 @@ func ObserveNode(node *corev1.Node, otherRollouts []string) (NodeObservation, er
 	}
 	obs.Assignment, obs.Assigned = assignment, ok
 	if raw, ok := node.Annotations[contract.ConfigStatusAnnotation]; ok {
-		var status contract.ConfigStatus
-		if err := json.Unmarshal([]byte(raw), &status); err != nil {
+		status, err := decode(raw)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("node %s: annotation %s: %w", node.Name, contract.ConfigStatusAnnotation, err))
 		} else {
-			obs.Status = &status
+			obs.Status = status
 		}
 	}
 	return obs, errors.Join(errs...)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/nodeguard/nodeguard/pkg/apis/nodeguard/v1alpha1"
+	"github.com/nodeguard/nodeguard/pkg/contract"
 	"github.com/nodeguard/nodeguard/pkg/rollout"
 )
 
@@ -32,6 +33,15 @@ type observedNode struct {
 	err  error
 }
 
+// decodeStatus decodes a config-status annotation's text, or hands out the
+// status this reading decoded from the same text (rollout.ObserveNodeWith).
+func (e observedNode) decodeStatus(raw string) (*contract.ConfigStatus, error) {
+	if e.obs.Status != nil && e.node != nil && e.node.Annotations[contract.ConfigStatusAnnotation] == raw {
+		return e.obs.Status, nil
+	}
+	return rollout.DecodeConfigStatus(raw)
+}
+
 func newObservations() *observations {
 	return &observations{byName: map[string]observedNode{}}
 }
@@ -39,12 +49,19 @@ func newObservations() *observations {
 // set records the reading of node, the object the cache holds now. Setting
 // the same object again is harmless: a replayed event costs one reading.
 func (o *observations) set(node *corev1.Node) observedNode {
-	obs, err := rollout.ObserveNode(node, nil)
+	obs, err := rollout.ObserveNodeWith(node, nil, o.previous(node.Name).decodeStatus)
 	entry := observedNode{node: node, obs: obs, err: err}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.byName[node.Name] = entry
 	return entry
+}
+
+// previous returns the Node's recorded reading, the zero one when none.
+func (o *observations) previous(name string) observedNode {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.byName[name]
 }
 
 // remove drops a deleted Node's reading.
@@ -57,13 +74,11 @@ func (o *observations) remove(name string) {
 // of returns node's reading: the recorded one when it was made of this very
 // object, else a fresh one (not recorded: node may be a copy).
 func (o *observations) of(node *corev1.Node) (rollout.NodeObservation, error) {
-	o.mu.Lock()
-	entry, ok := o.byName[node.Name]
-	o.mu.Unlock()
-	if ok && entry.node == node {
+	entry := o.previous(node.Name)
+	if entry.node == node {
 		return entry.obs, entry.err
 	}
-	return rollout.ObserveNode(node, nil)
+	return rollout.ObserveNodeWith(node, nil, entry.decodeStatus)
 }
 
 // namedSelectors are the selectors of rollouts, by name, sorted by name;

@@ -89,6 +89,40 @@ func TestObservationsMatchFullReading(t *testing.T) {
 	}
 }
 
+// A Node's config-status is decoded once per text: a later version with
+// the same text (a heartbeat, the controller's own patch) and a copy of it
+// share the status decoded before; another text is decoded anew.
+func TestObservationsDecodeAStatusOncePerText(t *testing.T) {
+	o := newObservations()
+	node := readyNode("a", map[string]string{})
+	node.ResourceVersion = "1"
+	node.Annotations = map[string]string{contract.ConfigStatusAnnotation: `{"phase":"Draining","pendingPods":["default/web-0"]}`}
+	first := o.set(node)
+
+	heartbeat := node.DeepCopy()
+	heartbeat.ResourceVersion = "2"
+	again := o.set(heartbeat)
+	copied, _ := o.of(heartbeat.DeepCopy())
+	if first.obs.Status == nil || again.obs.Status != first.obs.Status || copied.Status != first.obs.Status {
+		t.Errorf("the same text decoded again: statuses %p, %p, %p", first.obs.Status, again.obs.Status, copied.Status)
+	}
+
+	reported := heartbeat.DeepCopy()
+	reported.ResourceVersion = "3"
+	reported.Annotations[contract.ConfigStatusAnnotation] = `{"phase":"` + contract.PhaseRestarting + `"}`
+	changed := o.set(reported)
+	if changed.obs.Status == first.obs.Status || changed.obs.Status.Phase != contract.PhaseRestarting {
+		t.Errorf("a new text reads %+v, want the new phase", changed.obs.Status)
+	}
+
+	reported = reported.DeepCopy()
+	reported.ResourceVersion = "4"
+	reported.Annotations[contract.ConfigStatusAnnotation] = "{"
+	if broken := o.set(reported); broken.err == nil || broken.obs.Status != nil {
+		t.Errorf("an unreadable text reads %+v, %v; want no status and the error", broken.obs.Status, broken.err)
+	}
+}
+
 func checkObservations(t *testing.T, step int, c *Controller, store map[string]*corev1.Node, rollouts []*v1alpha1.KubeletConfigRollout) {
 	t.Helper()
 	var nodes []*corev1.Node
@@ -105,9 +139,10 @@ func checkObservations(t *testing.T, step int, c *Controller, store map[string]*
 		}
 	}
 	if len(nodes) > 0 {
-		// A copy, as overlay makes, with an annotation of its own.
+		// A copy, as overlay makes, with an annotation of its own and the
+		// others (the config-status among them) as the cache has them.
 		changed := nodes[0].DeepCopy()
-		changed.Annotations = map[string]string{contract.ConfigSourceAnnotation: "kubelet-configs/other"}
+		changed.Annotations[contract.ConfigSourceAnnotation] = "kubelet-configs/other"
 		want, wantErr := rollout.ObserveNode(changed, nil)
 		got, gotErr := c.observed.of(changed)
 		if !reflect.DeepEqual(got, want) || (gotErr == nil) != (wantErr == nil) {
