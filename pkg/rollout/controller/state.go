@@ -45,6 +45,9 @@ type rolloutState struct {
 	// trip nor moves the Node again, and counts a Node being assigned as
 	// unavailable from the moment the patch is sent.
 	unseen map[string]*unseenChange
+	// answers are unseen's answered changes by when they were answered,
+	// for takeTouched's timeout.
+	answers answers
 	// refusals are the admission refusals of assignments of refusedTarget
 	// not yet recorded in the status, fed to the next decision. A refusal
 	// is about one version of one ConfigMap and must not fail the next.
@@ -122,10 +125,10 @@ func (st *rolloutState) takeTouched(now time.Time) sets.Set[string] {
 	out := st.touched
 	st.touched = sets.New[string]()
 	st.handedOverRead, st.handedOver = st.handedOver, map[string]time.Time{}
-	for name, c := range st.unseen {
-		if !c.answered.IsZero() && now.Sub(c.answered) >= st.timeout {
-			delete(st.unseen, name)
-			out.Insert(name)
+	for _, due := range st.answers.due(now.Add(-st.timeout)) {
+		if st.unseen[due.node] == due.change {
+			delete(st.unseen, due.node)
+			out.Insert(due.node)
 		}
 	}
 	return out
@@ -208,7 +211,9 @@ func (st *rolloutState) sending(moves, marks []rollout.Change) {
 func (st *rolloutState) applied(change rollout.Change, w write, now time.Time) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.unseen[change.Node] = &unseenChange{change: change, answered: now, w: w}
+	answer := &unseenChange{change: change, answered: now, w: w}
+	st.unseen[change.Node] = answer
+	st.answers.add(change.Node, answer)
 	st.touched.Insert(change.Node)
 }
 
@@ -252,8 +257,11 @@ func (st *rolloutState) overlay(node *corev1.Node, now time.Time) *corev1.Node {
 		delete(st.unseen, node.Name)
 		return node
 	}
-	changed := node.DeepCopy()
-	changed.Annotations = maps.Clone(changed.Annotations)
+	// Only the annotations and the resourceVersion differ from the cache's
+	// object: the copy shares the rest, which no reader modifies.
+	copied := *node
+	changed := &copied
+	changed.Annotations = maps.Clone(node.Annotations)
 	if changed.Annotations == nil {
 		changed.Annotations = map[string]string{}
 	}

@@ -115,3 +115,44 @@ func TestMarksAreNotInFlight(t *testing.T) {
 		t.Errorf("marks' window %d under --max-patches-in-flight=16, want 16", got)
 	}
 }
+
+// The timeout runs from a Node's latest answer: an older answer of the same
+// Node, or one whose change failed and was sent again, drops nothing.
+func TestUnseenTimeoutRunsFromTheLatestAnswer(t *testing.T) {
+	start := time.Unix(1000, 0)
+	u := newRolloutState(time.Minute, 16)
+	source, passed := "kubelet-configs/v2", "kubelet-configs/v2@7"
+	assign := func(node string) rollout.Change {
+		return rollout.Change{Node: node, ResourceVersion: "10", Annotations: map[string]*string{contract.ConfigSourceAnnotation: &source}}
+	}
+	mark := rollout.Change{Node: "a", ResourceVersion: "11", Annotations: map[string]*string{contract.TrialPassedAnnotation: &passed}}
+
+	u.sending([]rollout.Change{assign("a"), assign("b")}, nil)
+	u.applied(assign("a"), write{produced: "11", over: []string{"10"}}, start)
+	u.applied(assign("b"), write{produced: "12", over: []string{"10"}}, start)
+	u.sending(nil, []rollout.Change{mark})
+	u.applied(mark, write{produced: "13", over: []string{"11"}}, start.Add(30*time.Second))
+	u.failed("b")
+	u.sending([]rollout.Change{assign("b")}, nil)
+
+	u.takeTouched(start.Add(time.Minute))
+	if len(u.unseen) != 2 {
+		t.Fatalf("at the first answers' timeout %d changes unseen, want a's mark and b's change in flight", len(u.unseen))
+	}
+	a, b := cachedNode("a", "10", nil), cachedNode("b", "10", nil)
+	if got := overlayAll(u, start.Add(time.Minute), a, b); got[0] == a || got[1] == b {
+		t.Error("a change dropped at the timeout of an answer it replaced")
+	}
+	if !u.inFlight() {
+		t.Error("b's change sent again is not in flight")
+	}
+	if touched := u.takeTouched(start.Add(90 * time.Second)); !touched.Has("a") || touched.Has("b") {
+		t.Errorf("at the mark's timeout: touched %v, want a (its mark dropped) and not b (in flight)", sets.List(touched))
+	}
+	if _, ok := u.unseen["a"]; ok {
+		t.Error("a's mark kept past its timeout")
+	}
+	if len(u.answers) != 0 {
+		t.Errorf("%d answers kept past every timeout", len(u.answers))
+	}
+}
