@@ -36,11 +36,14 @@
 // repeated event costs one idempotent sync.
 //
 // The Node handlers also read each Node once per event into what Decide
-// reads of it (observations.go, rollout.ObserveNode), kept by name beside
-// the very object the cache holds: a sync takes that reading instead of
-// decoding every selected Node's annotations again, and reads afresh any
+// reads of it (observations.go, rollout.ObserveNodeWith), kept by name
+// beside the very object the cache holds: a sync takes that reading instead
+// of decoding every selected Node's annotations again, and reads afresh any
 // object it does not match (a copy with the controller's unseen patches
-// applied), so that the index makes a sync cheaper, never different.
+// applied). A reading decodes the config-status annotation only when its
+// text differs from the Node's last reading, which most updates (a
+// heartbeat, the controller's own patch) leave as it was. So the index
+// makes a sync cheaper, never different.
 //
 // # A sync
 //
