@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"time"
@@ -85,11 +84,11 @@ func statusOf(node *corev1.Node) NodeConfigStatus {
 			Key: assignment.Key, Legacy: assignment.Legacy}
 	}
 	if raw, present := node.Annotations[contract.ConfigStatusAnnotation]; present {
-		var reported contract.ConfigStatus
-		if err := json.Unmarshal([]byte(raw), &reported); err != nil {
+		reported, err := contract.ParseConfigStatus(raw)
+		if err != nil {
 			s.ReportedError = fmt.Sprintf("the %s annotation is not a config status: %v", contract.ConfigStatusAnnotation, err)
 		} else {
-			s.Reported = &reported
+			s.Reported = reported
 		}
 	}
 	for i := range node.Status.Conditions {

@@ -1,5 +1,7 @@
 package contract
 
+import "encoding/json"
+
 // ConfigMapVersion pins one version of a ConfigMap (the contract's REF). A
 // nil *ConfigMapVersion in a ConfigStatus means the node's local
 // configuration.
@@ -43,6 +45,15 @@ type ConfigStatus struct {
 	// applied; nil while it has nothing to compare (the local
 	// configuration, or nothing read yet).
 	Running *RunningConfig `json:"running,omitempty"`
+}
+
+// ParseConfigStatus decodes the text of a ConfigStatusAnnotation.
+func ParseConfigStatus(raw string) (*ConfigStatus, error) {
+	var status ConfigStatus
+	if err := json.Unmarshal([]byte(raw), &status); err != nil {
+		return nil, err
+	}
+	return &status, nil
 }
 
 // RunningConfig is how the kubelet's running configuration compares with

@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -81,16 +80,7 @@ type Condition struct {
 // observation is usable all the same, with that part empty, since the
 // agent reports the same problem in its condition.
 func ObserveNode(node *corev1.Node, otherRollouts []string) (NodeObservation, error) {
-	return ObserveNodeWith(node, otherRollouts, DecodeConfigStatus)
-}
-
-// DecodeConfigStatus decodes the text of a config-status annotation.
-func DecodeConfigStatus(raw string) (*contract.ConfigStatus, error) {
-	var status contract.ConfigStatus
-	if err := json.Unmarshal([]byte(raw), &status); err != nil {
-		return nil, err
-	}
-	return &status, nil
+	return ObserveNodeWith(node, otherRollouts, contract.ParseConfigStatus)
 }
 
 // ObserveNodeWith is ObserveNode with the config-status annotation's text

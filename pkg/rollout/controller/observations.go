@@ -39,7 +39,7 @@ func (e observedNode) decodeStatus(raw string) (*contract.ConfigStatus, error) {
 	if e.obs.Status != nil && e.node != nil && e.node.Annotations[contract.ConfigStatusAnnotation] == raw {
 		return e.obs.Status, nil
 	}
-	return rollout.DecodeConfigStatus(raw)
+	return contract.ParseConfigStatus(raw)
 }
 
 func newObservations() *observations {
