@@ -353,14 +353,15 @@ func TestAssignmentsAndContent(t *testing.T) {
 		cm, err := h.admin.CoreV1().ConfigMaps(configNamespace).Get(h.ctx, h.pfx+"good", metav1.GetOptions{})
 		allowed(t, "get", err)
 		cm.Data[contract.ConfigMapKey] = newGateConfig
-		_, err = h.admin.CoreV1().ConfigMaps(configNamespace).Update(h.ctx, cm, metav1.UpdateOptions{})
+		edited, err := h.admin.CoreV1().ConfigMaps(configNamespace).Update(h.ctx, cm, metav1.UpdateOptions{})
 		if err != nil {
 			refused(t, "editing an assigned config to a gate its node lacks", err, "nodeguard rule 6 (config-content)", old)
 			break
 		}
-		// The graph had not seen the assignment yet; put it back and retry.
-		cm.Data[contract.ConfigMapKey] = goodConfig
-		if _, err := h.admin.CoreV1().ConfigMaps(configNamespace).Update(h.ctx, cm, metav1.UpdateOptions{}); err != nil {
+		// The graph had not seen the assignment yet; put it back (from the
+		// edit's own resourceVersion) and retry.
+		edited.Data[contract.ConfigMapKey] = goodConfig
+		if _, err := h.admin.CoreV1().ConfigMaps(configNamespace).Update(h.ctx, edited, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {
