@@ -350,18 +350,13 @@ func TestAssignmentsAndContent(t *testing.T) {
 	allowed(t, "assigning a plain config to the old node", err)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		cm, err := h.admin.CoreV1().ConfigMaps(configNamespace).Get(h.ctx, h.pfx+"good", metav1.GetOptions{})
-		allowed(t, "get", err)
-		cm.Data[contract.ConfigMapKey] = newGateConfig
-		edited, err := h.admin.CoreV1().ConfigMaps(configNamespace).Update(h.ctx, cm, metav1.UpdateOptions{})
+		err := h.setContent(h.admin, "good", newGateConfig)
 		if err != nil {
 			refused(t, "editing an assigned config to a gate its node lacks", err, "nodeguard rule 6 (config-content)", old)
 			break
 		}
-		// The graph had not seen the assignment yet; put it back (from the
-		// edit's own resourceVersion) and retry.
-		edited.Data[contract.ConfigMapKey] = goodConfig
-		if _, err := h.admin.CoreV1().ConfigMaps(configNamespace).Update(h.ctx, edited, metav1.UpdateOptions{}); err != nil {
+		// The graph had not seen the assignment yet; put it back and retry.
+		if err := h.setContent(h.admin, "good", goodConfig); err != nil {
 			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {
